@@ -1,0 +1,27 @@
+// `autopilot params [--markdown]`: the parameter registry, as the library declares it.
+#include <cstdio>
+#include <cstring>
+
+#include "bench/commands.h"
+#include "common/params.h"
+
+namespace autopilot::cli {
+
+int cmdParams(int argc, char** argv) {
+  bool markdown = argc > 1 && std::strcmp(argv[1], "--markdown") == 0;
+  if (markdown) {
+    std::fputs(params::markdownTable().c_str(), stdout);
+    return 0;
+  }
+  for (params::ParamBase* p : params::all()) {
+    std::string value = p->valueString();
+    std::printf("%-40s %-8s = %-12s (%s)\n    %s\n", p->name(), p->typeName(), value.c_str(),
+                params::sourceName(p->source()), p->doc());
+    if (p->source() == params::Source::kInvalid) {
+      std::printf("    rejected: %s\n", p->rejection().c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace autopilot::cli

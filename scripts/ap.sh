@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# One entry point for people and CI: installs what is missing (Debian 12, as root, apt-get),
+# builds, and runs the main job or the tests.
+#   scripts/ap.sh demo   build, then run the main job
+#   scripts/ap.sh test   build, run every test, then the unit tests again under ASan+UBSan
+#   scripts/ap.sh build  build only (build/ holds bin/autopilot and lib/libnccl-*-autopilot.so)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${AUTOPILOT_BUILD_DIR:-$ROOT/build}
+JOBS=${AUTOPILOT_JOBS:-$(nproc)}
+PACKAGES=(cmake make g++ binutils pkg-config catch2 libibverbs-dev ibverbs-providers
+          libeigen3-dev iproute2 iperf3 python3)
+
+log() { printf '\n== %s\n' "$*" >&2; }
+
+install_deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+      missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing Debian packages: ${missing[*]} (run as root, or install them first)" >&2
+    exit 1
+  fi
+  log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+build() {  # build DIR [cmake options...]
+  local dir=$1
+  shift
+  log "configuring $dir"
+  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  log "building $dir"
+  cmake --build "$dir" -j "$JOBS"
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  build)
+    install_deps
+    build "$BUILD"
+    ;;
+  demo)
+    install_deps
+    build "$BUILD"
+    log "autopilot info"
+    exec "$BUILD/bin/autopilot" info "$@"
+    ;;
+  test)
+    install_deps
+    build "$BUILD"
+    log "tests"
+    ctest --test-dir "$BUILD" --output-on-failure --timeout 900
+    log "unit and harness tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+    build "$BUILD-asan" -DAUTOPILOT_SANITIZE=ON
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      ctest --test-dir "$BUILD-asan" --output-on-failure -L 'unit|host' --timeout 900
+    ;;
+  *)
+    echo "usage: $0 demo|test|build" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,20 @@
+# README.md's configuration table (between the params markers) must equal what the registry
+# generates; regenerate it with: build/bin/autopilot params --markdown
+execute_process(COMMAND ${TOOL} params --markdown OUTPUT_VARIABLE generated RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "autopilot params --markdown failed")
+endif()
+file(READ ${README} readme)
+string(FIND "${readme}" "<!-- params:begin -->\n" b)
+string(FIND "${readme}" "<!-- params:end -->" e)
+if(b EQUAL -1 OR e EQUAL -1)
+  message(FATAL_ERROR "README.md lacks the <!-- params:begin --> / <!-- params:end --> markers")
+endif()
+string(LENGTH "<!-- params:begin -->\n" ml)
+math(EXPR start "${b} + ${ml}")
+math(EXPR len "${e} - ${start}")
+string(SUBSTRING "${readme}" ${start} ${len} table)
+if(NOT table STREQUAL generated)
+  message(FATAL_ERROR "README.md's parameter table is stale. Expected:\n${generated}\nFound:\n${table}\n"
+                      "Regenerate it with: build/bin/autopilot params --markdown")
+endif()
