@@ -1,0 +1,141 @@
+#include "common/measurement_bus.h"
+
+namespace autopilot::bus {
+
+MeasurementBus& MeasurementBus::instance() {
+  static MeasurementBus bus;
+  return bus;
+}
+
+MeasurementBus::Slot* MeasurementBus::find(uint64_t commId) const {
+  if (commId == 0) return nullptr;
+  size_t start = size_t(commId * 0x9E3779B97F4A7C15ull >> 58);  // 6 bits: 0..63
+  for (int i = 0; i < kMaxComms; ++i) {
+    const Slot& s = slots_[(start + i) % kMaxComms];
+    if (s.commId.load(std::memory_order_acquire) == commId) return const_cast<Slot*>(&s);
+  }
+  return nullptr;
+}
+
+bool MeasurementBus::attach(uint64_t commId) {
+  if (commId == 0) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Slot* s = find(commId)) {
+    ++s->refs;
+    return true;
+  }
+  size_t start = size_t(commId * 0x9E3779B97F4A7C15ull >> 58);
+  for (int i = 0; i < kMaxComms; ++i) {
+    Slot& s = slots_[(start + i) % kMaxComms];
+    if (s.commId.load(std::memory_order_relaxed) != 0) continue;
+    if (!s.cells) s.cells.reset(new Cell[kRingCapacity]);
+    // A reused slot starts empty; samples of the previous owner still carry its commId and
+    // are filtered out by drain() if a late producer raced the reuse.
+    size_t h = s.head.load(std::memory_order_relaxed);
+    for (size_t k = 0; k < kRingCapacity; ++k) {
+      s.cells[(h + k) & (kRingCapacity - 1)].sequence.store(h + k, std::memory_order_relaxed);
+    }
+    s.tail.store(h, std::memory_order_relaxed);
+    s.published.store(0, std::memory_order_relaxed);
+    s.dropped.store(0, std::memory_order_relaxed);
+    s.shiftEpoch.store(0, std::memory_order_relaxed);
+    s.refs = 1;
+    s.commId.store(commId, std::memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+void MeasurementBus::detach(uint64_t commId) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot* s = find(commId);
+  if (s != nullptr && --s->refs == 0) s->commId.store(0, std::memory_order_release);
+}
+
+bool MeasurementBus::attached(uint64_t commId) const { return find(commId) != nullptr; }
+
+bool MeasurementBus::publish(const CollectiveSample& sample) {
+  Slot* s = find(sample.commId);
+  if (s == nullptr) return false;
+  // Bounded MPMC queue (Vyukov): each cell's sequence says whose turn it is.
+  size_t pos = s->head.load(std::memory_order_relaxed);
+  for (;;) {
+    Cell& cell = s->cells[pos & (kRingCapacity - 1)];
+    size_t seq = cell.sequence.load(std::memory_order_acquire);
+    intptr_t diff = intptr_t(seq) - intptr_t(pos);
+    if (diff == 0) {
+      if (s->head.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+        cell.sample = sample;
+        cell.sequence.store(pos + 1, std::memory_order_release);
+        s->published.fetch_add(1, std::memory_order_relaxed);
+        return true;
+      }
+    } else if (diff < 0) {
+      s->dropped.fetch_add(1, std::memory_order_relaxed);  // full: drop, never block or grow
+      return false;
+    } else {
+      pos = s->head.load(std::memory_order_relaxed);
+    }
+  }
+}
+
+size_t MeasurementBus::drain(uint64_t commId, CollectiveSample* out, size_t max) {
+  Slot* s = find(commId);
+  if (s == nullptr) return 0;
+  size_t n = 0;
+  while (n < max) {
+    size_t pos = s->tail.load(std::memory_order_relaxed);
+    Cell& cell = s->cells[pos & (kRingCapacity - 1)];
+    size_t seq = cell.sequence.load(std::memory_order_acquire);
+    intptr_t diff = intptr_t(seq) - intptr_t(pos + 1);
+    if (diff < 0) break;  // empty
+    if (diff > 0) continue;  // another consumer moved on; reload
+    if (!s->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) continue;
+    CollectiveSample sample = cell.sample;
+    cell.sequence.store(pos + kRingCapacity, std::memory_order_release);
+    if (sample.commId == commId) out[n++] = sample;
+  }
+  return n;
+}
+
+uint64_t MeasurementBus::published(uint64_t commId) const {
+  Slot* s = find(commId);
+  return s ? s->published.load(std::memory_order_relaxed) : 0;
+}
+
+uint64_t MeasurementBus::dropped(uint64_t commId) const {
+  Slot* s = find(commId);
+  return s ? s->dropped.load(std::memory_order_relaxed) : 0;
+}
+
+void MeasurementBus::reportShift(uint64_t commId, const ShiftNotice& notice) {
+  Slot* s = find(commId);
+  if (s == nullptr) return;
+  std::lock_guard<std::mutex> lock(s->shiftMu);
+  s->lastShift = notice;
+  s->lastShift.epoch = s->shiftEpoch.load(std::memory_order_relaxed) + 1;
+  s->shiftEpoch.store(s->lastShift.epoch, std::memory_order_release);
+}
+
+uint64_t MeasurementBus::shiftEpoch(uint64_t commId) const {
+  Slot* s = find(commId);
+  return s ? s->shiftEpoch.load(std::memory_order_acquire) : 0;
+}
+
+bool MeasurementBus::latestShift(uint64_t commId, ShiftNotice* out) const {
+  Slot* s = find(commId);
+  if (s == nullptr || s->shiftEpoch.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> lock(s->shiftMu);
+  *out = s->lastShift;
+  return true;
+}
+
+void MeasurementBus::resetForTesting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Slot& s : slots_) {
+    s.commId.store(0);
+    s.refs = 0;
+  }
+}
+
+}  // namespace autopilot::bus
