@@ -10,20 +10,31 @@
 #include "autopilot_version.h"
 #include "bench/commands.h"
 
+#include <algorithm>
+
+namespace autopilot::cli {
 namespace {
+std::vector<Command>& registry() {
+  static std::vector<Command> all;
+  return all;
+}
+}  // namespace
 
-struct Command {
-  const char* name;
-  int (*run)(int argc, char** argv);
-  const char* summary;
-};
+CommandRegistrar::CommandRegistrar(const char* name, CommandFn run, const char* summary) {
+  registry().push_back(Command{name, run, summary});
+}
 
-const Command kCommands[] = {
-    {"info", autopilot::cli::cmdInfo,
-     "load the plugins through the harness and show what NCCL would see"},
-    {"params", autopilot::cli::cmdParams,
-     "list every NCCL_AUTOPILOT_* parameter (--markdown for the README table)"},
-};
+std::vector<Command> commands() {
+  std::vector<Command> all = registry();
+  std::sort(all.begin(), all.end(),
+            [](const Command& a, const Command& b) { return std::strcmp(a.name, b.name) < 0; });
+  return all;
+}
+
+}  // namespace autopilot::cli
+
+namespace {
+using autopilot::cli::Command;
 
 // Users put the library's folder on LD_LIBRARY_PATH so that NCCL_*_PLUGIN=autopilot resolves;
 // the tool does the same for itself and for the rank processes it launches. The dynamic loader
@@ -56,7 +67,9 @@ void ensureLibraryOnSearchPath(char** argv) {
 
 void usage(FILE* out) {
   std::fprintf(out, "usage: autopilot <command> [options]\n\ncommands:\n");
-  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  for (const Command& c : autopilot::cli::commands()) {
+    std::fprintf(out, "  %-11s %s\n", c.name, c.summary);
+  }
   std::fprintf(out, "\nnccl-autopilot %s\n", AUTOPILOT_VERSION_STRING);
 }
 
@@ -72,7 +85,7 @@ int main(int argc, char** argv) {
     std::printf("nccl-autopilot %s\n", AUTOPILOT_VERSION_STRING);
     return 0;
   }
-  for (const Command& c : kCommands) {
+  for (const Command& c : autopilot::cli::commands()) {
     if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);
   }
   std::fprintf(stderr, "autopilot: unknown command '%s'\n\n", argv[1]);

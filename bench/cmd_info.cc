@@ -41,8 +41,6 @@ std::string instanceOf(const std::string& needle) {
   return "?";
 }
 
-}  // namespace
-
 int cmdInfo(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
@@ -156,5 +154,10 @@ int cmdInfo(int argc, char** argv) {
   pluginHost.unloadAll();
   return (haveNet || haveTuner || haveProfiler) ? 0 : 1;
 }
+
+}  // namespace
+
+CommandRegistrar registerInfo("info", cmdInfo,
+                              "load the plugins through the harness and show what NCCL would see");
 
 }  // namespace autopilot::cli

@@ -7,6 +7,8 @@
 
 namespace autopilot::cli {
 
+namespace {
+
 int cmdParams(int argc, char** argv) {
   bool markdown = argc > 1 && std::strcmp(argv[1], "--markdown") == 0;
   if (markdown) {
@@ -23,5 +25,10 @@ int cmdParams(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace
+
+CommandRegistrar registerParams("params", cmdParams,
+                              "list every NCCL_AUTOPILOT_* parameter (--markdown for the README table)");
 
 }  // namespace autopilot::cli
