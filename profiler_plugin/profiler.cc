@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "common/comm_registry.h"
 #include "common/instance.h"
 #include "common/log.h"
 #include "common/params.h"
@@ -35,6 +36,13 @@ abi::Result init(void** ctx, const ProfilerInitArgs& args) {
           args.commName ? args.commName : "", args.rank, args.nRanks,
           gProfilerEnable.get() ? "" : ", disabled by NCCL_AUTOPILOT_PROFILER_ENABLE=0",
           static_cast<unsigned long long>(instanceId()));
+  comms::CommInfo info;
+  info.commId = args.commId;
+  info.rank = args.rank;
+  info.nRanks = args.nRanks;
+  info.nNodes = args.nNodes;
+  if (args.commName) info.name = args.commName;
+  comms::registerComm(info);
   *ctx = context.release();
   contextCreated();
   return abi::kSuccess;
@@ -53,7 +61,9 @@ void recordEventState(void* eHandle, int state, const abi::ProfilerEventStateArg
 
 abi::Result finalize(void* ctx) {
   if (ctx == nullptr) return abi::kSuccess;
-  delete static_cast<ProfilerContext*>(ctx);
+  auto* context = static_cast<ProfilerContext*>(ctx);
+  comms::releaseComm(context->commId);
+  delete context;
   contextDestroyed();
   return abi::kSuccess;
 }

@@ -134,3 +134,28 @@ TEST_CASE("measurement bus: concurrent producers lose nothing below capacity", "
     for (int i = 0; i < kPerThread; ++i) CHECK(seen[t * 1000 + i] == 1);
   bus.detach(44);
 }
+
+#include "common/comm_registry.h"
+
+TEST_CASE("comm registry merges what each plugin knows and counts references", "[comms]") {
+  comms::CommInfo fromProfiler;
+  fromProfiler.commId = 99;
+  fromProfiler.rank = 3;
+  fromProfiler.nRanks = 8;
+  fromProfiler.name = "dp";
+  comms::registerComm(fromProfiler);
+  comms::CommInfo fromTuner;
+  fromTuner.commId = 99;
+  fromTuner.nNodes = 2;
+  comms::registerComm(fromTuner);
+  comms::CommInfo got;
+  REQUIRE(comms::lookup(99, &got));
+  CHECK(got.rank == 3);
+  CHECK(got.nRanks == 8);
+  CHECK(got.nNodes == 2);
+  CHECK(got.name == "dp");
+  comms::releaseComm(99);
+  CHECK(comms::lookup(99, &got));
+  comms::releaseComm(99);
+  CHECK_FALSE(comms::lookup(99, &got));
+}
