@@ -17,3 +17,18 @@ if(NOT found STREQUAL expected)
   message(FATAL_ERROR "exported symbols differ:\n  found:    ${found}\n  expected: ${expected}")
 endif()
 message(STATUS "exports OK: ${found}")
+
+# The library must load on a machine without CUDA, NCCL or rdma-core: it may only need the C and
+# C++ runtimes (optional pieces such as libibverbs are dlopen'ed at run time).
+execute_process(COMMAND readelf -d ${LIB} OUTPUT_VARIABLE dyn RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "readelf failed on ${LIB}")
+endif()
+string(REGEX MATCHALL "\\(NEEDED\\)[^\n]*\\[([^]]+)\\]" needed_lines "${dyn}")
+foreach(line IN LISTS needed_lines)
+  string(REGEX REPLACE ".*\\[([^]]+)\\].*" "\\1" lib "${line}")
+  if(NOT lib MATCHES "^(libc|libm|libstdc\\+\\+|libgcc_s|libdl|libpthread|librt|ld-linux-x86-64|libasan|libubsan|libtsan)\\.so")
+    message(FATAL_ERROR "unexpected link-time dependency: ${lib} (dlopen optional libraries instead)")
+  endif()
+endforeach()
+message(STATUS "link-time dependencies OK")
