@@ -79,7 +79,13 @@ bool CollectiveEngine::supports(CollectiveKind kind, Algorithm algorithm) {
 }
 
 CollectiveEngine::CollectiveEngine(Transport& transport)
-    : transport_(transport), rank_(transport.rank()), nRanks_(transport.nRanks()) {}
+    : transport_(transport), rank_(transport.rank()), nRanks_(transport.nRanks()) {
+  size_t most = 0;
+  for (const Protocol& p : kProtocols) {
+    most = std::max(most, size_t(p.depth) * (p.stepBytes / sizeof(float)) * 2);  // tree: 2 children
+  }
+  scratch_.assign(most, 0.0f);
+}
 
 void CollectiveEngine::run(const CollectiveCall& call, float* data) {
   const Protocol& p = protocolByIndex(call.protocol);
@@ -184,7 +190,6 @@ void CollectiveEngine::ringReduceScatter(float* data, size_t count, const Protoc
   const size_t elems = std::max<size_t>(1, p.stepBytes / sizeof(float));
   const size_t slices = ceilDiv(count, elems);
   const int steps = n - 1;
-  scratch_.resize(size_t(p.depth) * elems);
   for (size_t g = 0; g < slices; g += size_t(p.depth)) {
     size_t inGroup = std::min(slices - g, size_t(p.depth));
     std::vector<Flow> flows;
@@ -242,7 +247,6 @@ void CollectiveEngine::ringAllReduce(float* data, size_t count, const Protocol& 
   size_t maxSeg = 0;
   for (int r = 0; r < n; ++r) maxSeg = std::max(maxSeg, segmentOf(count, n, r).size());
   const size_t slices = ceilDiv(maxSeg, elems);
-  scratch_.resize(size_t(p.depth) * elems);
   for (size_t g = 0; g < slices; g += size_t(p.depth)) {
     size_t inGroup = std::min(slices - g, size_t(p.depth));
     std::vector<Flow> flows;
@@ -332,7 +336,6 @@ void CollectiveEngine::treeAllReduce(float* data, size_t count, const Protocol& 
   const TreeLinks links = treeLinks(rank_, nRanks_, 0);
   const size_t elems = std::max<size_t>(1, p.stepBytes / sizeof(float));
   const size_t chunks = ceilDiv(count, elems);
-  scratch_.resize(size_t(p.depth) * elems * 2);
   for (size_t g = 0; g < chunks; g += size_t(p.depth)) {
     size_t inGroup = std::min(chunks - g, size_t(p.depth));
     std::vector<Flow> flows;

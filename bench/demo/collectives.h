@@ -48,7 +48,10 @@ size_t bufferElements(const CollectiveCall& call, int nRanks);
 
 class CollectiveEngine {
  public:
+  // Allocates the scratch space every protocol needs, once: transports register it up front.
   explicit CollectiveEngine(Transport& transport);
+  void* scratch() { return scratch_.data(); }
+  size_t scratchBytes() const { return scratch_.size() * sizeof(float); }
 
   // Runs one collective in place on `data` (bufferElements() floats):
   //  - all-reduce: data[0..count) in, reduced sum out;
