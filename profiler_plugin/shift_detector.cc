@@ -1,0 +1,74 @@
+#include "profiler_plugin/shift_detector.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace autopilot::profiler {
+
+ShiftDetector::ShiftDetector(ShiftDetectorConfig config) : config_(config) {
+  config_.warmup = std::clamp(config_.warmup, 2, kMaxWarmup);
+  if (!(config_.minSigma > 0)) config_.minSigma = 0.05;
+  if (!(config_.clip > config_.drift)) config_.clip = config_.drift + 1.0;
+}
+
+double ShiftDetector::baseline() const { return ready() ? std::exp(mu_) : 0.0; }
+
+void ShiftDetector::reset() {
+  nWarm_ = 0;
+  sumPos_ = sumNeg_ = 0.0;
+  runPos_ = runNeg_ = 0;
+  logSumPos_ = logSumNeg_ = 0.0;
+}
+
+void ShiftDetector::learnBaseline() {
+  int n = config_.warmup;
+  std::array<double, kMaxWarmup> sorted = warm_;
+  std::nth_element(sorted.begin(), sorted.begin() + n / 2, sorted.begin() + n);
+  mu_ = sorted[n / 2];
+  for (int i = 0; i < n; ++i) sorted[i] = std::fabs(warm_[i] - mu_);
+  std::nth_element(sorted.begin(), sorted.begin() + n / 2, sorted.begin() + n);
+  sigma_ = std::max(1.4826 * sorted[n / 2], config_.minSigma);
+}
+
+Shift ShiftDetector::update(double value) {
+  Shift out;
+  if (!(value > 0) || !std::isfinite(value)) return out;
+  ++values_;
+  double x = std::log(value);
+  if (!ready()) {
+    warm_[nWarm_++] = x;
+    if (ready()) learnBaseline();
+    return out;
+  }
+  double z = std::clamp((x - mu_) / sigma_, -config_.clip, config_.clip);
+
+  auto step = [&](double& sum, uint32_t& run, double& logSum, double increment) {
+    double next = sum + increment - config_.drift;
+    if (next <= 0) {
+      sum = 0;
+      run = 0;
+      logSum = 0;
+    } else {
+      sum = next;
+      ++run;
+      logSum += x;
+    }
+  };
+  step(sumPos_, runPos_, logSumPos_, z);
+  step(sumNeg_, runNeg_, logSumNeg_, -z);
+
+  bool up = sumPos_ > config_.threshold;
+  bool down = sumNeg_ > config_.threshold;
+  if (!up && !down) return out;
+  uint32_t run = up ? runPos_ : runNeg_;
+  double logSum = up ? logSumPos_ : logSumNeg_;
+  out.fired = true;
+  out.baseline = std::exp(mu_);
+  out.valuesAfterStart = run;
+  out.ratio = run > 0 ? std::exp(logSum / run - mu_) : 1.0;
+  ++shifts_;
+  reset();  // re-learn the baseline at the new level
+  return out;
+}
+
+}  // namespace autopilot::profiler
