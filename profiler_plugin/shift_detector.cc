@@ -17,7 +17,7 @@ void ShiftDetector::reset() {
   nWarm_ = 0;
   sumPos_ = sumNeg_ = 0.0;
   runPos_ = runNeg_ = 0;
-  logSumPos_ = logSumNeg_ = 0.0;
+  nRecent_ = 0;
 }
 
 void ShiftDetector::learnBaseline() {
@@ -41,31 +41,35 @@ Shift ShiftDetector::update(double value) {
     return out;
   }
   double z = std::clamp((x - mu_) / sigma_, -config_.clip, config_.clip);
+  recent_[nRecent_++ % kRecent] = x;
 
-  auto step = [&](double& sum, uint32_t& run, double& logSum, double increment) {
+  auto step = [&](double& sum, uint32_t& run, double increment) {
     double next = sum + increment - config_.drift;
-    if (next <= 0) {
-      sum = 0;
-      run = 0;
-      logSum = 0;
-    } else {
-      sum = next;
-      ++run;
-      logSum += x;
-    }
+    sum = next > 0 ? next : 0;
+    run = next > 0 ? run + 1 : 0;
   };
-  step(sumPos_, runPos_, logSumPos_, z);
-  step(sumNeg_, runNeg_, logSumNeg_, -z);
+  step(sumPos_, runPos_, z);
+  step(sumNeg_, runNeg_, -z);
 
   bool up = sumPos_ > config_.threshold;
   bool down = sumNeg_ > config_.threshold;
-  if (!up && !down) return out;
+  if (!up && !down) {
+    // In control: let the baseline follow, with clipped deviations so that a beginning shift
+    // moves it by at most adapt × clip × sigma per value.
+    double d = std::clamp(x - mu_, -config_.clip * sigma_, config_.clip * sigma_);
+    mu_ += config_.adapt * d;
+    // Mean absolute deviation × sqrt(pi/2) estimates sigma for Gaussian noise.
+    sigma_ = std::max(config_.minSigma, sigma_ + config_.adapt * (std::fabs(d) * 1.2533 - sigma_));
+    return out;
+  }
   uint32_t run = up ? runPos_ : runNeg_;
-  double logSum = up ? logSumPos_ : logSumNeg_;
+  int n = int(std::min<uint64_t>({uint64_t(run), uint64_t(kRecent), nRecent_}));
+  double logSum = 0;
+  for (int i = 1; i <= n; ++i) logSum += recent_[(nRecent_ - uint64_t(i)) % kRecent];
   out.fired = true;
   out.baseline = std::exp(mu_);
   out.valuesAfterStart = run;
-  out.ratio = run > 0 ? std::exp(logSum / run - mu_) : 1.0;
+  out.ratio = n > 0 ? std::exp(logSum / n - mu_) : 1.0;
   ++shifts_;
   reset();  // re-learn the baseline at the new level
   return out;

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/comm_registry.h"
+#include "common/event_journal.h"
 #include "profiler_plugin/service.h"
 #include "test/profiler/replay_fixture.h"
 
@@ -375,4 +376,45 @@ TEST_CASE("profiler disabled: no events requested, rank still registered", "[rep
   auto r = p.replayer(s);
   r.collective(CollSpec{}, 1, 2);  // mask 0: NCCL would start nothing
   CHECK(drainBus(0x3003).empty());
+}
+
+TEST_CASE("a persistent latency jump is announced on the bus and journalled", "[replay][shift]") {
+  InProcessProfiler p;
+  auto& s = p.open(0x4004, 1, 4, "shifty");
+  auto r = p.replayer(s);
+  CollSpec spec;
+  spec.count = 1 << 18;  // 1 MiB
+  uint64_t gpu = 1000000;
+  // Mildly noisy 100 us, then 230 us: the service thread (run here synchronously) sees it.
+  for (int i = 0; i < 200; ++i) {
+    r.collective(spec, gpu, 100000 + uint64_t((i * 7919) % 5000));
+    gpu += 1000000;
+  }
+  profiler::ProfilerService::instance().runOnce();
+  CHECK(bus::MeasurementBus::instance().shiftEpoch(0x4004) == 0);
+  for (int i = 0; i < 20; ++i) {
+    r.collective(spec, gpu, 230000 + uint64_t((i * 7919) % 5000));
+    gpu += 1000000;
+  }
+  profiler::ProfilerService::instance().runOnce();
+  CHECK(bus::MeasurementBus::instance().shiftEpoch(0x4004) == 1);
+  bus::ShiftNotice n;
+  REQUIRE(bus::MeasurementBus::instance().latestShift(0x4004, &n));
+  CHECK(n.func == abi::kFuncAllReduce);
+  CHECK(n.algo == abi::kAlgoRing);
+  CHECK(n.proto == abi::kProtoSimple);
+  CHECK(n.nBytes == (1u << 20));
+  CHECK(n.rail == -1);
+  CHECK(n.ratio == Approx(2.3).epsilon(0.1));
+  uint64_t cursor = 0;
+  journal::Event ev[journal::EventJournal::kCapacity / 8];
+  bool found = false;
+  size_t got;
+  while ((got = journal::EventJournal::instance().readSince(&cursor, ev, std::size(ev))) > 0) {
+    for (size_t i = 0; i < got; ++i) {
+      if (ev[i].commId == 0x4004 && std::string(ev[i].kind) == "latency_shift") found = true;
+    }
+  }
+  CHECK(found);
+  drainBus(0x4004);
 }
