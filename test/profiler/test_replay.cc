@@ -10,6 +10,8 @@
 
 #include "common/comm_registry.h"
 #include "common/event_journal.h"
+#include "common/rail_telemetry.h"
+#include "profiler_plugin/nccl_net_rails.h"
 #include "profiler_plugin/service.h"
 #include "test/profiler/replay_fixture.h"
 
@@ -417,4 +419,102 @@ TEST_CASE("a persistent latency jump is announced on the bus and journalled", "[
   }
   CHECK(found);
   drainBus(0x4004);
+}
+
+TEST_CASE("NCCL's own IB and socket net events become rails with bytes", "[replay][rails]") {
+  autopilot::test::ScopedParam mask("NCCL_AUTOPILOT_PROFILER_EVENTS", "194");  // + NetPlugin
+  auto& rails = telemetry::RailRegistry::instance();
+  rails.resetForTesting();
+  profiler::resetNcclNetRailsForTesting();
+  InProcessProfiler p;
+  auto& s = p.open(0x5005);
+  host::HostProfiler* hp = p.host->profiler();
+  CHECK((*p.host->activationMask() & abi::event::kNetPlugin) != 0);
+
+  auto netEvent = [&](int64_t id, void* data) {
+    abi::ProfilerEventDescrV5 d{};
+    d.type = abi::event::kNetPlugin;
+    d.parentObj = nullptr;  // a ProxyStep we do not track
+    d.netPlugin.id = id;
+    d.netPlugin.data = data;
+    void* h = reinterpret_cast<void*>(0x1);
+    hp->startEvent(s.profilerContext(), &h, &d);
+    return h;
+  };
+  std::vector<void*> handles;
+  for (int i = 0; i < 3; ++i) {
+    abi::ProfilerNetIbDescrV1 ib{};
+    ib.type = 1;
+    ib.qp.device = 1;
+    ib.qp.opcode = 2;  // IBV_WR_SEND
+    ib.qp.qpNum = 100 + i;
+    ib.qp.length = 1 << 20;
+    handles.push_back(netEvent(abi::net_event::kTypeIb | 1, &ib));
+    ib.qp.length = 7;  // the payload lives on the caller's stack: it must have been copied
+  }
+  abi::ProfilerNetSockDescrV1 sock{};
+  sock.type = 1;
+  sock.sock.fd = 37;
+  sock.sock.op = 1;  // receive
+  sock.sock.length = 65536;
+  void* sh = netEvent(abi::net_event::kTypeSocket | 1, &sock);
+  handles.push_back(sh);
+  abi::ProfilerEventStateArgsV5 upd{};
+  upd.netPlugin.data = &sock;
+  hp->recordEventState(sh, abi::state::kNetPluginUpdate, &upd);
+  for (void* h : handles) {
+    REQUIRE(h != nullptr);
+    hp->stopEvent(h);
+  }
+  // Payloads of another plugin's type, another version or none at all: not tracked.
+  CHECK(netEvent(0x30000 | 1, &sock) == nullptr);
+  CHECK(netEvent(abi::net_event::kTypeIb | 2, &sock) == nullptr);
+  CHECK(netEvent(abi::net_event::kTypeIb | 1, nullptr) == nullptr);
+
+  telemetry::RailSnapshot snap[telemetry::kMaxRails];
+  size_t n = rails.snapshot(snap, telemetry::kMaxRails, 0);
+  REQUIRE(n == 2);
+  CHECK(std::string(snap[0].identity.name) == "nccl-ib1");
+  CHECK(std::string(snap[0].identity.transport) == "ib");
+  CHECK(snap[0].bytesSent == 3u << 20);
+  CHECK(snap[0].chunksSent == 3);
+  CHECK(snap[0].bandwidthBytesPerSec > 0);
+  CHECK(std::string(snap[1].identity.name) == "nccl-sock-fd37");
+  CHECK(std::string(snap[1].identity.transport) == "sock");
+  CHECK(snap[1].bytesReceived == 65536);
+  s.finalize();
+  rails.resetForTesting();
+  profiler::resetNcclNetRailsForTesting();
+}
+
+TEST_CASE("a rail's bandwidth drop is announced to every communicator", "[replay][rails]") {
+  auto& rails = telemetry::RailRegistry::instance();
+  rails.resetForTesting();
+  telemetry::RailIdentity id{"veth-test1", "tcp", 0, 1, 10000};
+  int rail = rails.registerRail(id);
+  REQUIRE(rail == 0);
+  InProcessProfiler p;
+  p.open(0x6006);
+  p.open(0x6007);
+  telemetry::RailCounters* c = rails.counters(rail);
+  auto round = [&](uint64_t bandwidth) {
+    c->bytesSent += 64 << 20;
+    c->bandwidthBytesPerSec = bandwidth;
+    profiler::ProfilerService::instance().runOnce();
+  };
+  for (int i = 0; i < 60; ++i) round(1000000000ull + uint64_t(i % 7) * 10000000ull);
+  CHECK(bus::MeasurementBus::instance().shiftEpoch(0x6006) == 0);
+  for (int i = 0; i < 10; ++i) round(350000000ull);
+  for (uint64_t comm : {0x6006ull, 0x6007ull}) {
+    bus::ShiftNotice n;
+    REQUIRE(bus::MeasurementBus::instance().latestShift(comm, &n));
+    CHECK(n.rail == rail);
+    CHECK(n.func == -1);
+    CHECK(n.ratio == Approx(0.35).epsilon(0.1));
+  }
+  // Idle intervals (no bytes) are not samples: no further shift however long.
+  for (int i = 0; i < 100; ++i) profiler::ProfilerService::instance().runOnce();
+  CHECK(bus::MeasurementBus::instance().shiftEpoch(0x6006) == 1);
+  p.sessions.clear();
+  rails.resetForTesting();
 }
