@@ -43,13 +43,14 @@ Shift ShiftDetector::update(double value) {
   double z = std::clamp((x - mu_) / sigma_, -config_.clip, config_.clip);
   recent_[nRecent_++ % kRecent] = x;
 
-  auto step = [&](double& sum, uint32_t& run, double increment) {
+  auto step = [&](double& sum, uint32_t& run, double& muAtStart, double increment) {
     double next = sum + increment - config_.drift;
+    if (run == 0) muAtStart = mu_;
     sum = next > 0 ? next : 0;
     run = next > 0 ? run + 1 : 0;
   };
-  step(sumPos_, runPos_, z);
-  step(sumNeg_, runNeg_, -z);
+  step(sumPos_, runPos_, muAtStartPos_, z);
+  step(sumNeg_, runNeg_, muAtStartNeg_, -z);
 
   bool up = sumPos_ > config_.threshold;
   bool down = sumNeg_ > config_.threshold;
@@ -66,10 +67,11 @@ Shift ShiftDetector::update(double value) {
   int n = int(std::min<uint64_t>({uint64_t(run), uint64_t(kRecent), nRecent_}));
   double logSum = 0;
   for (int i = 1; i <= n; ++i) logSum += recent_[(nRecent_ - uint64_t(i)) % kRecent];
+  double reference = up ? muAtStartPos_ : muAtStartNeg_;
   out.fired = true;
-  out.baseline = std::exp(mu_);
+  out.baseline = std::exp(reference);
   out.valuesAfterStart = run;
-  out.ratio = n > 0 ? std::exp(logSum / n - mu_) : 1.0;
+  out.ratio = n > 0 ? std::exp(logSum / n - reference) : 1.0;
   ++shifts_;
   reset();  // re-learn the baseline at the new level
   return out;

@@ -70,6 +70,8 @@ class ShiftDetector {
   double sumPos_ = 0.0, sumNeg_ = 0.0;
   // Values since each sum last left zero, and the latest log values (new-level estimate).
   uint32_t runPos_ = 0, runNeg_ = 0;
+  // The baseline when each sum left zero: the reference of the notice (mu keeps adapting).
+  double muAtStartPos_ = 0.0, muAtStartNeg_ = 0.0;
   static constexpr int kRecent = 4;
   std::array<double, kRecent> recent_{};
   uint64_t nRecent_ = 0;
