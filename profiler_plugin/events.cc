@@ -128,6 +128,7 @@ void complete(CollRecord* coll) {
   // Every channel marked started: a kernel-channel event arriving after completion (a late or
   // duplicate one) finds its bit set and is not tracked; Coll start clears the mask.
   coll->startedChannels.store(~uint64_t(0), std::memory_order_relaxed);
+  coll->channelsLeft.store(0, std::memory_order_relaxed);
   coll->collStopped.store(0, std::memory_order_relaxed);
   ctx->colls.release(coll);
 }
@@ -153,9 +154,11 @@ void startColl(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDes
                                                                              : cd.nChannels)
                                        : 0;
   coll->startedChannels.store(0, std::memory_order_relaxed);
+  coll->channelStarts.store(0, std::memory_order_relaxed);
+  coll->channelsLeft.store(coll->nChannels, std::memory_order_relaxed);
   coll->collStopped.store(0, std::memory_order_relaxed);
   coll->hostStartNs.store(monotonicNs(), std::memory_order_relaxed);
-  coll->refs.store(1 + coll->nChannels, std::memory_order_release);
+  coll->refs.store(1 + (coll->nChannels > 0 ? 1 : 0), std::memory_order_release);
   ctx->counters.collStarted.fetch_add(1, std::memory_order_relaxed);
   *eHandle = coll;
 }
@@ -166,24 +169,40 @@ void startKernelCh(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEven
   auto* coll = static_cast<CollRecord*>(parent);
   int channel = d.kernelCh.channelId & (kMaxChannels - 1);
   uint64_t bit = uint64_t(1) << channel;
-  uint64_t before = coll->startedChannels.fetch_or(bit, std::memory_order_relaxed);
+  // Single writer (the proxy thread): plain load + store, no locked instruction.
+  uint64_t before = coll->startedChannels.load(std::memory_order_relaxed);
   if (before & bit) {
     // A second event on one channel would share the channel record, and a completed
     // collective has every bit set: not tracked.
     ctx->counters.untrackedChildren.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  // The first nChannels events use the references taken at Coll start; any beyond that (or
-  // all of them when the descriptor had no channel count) take their own.
-  if (__builtin_popcountll(before) >= coll->nChannels && !tryRetain(coll)) {
-    coll->startedChannels.fetch_and(~bit, std::memory_order_relaxed);
+  uint32_t starts = coll->channelStarts.load(std::memory_order_relaxed);
+  ChannelRecord& ch = coll->channels[channel];
+  // The first nChannels events belong to the group whose reference Coll start took; any
+  // beyond that (or all of them when the descriptor had no channel count) take their own.
+  ch.extra = starts >= coll->nChannels;
+  if (ch.extra && !tryRetain(coll)) {
     ctx->counters.untrackedChildren.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  ChannelRecord& ch = coll->channels[channel];
+  coll->startedChannels.store(before | bit, std::memory_order_relaxed);
+  coll->channelStarts.store(starts + 1, std::memory_order_relaxed);
   ch.gpuStartNs = d.kernelCh.pTimer;
   ch.gpuStopNs = 0;
   *eHandle = &ch;
+}
+
+void stopKernelCh(ChannelRecord* ch) {
+  CollRecord* coll = ch->owner;
+  if (ch->extra) return releaseRef(coll);
+  uint32_t left = coll->channelsLeft.load(std::memory_order_relaxed);
+  if (left == 0) {  // more stops than starts: a late or repeated stop
+    coll->ctx->counters.unbalanced.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  coll->channelsLeft.store(left - 1, std::memory_order_relaxed);
+  if (left == 1) releaseRef(coll);  // the group's reference
 }
 
 void startProxyOp(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV5& d) {
@@ -310,7 +329,7 @@ void onStopEvent(void* eHandle) {
       releaseRef(coll);
       return;
     }
-    case RecordKind::kKernelCh: return releaseRef(static_cast<ChannelRecord*>(eHandle)->owner);
+    case RecordKind::kKernelCh: return stopKernelCh(static_cast<ChannelRecord*>(eHandle));
     case RecordKind::kProxyOp: return stopProxyOp(static_cast<ProxyOpRecord*>(eHandle));
     case RecordKind::kNet: return stopNet(static_cast<NetRecord*>(eHandle));
   }
@@ -335,6 +354,7 @@ size_t reclaimStale(ProfilerContext* ctx, uint64_t nowNs, uint64_t staleNs) {
     int32_t refs = c.refs.load(std::memory_order_relaxed);
     if (refs > 0 && c.refs.compare_exchange_strong(refs, 0, std::memory_order_acq_rel)) {
       c.startedChannels.store(~uint64_t(0), std::memory_order_relaxed);
+      c.channelsLeft.store(0, std::memory_order_relaxed);
       c.collStopped.store(0, std::memory_order_relaxed);
       ctx->colls.release(&c);
       ++reclaimed;

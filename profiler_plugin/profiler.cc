@@ -35,7 +35,7 @@ constexpr unsigned long kFlags = abi::subsys::kInit | abi::subsys::kProfile;
 // Child events (proxy ops, NCCL net transfers) in flight, and the depth of the queues to the
 // service thread, per communicator.
 constexpr size_t kChildPool = 4096;
-constexpr size_t kCompletionQueue = 4096;
+constexpr size_t kCompletionQueue = 8192;
 
 }  // namespace
 

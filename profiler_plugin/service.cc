@@ -26,7 +26,7 @@ namespace {
 constexpr unsigned long kFlags = abi::subsys::kProfile;
 
 params::IntParam gIntervalMs(
-    "NCCL_AUTOPILOT_PROFILER_INTERVAL_MS", 100, 1, 60000,
+    "NCCL_AUTOPILOT_PROFILER_INTERVAL_MS", 50, 1, 60000,
     "Period of the profiler's service thread: aggregation, change-point detection, rail "
     "sampling, streaming of the trace and Inspector exports.");
 params::IntParam gStaleMs(
