@@ -83,7 +83,7 @@ struct ProfilerContext {
 
   // Identity (written at init before the context is handed to NCCL; constant afterwards).
   uint64_t commId = 0;
-  int rank = 0, nRanks = 0, nNodes = 0, abiVersion = 5;
+  int rank = 0, nRanks = 0, nNodes = 0;
   std::string name;
 
   std::atomic<bool> live{false};

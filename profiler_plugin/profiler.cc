@@ -25,7 +25,8 @@ params::IntParam gEventMask(
     "NCCL profiler event mask we request (ORed into NCCL's process-global mask). Default "
     "Coll|KernelCh = 66: per-collective metadata and GPU timers. Add ProxyOp (8) for proxy "
     "spans in the trace, NetPlugin (128) for per-NIC/socket bytes of NCCL's own IB/socket "
-    "transports. Without KernelCh only host durations exist.");
+    "transports. Without KernelCh nothing marks a collective's completion, so collectives are "
+    "counted but not timed.");
 params::IntParam gPoolSize(
     "NCCL_AUTOPILOT_PROFILER_POOL", 512, 16, 65536,
     "Collectives in flight per communicator (started, not yet completed); beyond that new ones "
@@ -52,15 +53,25 @@ abi::Result init(void** ctx, const ProfilerInitArgs& args) {
   context->rank = args.rank;
   context->nRanks = args.nRanks;
   context->nNodes = args.nNodes;
-  context->abiVersion = args.abiVersion;
   context->name = args.commName ? args.commName : "";
   context->kernelChTimed = (requested & abi::event::kKernelCh) != 0;
-  // Without KernelCh or ProxyOp events nothing marks a collective's end (a Coll stop only means
-  // "enqueued"), so such durations are not measurements.
-  context->measuresCompletion =
-      (requested & (abi::event::kKernelCh | abi::event::kProxyOp | abi::event::kProxyStep |
-                    abi::event::kNetPlugin)) != 0;
+  // Only kernel-channel events mark a collective's end reliably: a Coll stop means "enqueued",
+  // and proxy ops may all start after it (or not exist, within a node). Without KernelCh the
+  // "durations" would be enqueue times, so none are published.
+  context->measuresCompletion = context->kernelChTimed;
   context->traceSpans = false;
+  // Until the context is handed to NCCL, an exception must not lose it (guarded() in the
+  // adapter turns it into an error result and a warning).
+  struct RetireUnlessReleased {
+    ProfilerContext* ctx;
+    ~RetireUnlessReleased() {
+      if (ctx == nullptr) return;
+      ctx->live.store(false, std::memory_order_release);
+      if (ctx->busAttached) bus::MeasurementBus::instance().detach(ctx->commId);
+      ctx->busAttached = false;
+      ContextRegistry::instance().retire(ctx);
+    }
+  } guard{context};
   if (enabled) {
     // The mask is process-global and shared by every communicator: only ever OR bits in, never
     // clear what another communicator (or a later configuration) asked for.
@@ -90,6 +101,7 @@ abi::Result init(void** ctx, const ProfilerInitArgs& args) {
   info.nNodes = args.nNodes;
   if (args.commName) info.name = args.commName;
   comms::registerComm(info);
+  guard.ctx = nullptr;
   *ctx = context;
   contextCreated();
   return abi::kSuccess;

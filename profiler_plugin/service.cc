@@ -105,7 +105,7 @@ ProfilerService::~ProfilerService() {
     if (ctx->state->trace) ctx->state->trace->close();
     if (ctx->state->inspector) ctx->state->inspector->close();
   }
-  if (!live_.empty()) writePrometheusLocked(nullptr);
+  if (!live_.empty()) writePrometheusLocked();
   live_.clear();
 }
 
@@ -157,7 +157,7 @@ void ProfilerService::detach(ProfilerContext* ctx) {
     uint64_t now = monotonicNs();
     drainLocked(ctx, now);
     journalLocked();
-    writePrometheusLocked(ctx);
+    writePrometheusLocked();  // the communicator's final values, before it leaves the file
     live_.erase(it);
     if (ctx->state) {
       if (gSummary.get()) summaryLocked(*ctx, now);
@@ -228,7 +228,7 @@ void ProfilerService::roundLocked(uint64_t nowNs, bool forcePrometheus) {
   if (!prometheusPath_.empty() &&
       (forcePrometheus ||
        nowNs - lastPrometheusNs_ >= uint64_t(gPromIntervalMs.get()) * 1000000ull)) {
-    writePrometheusLocked(nullptr);
+    writePrometheusLocked();
     lastPrometheusNs_ = nowNs;
   }
 }
@@ -243,10 +243,7 @@ void ProfilerService::drainLocked(ProfilerContext* ctx, uint64_t nowNs) {
   for (size_t n = ctx->completed.capacity(); n > 0 && ctx->completed.pop(&c); --n) {
     if (st->trace) st->trace->collective(c, gpu && c.gpuTimed);
     if (st->inspector) st->inspector->record(c, gpu, wallUs);
-    if (gpu && !c.gpuTimed) {
-      ++st->otherClockSamples;  // the communicator's clock is the GPU's; this one has none
-      continue;
-    }
+    if (gpu && !c.gpuTimed) continue;  // the communicator's clock is the GPU's; this has none
     uint64_t durationNs = gpu ? c.gpuEndNs - c.gpuStartNs : c.hostEndNs - c.hostStartNs;
     ArmShift shift;
     if (!st->stats.add(c.func, c.algo, c.proto, c.nBytes, durationNs, c.hostEndNs, &shift)) {
@@ -327,16 +324,13 @@ void ProfilerService::journalLocked() {
   }
 }
 
-void ProfilerService::writePrometheusLocked(const ProfilerContext* alsoInclude) {
+void ProfilerService::writePrometheusLocked() {
   if (prometheusPath_.empty()) return;
   telemetry::RailSnapshot snap[telemetry::kMaxRails];
   PrometheusInput in;
   in.hostname = hostName();
   in.pid = int(getpid());
   for (const ProfilerContext* ctx : live_) in.contexts.push_back(ctx);
-  if (alsoInclude && std::find(live_.begin(), live_.end(), alsoInclude) == live_.end()) {
-    in.contexts.push_back(alsoInclude);
-  }
   in.nRails = telemetry::RailRegistry::instance().snapshot(snap, telemetry::kMaxRails, monotonicNs());
   in.rails = snap;
   in.railThroughput = railThroughput_.data();

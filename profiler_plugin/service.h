@@ -47,7 +47,6 @@ struct ContextState {
   std::unique_ptr<InspectorWriter> inspector;
   std::deque<LatencyShiftEvent> shifts;  // the latest kMaxShifts, for the summary
   uint64_t attachedAtNs = 0;
-  uint64_t otherClockSamples = 0;  // not aggregated: timed with the other clock
   static constexpr size_t kMaxShifts = 64;
 };
 
@@ -72,7 +71,7 @@ class ProfilerService {
   void drainLocked(ProfilerContext* ctx, uint64_t nowNs);
   void railsLocked(uint64_t nowNs);
   void journalLocked();
-  void writePrometheusLocked(const ProfilerContext* alsoInclude);
+  void writePrometheusLocked();
   void summaryLocked(const ProfilerContext& ctx, uint64_t nowNs);
   void stopThread(std::unique_lock<std::mutex>& lifecycle);
 

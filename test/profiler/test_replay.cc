@@ -518,3 +518,16 @@ TEST_CASE("a rail's bandwidth drop is announced to every communicator", "[replay
   p.sessions.clear();
   rails.resetForTesting();
 }
+
+TEST_CASE("without KernelCh events collectives are counted, never timed", "[replay]") {
+  autopilot::test::ScopedParam mask("NCCL_AUTOPILOT_PROFILER_EVENTS", "10");  // Coll | ProxyOp
+  InProcessProfiler p;
+  auto& s = p.open(0x8008);
+  auto r = p.replayer(s);
+  CollSpec spec;
+  auto e = r.enqueue(spec);  // the Coll stop is the only reference: "completes" at enqueue
+  void* op = r.proxyOpStart(e, 0, 1, true, getpid());
+  r.stop(op);
+  CHECK(drainBus(0x8008).empty());  // an enqueue time is not a duration
+  CHECK(InProcessProfiler::context(s)->counters.collCompleted.load() == 1);
+}
