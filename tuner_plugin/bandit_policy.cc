@@ -19,6 +19,11 @@ struct BanditPolicy::ContextState {
   int driftRun = 0;
   int driftSign = 0;
   int playsSinceRefresh = 0;
+  // The probe in the current decision and how many of its samples arrived since it was issued:
+  // once the budget is spent, a new generation grants a fresh one.
+  int probeCell = -1;
+  int probesSeen = 0;
+  uint16_t generation = 0;
 };
 
 namespace {
@@ -103,7 +108,10 @@ void BanditPolicy::posterior(const ContextState& s, double sigmaObs, double* mea
                : (validCell(s.incumbent) && s.arms[s.incumbent].n > 0) ? s.incumbent
                                                                        : -1;
   if (anchor >= 0) offset = s.arms[anchor].mean - logPrior(anchor);
-  const double priorPrecision = 1.0 / (config_.modelErrorSigma * config_.modelErrorSigma);
+  // A model that misses the measured level by a factor F is not trusted on ratios either:
+  // the prior spread grows to at least half of log F (a 37x miss allows 37x-off ratios at 2 sd).
+  const double sigmaPrior = std::max(config_.modelErrorSigma, std::fabs(offset) / 2);
+  const double priorPrecision = 1.0 / (sigmaPrior * sigmaPrior);
   const double obsPrecision = 1.0 / (sigmaObs * sigmaObs);
   for (int c = 0; c < kNumCells; ++c) {
     if (s.prior[c] < 0) continue;
@@ -150,6 +158,7 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
     }
   }
   addSample(&a, x);
+  if (cell == s->probeCell) ++s->probesSeen;
   if (cell != s->incumbent) return;
   if (config_.refreshPlays > 0 && ++s->playsSinceRefresh >= config_.refreshPlays) {
     // Periodic refresh: forget part of the confidence in the other arms, so that arms close to
@@ -231,6 +240,14 @@ ContextDecision BanditPolicy::decide(int ctx) {
     d.explore = int8_t(candidate);
     d.period = uint8_t(std::clamp(config_.explorePeriod, 1, 255));
     d.budget = uint8_t(std::clamp(config_.exploreBudget, 1, 255));
+    if (candidate != s->probeCell || s->probesSeen >= d.budget) {
+      ++s->generation;
+      s->probeCell = candidate;
+      s->probesSeen = 0;
+    }
+    d.generation = s->generation;
+  } else {
+    s->probeCell = -1;
   }
   return d;
 }

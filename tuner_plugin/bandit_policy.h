@@ -6,8 +6,10 @@
 // noise is multiplicative, and the weight cap (kWindow) lets old data fade so that learning
 // never stops. The cost table enters as a relative prior: arm a's log-time is expected at
 // log(cost[a]) + offset, where offset calibrates the model's absolute level on the measured
-// default (NCCL's own choice), with a spread of modelErrorSigma in log space. The posterior of
-// each arm is the usual normal-normal combination of that prior with its samples.
+// default (NCCL's own choice), with a spread of modelErrorSigma in log space, widened to half
+// the calibration offset when the model misses the measured level by a large factor (a model
+// 30x off in level is not trusted on ratios either). The posterior of each arm is the usual
+// normal-normal combination of that prior with its samples.
 //
 // Decisions (decide()):
 //  - Before the default has been measured: NCCL's own choice (the table untouched).
@@ -41,7 +43,7 @@ struct PolicyConfig {
   double noiseFloor = 0.01;       // relative noise assumed at least (log space)
   double defaultNoise = 0.05;     // relative noise before any arm has two samples
   int minSamples = 3;             // samples before an arm may become the incumbent
-  int maxExploreSamples = 16;     // probes per arm before it is judged on what it has
+  int maxExploreSamples = 32;     // probes per arm before it is judged on what it has
   int explorePeriod = 2;          // every 2nd call of a context may probe
   int exploreBudget = 4;          // probes per decision
   int refreshPlays = 2000;        // incumbent samples between refreshes (0 = never)

@@ -42,22 +42,26 @@ inline int contextPipeBucket(int ctx) { return ctx % kPipeBuckets; }
 // table travels over the wire as is.
 //  - primary < 0: leave NCCL's choice (the table untouched); else force that cell.
 //  - explore >= 0: on every `period`-th call of the context (counted from the moment this
-//    table took effect), up to `budget` times, force `explore` instead. Counting from an agreed
+//    entry took effect), up to `budget` times, force `explore` instead. Counting from an agreed
 //    call index keeps exploration identical on all ranks.
+//  - generation: bumped by the policy to grant a fresh budget for the same probe; an entry that
+//    differs in any field restarts its counters when it takes effect.
 struct ContextDecision {
   int8_t primary = -1;
   int8_t explore = -1;
   uint8_t period = 0;
   uint8_t budget = 0;
+  uint16_t generation = 0;
+  uint16_t reserved = 0;
 
   bool untouched() const { return primary < 0 && explore < 0; }
   bool operator==(const ContextDecision& o) const {
     return primary == o.primary && explore == o.explore && period == o.period &&
-           budget == o.budget;
+           budget == o.budget && generation == o.generation;
   }
   bool operator!=(const ContextDecision& o) const { return !(*this == o); }
 };
-static_assert(sizeof(ContextDecision) == 4, "decisions travel over the wire as 4 bytes");
+static_assert(sizeof(ContextDecision) == 8, "decisions travel over the wire as 8 bytes");
 
 struct DecisionTable {
   ContextDecision entries[kNumContexts];
