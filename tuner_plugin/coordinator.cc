@@ -17,6 +17,16 @@ constexpr uint64_t kMaxConnectBackoffNs = 200'000'000;
 
 unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
 
+std::string byeReason(wire::Reader& r) {
+  char buf[201];
+  size_t n = std::min(r.remaining(), sizeof(buf) - 1);
+  r.bytes(buf, n);
+  for (size_t i = 0; i < n; ++i) {
+    if (buf[i] < 0x20 || buf[i] > 0x7e) buf[i] = '?';  // peer text goes into our log
+  }
+  return std::string(buf, n);
+}
+
 }  // namespace
 
 struct Coordinator::Peer {
@@ -38,6 +48,9 @@ Coordinator::Coordinator(TunerComm* comm, const CoordinatorConfig& config)
     : comm_(comm), config_(config), lead_(config.minLead) {}
 
 Coordinator::~Coordinator() {
+  // Orderly goodbye, so that ranks finalizing a little later freeze quietly instead of
+  // reporting a lost peer.
+  sayGoodbye("finalized the communicator");
   bool bound = listen_.valid();
   peers_.clear();
   listen_.reset();
@@ -80,22 +93,30 @@ void Coordinator::turnOff(const char* why) {
   listen_.reset();
 }
 
-void Coordinator::freeze(const char* why) {
+void Coordinator::freeze(const char* why, bool orderly) {
   if (phase_ == Phase::kFrozen || phase_ == Phase::kOff) return;
   if (open_) abortProposal(why);
   phase_ = Phase::kFrozen;
   comm_->orphan();
   comm_->setRecording(false);
-  AP_WARN(kFlags,
-          "tuner: comm 0x%llx: %s; frozen at policy v%u (every rank keeps the last table all "
-          "ranks committed; no further changes)",
-          ull(config_.commId), why, committedVersion_);
+  log::emit(orderly ? abi::kLogInfo : abi::kLogWarn, kFlags, __func__, __LINE__,
+            "tuner: comm 0x%llx: %s; frozen at policy v%u (every rank keeps the last table all "
+            "ranks committed; no further changes)",
+            ull(config_.commId), why, committedVersion_);
   journal::EventJournal::instance().record(journal::Source::kTuner, config_.commId, -1,
                                            "tuner_frozen", "%s at v%u", why, committedVersion_);
-  // Closing every connection propagates the freeze: the other side sees end-of-file.
+  // Tell the others why (they freeze too), then close.
+  sayGoodbye(why);
   peers_.clear();
   if (listen_.valid() && role_ == Role::kLeader) unlinkEndpoint(config_.endpoint);
   listen_.reset();
+}
+
+void Coordinator::sayGoodbye(const std::string& why) {
+  std::string reason = why.substr(0, 200);
+  for (auto& p : peers_) {
+    if (p->stage == Peer::Stage::kReady) sendSealed(*p, wire::kBye, reason, p->lastSentNs);
+  }
 }
 
 void Coordinator::decideRole(uint64_t nowNs) {
@@ -158,7 +179,15 @@ void Coordinator::acceptAll(uint64_t nowNs) {
     Fd fd = acceptFrom(listen_.get());
     if (!fd.valid()) return;
     size_t joining = peers_.size() - readyFollowers();
-    if (phase_ != Phase::kJoining || joining >= kMaxJoining) continue;  // closed on scope exit
+    if (phase_ != Phase::kJoining || joining >= kMaxJoining) {
+      // Every rank already joined (or too many handshakes at once): nobody legitimate is left
+      // to come. Closed at once, on scope exit.
+      if (++stats_.strangersRejected <= 3) {
+        AP_WARN(kFlags, "tuner: comm 0x%llx: closed an unexpected connection to %s",
+                ull(config_.commId), config_.endpoint.describe().c_str());
+      }
+      continue;
+    }
     auto p = std::make_unique<Peer>();
     p->conn = FrameConnection(std::move(fd));
     p->stage = Peer::Stage::kAwaitHello;
@@ -410,6 +439,11 @@ bool Coordinator::onLeaderMessage(Peer& p, uint8_t type, wire::Reader& r, uint64
       if (!r.u64(&calls)) return false;
       maxReportedCalls_ = std::max(maxReportedCalls_, calls);
       return true;
+    case wire::kBye: {
+      std::string why = "rank " + std::to_string(p.rank) + ": " + byeReason(r);
+      freeze(why.c_str(), true);
+      return true;
+    }
     default:
       return false;
   }
@@ -444,6 +478,11 @@ bool Coordinator::onFollowerMessage(Peer& p, uint8_t type, wire::Reader& r, uint
     case wire::kHeartbeat: {
       uint64_t calls;
       return r.u64(&calls);
+    }
+    case wire::kBye: {
+      std::string why = "the leader: " + byeReason(r);
+      freeze(why.c_str(), true);
+      return true;
     }
     default:
       return false;

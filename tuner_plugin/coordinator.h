@@ -115,7 +115,10 @@ class Coordinator {
   bool sendSealed(Peer& p, uint8_t type, const std::string& payload, uint64_t nowNs);
   void dropPeer(size_t index, const char* why, uint64_t nowNs);
   void abortProposal(const char* why);
-  void freeze(const char* why);
+  // Stops all changes (every rank keeps the last committed table). `orderly`: a goodbye from
+  // another rank, logged at INFO; otherwise a fault, at WARN.
+  void freeze(const char* why, bool orderly = false);
+  void sayGoodbye(const std::string& why);
   void turnOff(const char* why);
   size_t readyFollowers() const;
 

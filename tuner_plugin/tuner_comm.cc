@@ -76,18 +76,17 @@ void TunerComm::record(int ctx, int func, uint64_t nBytes, float** table) {
 
 void TunerComm::atSwitchPoint(uint64_t n) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!staged_.present || staged_.at != n) {
-    // Dropped or re-staged meanwhile; re-arm for whatever is staged now.
-    switchAt_.store(staged_.present && staged_.at > n ? staged_.at : kNever,
-                    std::memory_order_seq_cst);
-    return;
-  }
-  if (staged_.verdict == Verdict::kOpen) {
+  // Only the proposal staged for exactly this call may take effect here. While we wait for its
+  // verdict it can be aborted and the next one staged (and even committed) for a later index:
+  // that one must wait for its own index.
+  const uint32_t version = staged_.version;
+  auto ours = [&] { return staged_.present && staged_.version == version && staged_.at == n; };
+  if (ours() && staged_.verdict == Verdict::kOpen) {
     ++stats_.waits;
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::nanoseconds(syncTimeoutNs_);
-    while (staged_.present && staged_.verdict == Verdict::kOpen) {
-      if (verdictCv_.wait_until(lock, deadline) == std::cv_status::timeout && staged_.present &&
+    while (ours() && staged_.verdict == Verdict::kOpen) {
+      if (verdictCv_.wait_until(lock, deadline) == std::cv_status::timeout && ours() &&
           staged_.verdict == Verdict::kOpen) {
         // Every other rank that acknowledged is waiting on the same verdict; the leader gives
         // up on its own side earlier (ack timeout < sync timeout) and keeps the old table too.
@@ -103,7 +102,13 @@ void TunerComm::atSwitchPoint(uint64_t n) {
       }
     }
   }
-  if (!staged_.present) return;  // aborted or orphaned while we waited: keep the table
+  if (!ours()) {
+    // Dropped (or replaced) before or while we waited: keep the table, re-arm for what is
+    // staged now.
+    switchAt_.store(staged_.present && staged_.at > n ? staged_.at : kNever,
+                    std::memory_order_seq_cst);
+    return;
+  }
   if (staged_.verdict == Verdict::kCommitted) {
     const int next = 1 - active_;
     tables_[next] = staged_.table;
@@ -115,7 +120,7 @@ void TunerComm::atSwitchPoint(uint64_t n) {
     }
     active_ = next;
     appliedVersion_ = staged_.version;
-    ++stats_.applied;
+      ++stats_.applied;
     uint64_t now = monotonicNs();
     if (now > staged_.proposedAtNs) {
       uint64_t latency = now - staged_.proposedAtNs;

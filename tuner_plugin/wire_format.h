@@ -39,6 +39,7 @@ enum MsgType : uint8_t {
   kCommit = 13,    // leader: version (every follower acknowledged: switch at the index)
   kAbort = 14,     // leader: version (keep the current table)
   kHeartbeat = 15, // either side: call count
+  kBye = 16,       // either side: orderly finalize (the communicator is being destroyed)
 };
 
 // Flags a follower reports in its hello.
