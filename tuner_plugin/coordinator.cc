@@ -121,6 +121,7 @@ void Coordinator::sayGoodbye(const std::string& why) {
 
 void Coordinator::decideRole(uint64_t nowNs) {
   startNs_ = nowNs;
+  veto_ = config_.userAlgoProto;
   if (config_.endpoint.kind == Endpoint::Kind::kNone) {
     turnOff("no rendezvous");
     return;
@@ -138,7 +139,6 @@ void Coordinator::decideRole(uint64_t nowNs) {
     listen_ = listenOn(config_.endpoint, config_.rank == 0, &inUse, &error);
     if (listen_.valid()) {
       role_ = Role::kLeader;
-      veto_ = config_.userAlgoProto;
       comm_->setRecording(true);
       AP_INFO(kFlags, "tuner: comm 0x%llx: leading %d ranks at %s (rank %d)", ull(config_.commId),
               config_.nRanks, config_.endpoint.describe().c_str(), config_.rank);

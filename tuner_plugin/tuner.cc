@@ -170,13 +170,14 @@ class TunerRuntime final : public ServiceClient {
             "tuner: comm 0x%llx rank %d: %s; policy v%u in effect (%llu applied, %llu dropped); "
             "hot swap (proposal to effect here) mean %.1f us max %.1f us; %llu waits at a switch "
             "point, %llu timeouts; leader: %llu proposals, %llu commits, %llu aborts; %llu "
-            "strangers rejected; %llu measurements, %llu attributed",
+            "strangers rejected; %llu measurements, %llu attributed; %llu saved contexts used, "
+            "%llu discarded",
             ull(commId_), rank_, coordinator_.describe().c_str(), comm_.appliedVersion(),
             ull(s.applied), ull(s.dropped),
             s.applied ? double(s.latencySumNs) / s.applied / 1000.0 : 0.0,
             double(s.latencyMaxNs) / 1000.0, ull(s.waits), ull(s.timeouts), ull(c.proposals),
             ull(c.commits), ull(c.aborts), ull(c.strangersRejected), ull(l.samples),
-            ull(l.attributed));
+            ull(l.attributed), ull(l.restoredUsed), ull(l.restoredDiscarded));
   }
 
   // ServiceClient, on the service thread.
