@@ -86,6 +86,7 @@ params::StringParam gSynthetic(
     "Never in production.");
 
 constexpr unsigned long kFlags = abi::subsys::kInit | abi::subsys::kTuning;
+constexpr uint64_t kFollowerDrainNs = 10'000'000;  // the bus ring holds 1024 samples
 
 unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
 
@@ -191,7 +192,12 @@ class TunerRuntime final : public ServiceClient {
     if (coordinator_.role() != Coordinator::Role::kLeader ||
         coordinator_.phase() == Coordinator::Phase::kOff ||
         coordinator_.phase() == Coordinator::Phase::kFrozen) {
-      return next;
+      // Only the leader learns; elsewhere the profiler's samples are consumed and dropped so
+      // that its bus ring never fills (it would count every later sample as rejected).
+      bus::CollectiveSample discard[64];
+      while (bus::MeasurementBus::instance().drain(commId_, discard, 64) == 64) {
+      }
+      return std::min(next, nowNs + kFollowerDrainNs);
     }
     if (nowNs >= nextLearnNs_) {
       nextLearnNs_ = nowNs + updateNs_;
