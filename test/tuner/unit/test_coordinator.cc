@@ -272,3 +272,32 @@ TEST_CASE("a rank at the switch point waits for the verdict, bounded by the sync
     CHECK(comm.stage(2, 50, 0, forcingRingSimple(), &calls) == TunerComm::StageResult::kBusy);
   }
 }
+
+TEST_CASE("with ranks unknown the rendezvous elects exactly one leader", "[coordinator]") {
+  std::string path = socketPath();
+  Node a(config(path, -1, 3)), b(config(path, -1, 3)), c(config(path, -1, 3));
+  REQUIRE(pumpUntil({&a, &b, &c}, 3000, [&] { return ready(a) && ready(b) && ready(c); }));
+  int leaders = 0;
+  for (Node* n : {&a, &b, &c}) leaders += n->coord->role() == Coordinator::Role::kLeader;
+  CHECK(leaders == 1);
+  Node* leader = a.coord->role() == Coordinator::Role::kLeader   ? &a
+                 : b.coord->role() == Coordinator::Role::kLeader ? &b
+                                                                 : &c;
+  REQUIRE(leader->coord->propose(forcingRingSimple(), monotonicNs()));
+  REQUIRE(pumpUntil({&a, &b, &c}, 3000, [&] {
+    return a.coord->committedVersion() == 1 && b.coord->committedVersion() == 1 &&
+           c.coord->committedVersion() == 1;
+  }));
+}
+
+TEST_CASE("NCCL_ALGO/NCCL_PROTO on one follower vetoes learning for the communicator",
+          "[coordinator]") {
+  std::string path = socketPath();
+  CoordinatorConfig fc = config(path, 1, 2);
+  fc.userAlgoProto = true;
+  Node leader(config(path, 0, 2)), follower(fc);
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }));
+  CHECK(leader.coord->vetoed());
+  CHECK_FALSE(leader.coord->canPropose());
+  CHECK_FALSE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
+}
