@@ -135,7 +135,6 @@ void Coordinator::decideRole(uint64_t nowNs) {
   if (config_.rank <= 0) {
     bool inUse = false;
     std::string error;
-    // Rank 0 is the only process entitled to this address, so a leftover file is stale.
     listen_ = listenOn(config_.endpoint, config_.rank == 0, &inUse, &error);
     if (listen_.valid()) {
       role_ = Role::kLeader;
@@ -144,7 +143,10 @@ void Coordinator::decideRole(uint64_t nowNs) {
               config_.nRanks, config_.endpoint.describe().c_str(), config_.rank);
       return;
     }
-    if (!(config_.rank < 0 && inUse)) {
+    // In use: another rank of the job already leads (with ranks unknown, or several ranks of
+    // one process that the registry cannot tell apart). Follow it; the handshake proves it is
+    // one of ours.
+    if (!inUse) {
       turnOff(error.c_str());
       return;
     }
@@ -356,18 +358,10 @@ bool Coordinator::onHandshakeFrame(Peer& p, const std::string& body, uint64_t no
     Digest expected = wire::helloMac(config_.key, p.leaderNonce, p.followerNonce, rank, flags);
     bool ok = equalConstantTime(mac, expected.data(), sizeof(mac));
     const char* why = ok ? nullptr : "cannot prove the job key";
-    if (ok && config_.rank >= 0) {
-      // Known ranks: each of 1..nRanks-1 exactly once.
-      if (rank < 1 || rank >= config_.nRanks) why = "claims a rank outside 1..nRanks-1";
-      for (const auto& other : peers_) {
-        if (other.get() != &p && other->stage == Peer::Stage::kReady && other->rank == rank) {
-          why = "claims a rank that already joined";
-        }
-      }
-    }
-    if (ok && why == nullptr && readyFollowers() >= size_t(config_.nRanks - 1)) {
-      why = "arrives after every rank joined";
-    }
+    // Rank numbers are informational: agreement needs every other runtime of the job, and each
+    // connects exactly once (a follower that loses the leader never comes back), so counting
+    // authenticated followers is what matters. (Several ranks of one process may report the same
+    // rank number.)
     if (why != nullptr) {
       ++stats_.strangersRejected;
       if (stats_.strangersRejected <= 3) {

@@ -301,3 +301,21 @@ TEST_CASE("NCCL_ALGO/NCCL_PROTO on one follower vetoes learning for the communic
   CHECK_FALSE(leader.coord->canPropose());
   CHECK_FALSE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
 }
+
+TEST_CASE("two ranks of one process that report the same rank still agree on one leader",
+          "[coordinator]") {
+  // Several GPUs per process: the registry keyed by communicator may give two ranks the same
+  // number. A rank 0 that finds a live leader follows it.
+  std::string path = socketPath();
+  Node a(config(path, 0, 3)), b(config(path, 0, 3)), c(config(path, 2, 3));
+  REQUIRE(pumpUntil({&a, &b, &c}, 3000, [&] { return ready(a) && ready(b) && ready(c); }));
+  int leaders = 0;
+  for (Node* n : {&a, &b, &c}) leaders += n->coord->role() == Coordinator::Role::kLeader;
+  CHECK(leaders == 1);
+  Node* leader = a.coord->role() == Coordinator::Role::kLeader ? &a : &b;
+  REQUIRE(leader->coord->propose(forcingRingSimple(), monotonicNs()));
+  REQUIRE(pumpUntil({&a, &b, &c}, 3000, [&] {
+    return a.coord->committedVersion() == 1 && b.coord->committedVersion() == 1 &&
+           c.coord->committedVersion() == 1;
+  }));
+}
