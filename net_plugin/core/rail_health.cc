@@ -56,7 +56,7 @@ void RailHealth::updateNoLive(uint64_t nowNs) {
 }
 
 void RailHealth::transition(int r, State to, uint64_t nowNs, const char* kind,
-                            const std::string& detail) {
+                            const std::string& detail, bool warn) {
   Rail& rail = rails_[r];
   State from = rail.state;
   rail.state = to;
@@ -66,7 +66,7 @@ void RailHealth::transition(int r, State to, uint64_t nowNs, const char* kind,
   }
   const char* fromName = telemetry::railStateName(from);
   const char* toName = telemetry::railStateName(to);
-  if (to == State::kFailed) {
+  if (to == State::kFailed && warn) {
     AP_WARN(kFlags, "comm 0x%llx %s rail %d (%s): %s -> %s: %s", (unsigned long long)commId_,
             role_, r, rail.info.name.c_str(), fromName, toName, detail.c_str());
   } else {
@@ -93,13 +93,29 @@ void RailHealth::connected(int r, uint64_t nowNs) {
   updateNoLive(nowNs);
 }
 
-bool RailHealth::fail(int r, uint64_t nowNs, const std::string& reason) {
+void RailHealth::connectFailed(int r, uint64_t nowNs, const std::string& reason) {
+  Rail& rail = rails_[r];
+  rail.failures++;
+  rail.failback.onFailed(nowNs);
+  if (rail.info.telemetryId >= 0) {
+    telemetry::RailRegistry::instance().setState(rail.info.telemetryId, State::kFailed, nowNs);
+  }
+  AP_WARN(kFlags, "comm 0x%llx %s rail %d (%s) could not be connected: %s; retrying in the "
+          "background", (unsigned long long)commId_, role_, r, rail.info.name.c_str(),
+          reason.c_str());
+  journal::EventJournal::instance().record(journal::Source::kNet, commId_, rail.info.telemetryId,
+                                           "rail_failed", "%s rail %d (%s) not connected: %s",
+                                           role_, r, rail.info.name.c_str(), reason.c_str());
+  updateNoLive(nowNs);
+}
+
+bool RailHealth::fail(int r, uint64_t nowNs, const std::string& reason, bool warn) {
   Rail& rail = rails_[r];
   if (rail.state == State::kFailed) return false;
   rail.failures++;
   rail.failback.onFailed(nowNs);
   rail.degradation.reset();
-  transition(r, State::kFailed, nowNs, "rail_failed", reason);
+  transition(r, State::kFailed, nowNs, "rail_failed", reason, warn);
   if (liveCount() == 0) {
     // Nothing is left: probe every rail soon rather than at its grown backoff.
     for (Rail& other : rails_) other.failback.expedite(nowNs);

@@ -62,8 +62,12 @@ class RailHealth {
 
   // Initial connection of a rail (at connect/accept time): healthy or standby, quietly.
   void connected(int r, uint64_t nowNs);
+  // A rail that could not be connected at setup: stays failed, probed in the background.
+  void connectFailed(int r, uint64_t nowNs, const std::string& reason);
   // Transitions; each returns false when it does not apply (already failed, not failed, ...).
-  bool fail(int r, uint64_t nowNs, const std::string& reason);
+  // `warn` false logs a failure at INFO (the peer closed the connection while nothing was
+  // outstanding: the normal end of a connection, not an incident).
+  bool fail(int r, uint64_t nowNs, const std::string& reason, bool warn = true);
   bool rejoin(int r, uint64_t nowNs);
   // Probation ends; degradation verdicts (bandwidth per rail, sender side; NULL skips).
   void evaluate(uint64_t nowNs, const double* bandwidth);
@@ -83,7 +87,8 @@ class RailHealth {
     FailbackScheduler failback;
     uint64_t failures = 0, rejoins = 0;
   };
-  void transition(int r, State to, uint64_t nowNs, const char* kind, const std::string& detail);
+  void transition(int r, State to, uint64_t nowNs, const char* kind, const std::string& detail,
+                  bool warn = true);
   void updateNoLive(uint64_t nowNs);
 
   uint64_t commId_ = 0;

@@ -65,7 +65,6 @@ bool SendTracker::placeNext(int rail) {
   Entry e;
   if (resend_.size > 0) {
     e = pop(resend_, resendCapacity_);
-    e.resend = true;
   } else if (orderSize_ > 0) {
     uint32_t message = order_[orderHead_];
     MessageState& m = state_[message];
@@ -98,6 +97,7 @@ uint32_t SendTracker::railFailed(int rail, uint64_t* bytes) {
   uint64_t movedBytes = 0;
   while (q.size > 0) {
     Entry e = pop(q, capacity_);
+    e.resend = true;
     movedBytes += e.bytes;
     push(resend_, resendCapacity_, e);  // cannot overflow: it holds every rail queue
     ++moved;
