@@ -62,6 +62,11 @@ bool Channel::recv(void* data, size_t len, int timeoutMs) {
   return true;
 }
 
+bool Channel::readable() const {
+  pollfd pfd{fd_, POLLIN, 0};
+  return ::poll(&pfd, 1, 0) > 0;
+}
+
 bool Channel::sendLine(const std::string& line) {
   uint32_t n = uint32_t(line.size());
   return send(&n, sizeof(n)) && send(line.data(), line.size());

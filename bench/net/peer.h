@@ -27,6 +27,8 @@ class Channel {
   bool recvLine(std::string* line, int timeoutMs);
   // Waits for `expected`; false on timeout, EOF or another line.
   bool expect(const std::string& expected, int timeoutMs);
+  // True when a message (or EOF) is waiting, without blocking.
+  bool readable() const;
   int fd() const { return fd_; }
   void close();
 

@@ -193,9 +193,11 @@ void RecvComm::progress(uint64_t nowNs) {
       which[n++] = r;
     }
   }
-  if (n > 0 && ::poll(fds, nfds_t(n), 0) > 0) {
+  if (n > 0 && ::poll(fds, nfds_t(n), 0) >= 0) {
+    // Bytes already staged (a previous pass stopped at its budget) are parsed even when the
+    // socket itself has nothing new.
     for (int i = 0; i < n; ++i) {
-      if (fds[i].revents != 0) readRail(which[i], nowNs);
+      if (fds[i].revents != 0 || rails_[which[i]].link.stagedBytes() > 0) readRail(which[i], nowNs);
     }
   }
   for (int r = 0; r < nRails_; ++r) {
