@@ -19,7 +19,8 @@ constexpr uint64_t kWriteBudgetPerPass = 16 << 20;
 constexpr uint64_t kReadBudgetPerPass = 256 << 10;  // control traffic only
 constexpr uint64_t kTcpSampleNs = 5'000'000;
 constexpr uint64_t kEvaluateNs = 20'000'000;
-constexpr uint64_t kPacingBurstBytes = 256 << 10;
+constexpr uint64_t kPacingBurstBytes = 64 << 10;
+constexpr uint64_t kPacingQuantumBytes = 64 << 10;
 
 std::string fmtBytes(uint64_t b) {
   char buf[32];
@@ -85,7 +86,17 @@ SendComm::SendComm(SendCommSetup setup)
 }
 
 SendComm::~SendComm() {
-  for (int r = 0; r < nRails_; ++r) rails_[r].link.detach(false);
+  std::string summary;
+  for (int r = 0; r < nRails_; ++r) {
+    char part[160];
+    std::snprintf(part, sizeof(part), "%s rail %d %s %s, %.2f Gbit/s, %llu failure%s",
+                  r ? ";" : "", r, telemetry::railStateName(health_.state(r)),
+                  fmtBytes(striper_.assignedBytes(r)).c_str(), striper_.bandwidth(r) * 8e-9,
+                  (unsigned long long)health_.failures(r), health_.failures(r) == 1 ? "" : "s");
+    summary += part;
+    rails_[r].link.detach(false);
+  }
+  AP_INFO(kFlags, "comm 0x%llx send closed:%s", (unsigned long long)commId_, summary.c_str());
 }
 
 bool SendComm::simulatedDown(int r) const {
@@ -314,7 +325,17 @@ void SendComm::writeRail(int r, uint64_t nowNs) {
   double rate = injector.rateBytesPerSec(rail.globalIndex);
   core::Pacer* pacer = rate > 0 ? injector.pacer(rail.globalIndex) : nullptr;
   uint64_t budget = kWriteBudgetPerPass;
-  if (pacer) budget = std::min(budget, pacer->allowance(nowNs, rate, kPacingBurstBytes));
+  if (pacer) {
+    // Wait until a worthwhile slice has accumulated: writing the few bytes earned since the
+    // previous pass would cost a system call each and cap the paced rate well below its value.
+    uint64_t unwritten = tracker_.queuedBytes(r) - tracker_.postedBytes(r);
+    // The bucket holds ~5 ms of the rate (at least 64 KiB): a sender descheduled for a moment
+    // on a busy machine catches up a little, without bursts that would distort measurements.
+    uint64_t burst = std::max<uint64_t>(kPacingBurstBytes, uint64_t(rate * 0.005));
+    uint64_t allowance = pacer->allowance(nowNs, rate, burst);
+    if (allowance < std::min(unwritten + wire::kFrameHeaderBytes, kPacingQuantumBytes)) return;
+    budget = std::min(budget, allowance);
+  }
   uint8_t headers[kMaxFramesPerWrite][wire::kFrameHeaderBytes];
   iovec iov[2 * kMaxFramesPerWrite];
   while (budget > 0 && tracker_.posted(r) < tracker_.queued(r)) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/host/log_capture.h"
@@ -77,6 +78,99 @@ int receiveHandleAndConnect(NetEndpoint& ep, Channel& peer, void** sendComm, int
   abi::Result r = ep.connect(dev, handle, sendComm, 30);
   PEER_CHECK(r == abi::kSuccess && *sendComm, "connect: %d %s", int(r), ep.error().c_str());
   return 0;
+}
+
+}  // namespace autopilot::test
+
+namespace autopilot::test {
+
+int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageBytes, int depth,
+                  StreamResult* out) {
+  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(depth));
+  for (auto& b : bufs) b.resize(messageBytes);
+  std::vector<void*> reqs(static_cast<size_t>(depth), nullptr);
+  uint64_t posted = 0, done = 0, expected = UINT64_MAX;
+  double start = bench::nowSeconds(), last = start;
+  while (done < expected) {
+    while (posted < done + uint64_t(depth)) {
+      size_t slot = size_t(posted % uint64_t(depth));
+      void* data = bufs[slot].data();
+      size_t size = messageBytes;
+      int tag = 0;
+      PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &reqs[slot]) == abi::kSuccess, "irecv");
+      ++posted;
+    }
+    if (expected == UINT64_MAX && peer.readable()) {
+      std::string line;
+      PEER_CHECK(peer.recvLine(&line, 1000), "count");
+      expected = std::stoull(line);
+      if (done >= expected) break;
+    }
+    size_t slot = size_t(done % uint64_t(depth));
+    int doneFlag = 0;
+    int sizes[abi::kProxyMaxSubs] = {};
+    abi::Result r = ep.net()->test(reqs[slot], &doneFlag, sizes);
+    PEER_CHECK(r == abi::kSuccess, "message %llu: error %d", (unsigned long long)done, int(r));
+    PEER_CHECK(bench::nowSeconds() - last < 30, "no completion for 30 s");
+    if (!doneFlag) continue;
+    double now = bench::nowSeconds();
+    out->maxGapSec = std::max(out->maxGapSec, now - last);
+    last = now;
+    if (size_t(sizes[0]) != messageBytes ||
+        bench::checkPattern(bufs[slot].data(), messageBytes, done) >= 0) {
+      out->corrupt++;
+    }
+    // Poison the buffer: a stale or duplicated write into a recycled buffer would show.
+    std::memset(bufs[slot].data(), 0xa5, 64);
+    ++done;
+  }
+  out->messages = done;
+  out->bytes = done * messageBytes;
+  out->seconds = last - start;
+  return 0;
+}
+
+int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size_t messageBytes,
+               int depth) {
+  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(depth));
+  for (auto& b : bufs) b.resize(messageBytes);
+  std::vector<void*> reqs(static_cast<size_t>(depth), nullptr);
+  uint64_t posted = 0, done = 0;
+  bool stopping = false;
+  double lastDone = bench::nowSeconds();
+  while (!stopping || done < posted) {
+    if (!stopping && parent.readable()) {
+      std::string line;
+      stopping = !parent.recvLine(&line, 1000) || line == "stop";
+    }
+    while (!stopping && posted < done + uint64_t(depth)) {
+      size_t slot = size_t(posted % uint64_t(depth));
+      bench::fillPattern(bufs[slot].data(), messageBytes, posted);
+      PEER_CHECK(ep.isend(comm, bufs[slot].data(), messageBytes, 0, &reqs[slot]) == abi::kSuccess,
+                 "isend");
+      ++posted;
+    }
+    if (done == posted) continue;
+    int doneFlag = 0;
+    abi::Result r = ep.net()->test(reqs[size_t(done % uint64_t(depth))], &doneFlag, nullptr);
+    PEER_CHECK(r == abi::kSuccess, "send %llu: error %d", (unsigned long long)done, int(r));
+    PEER_CHECK(bench::nowSeconds() - lastDone < 30, "no send completion for 30 s");
+    if (doneFlag) {
+      ++done;
+      lastDone = bench::nowSeconds();
+    }
+  }
+  PEER_CHECK(peer.sendLine(std::to_string(posted)), "count");
+  return 0;
+}
+
+void writeFaultPlan(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return;
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  std::rename(tmp.c_str(), path.c_str());
 }
 
 }  // namespace autopilot::test

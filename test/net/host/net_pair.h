@@ -56,3 +56,27 @@ int listenAndAccept(NetEndpoint& ep, Channel& peer, void** recvComm, int dev = 0
 int receiveHandleAndConnect(NetEndpoint& ep, Channel& peer, void** sendComm, int dev = 0);
 
 }  // namespace autopilot::test
+
+namespace autopilot::test {
+
+// A stream of equal messages from the sender to the receiver, with `depth` requests in flight
+// on each side (like NCCL's pipelined steps), until the conductor tells the sender "stop" on
+// its parent channel. The receiver checks every byte and reports the longest gap between two
+// consecutive completions (the stall a fault causes).
+struct StreamResult {
+  uint64_t messages = 0;
+  uint64_t bytes = 0;
+  uint64_t corrupt = 0;  // messages with a wrong size or wrong bytes
+  double seconds = 0;
+  double maxGapSec = 0;
+};
+
+int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageBytes, int depth,
+                  StreamResult* out);
+int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size_t messageBytes,
+               int depth);
+
+// Writes a simulated-fault plan (atomically: write + rename).
+void writeFaultPlan(const std::string& path, const std::string& text);
+
+}  // namespace autopilot::test
