@@ -103,6 +103,7 @@ void RailStriper::onAssigned(int rail, uint64_t bytes, uint64_t nowNs) {
   if (measurable(bytes)) {
     if (r.measuredInFlight == 0) r.busyMarkNs = nowNs;
     r.measuredInFlight += bytes;
+    if (++r.measuredChunks >= 2) r.pipelined = true;
   }
 }
 
@@ -112,6 +113,7 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   r.inFlight -= std::min(r.inFlight, bytes);
   if (!measurable(bytes)) return;
   r.measuredInFlight -= std::min(r.measuredInFlight, bytes);
+  if (r.measuredChunks > 0) --r.measuredChunks;
   // Throughput while busy: acknowledged bytes over the time the rail held measurable data.
   if (nowNs > r.busyMarkNs) r.sampleNs += nowNs - r.busyMarkNs;
   r.busyMarkNs = nowNs;
@@ -121,7 +123,10 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
     double alpha = r.samples == 0                                              ? 1.0
                    : (sample > 2 * r.bandwidth || 2 * sample < r.bandwidth) ? config_.fastAlpha
                                                                             : config_.ewmaAlpha;
-    r.bandwidth = clampBandwidth(alpha * sample + (1 - alpha) * r.bandwidth);
+    if (r.pipelined || r.samples == 0 || sample > r.bandwidth) {
+      r.bandwidth = clampBandwidth(alpha * sample + (1 - alpha) * r.bandwidth);
+    }
+    r.pipelined = r.measuredChunks >= 2;
     r.sampleBytes = r.sampleNs = 0;
     ++r.samples;
   }
@@ -132,6 +137,8 @@ void RailStriper::onRailLost(int rail) {
   Rail& r = rails_[rail];
   r.inFlight = 0;
   r.measuredInFlight = 0;
+  r.measuredChunks = 0;
+  r.pipelined = false;
   r.sampleBytes = r.sampleNs = 0;
 }
 

@@ -7,7 +7,10 @@
 // to [minBandwidth, maxBandwidth]; a sample more than 2x away from the estimate moves it
 // faster (the rail's rate really changed). Until a rail's first measurement (at start, or
 // after it re-joined) its estimate is a guess, so it holds at most `startWindowBytes`, and the
-// first measurement replaces the guess. Every `probeEvery`-th pick, a usable rail that has been
+// first measurement replaces the guess. A sample taken while the rail never held two
+// measurable chunks at once is bounded by latency rather than bandwidth: it may raise the
+// estimate but not lower it (otherwise a rail given a small share would measure itself slow
+// and keep its small share). Every `probeEvery`-th pick, a usable rail that has been
 // idle for `probeIdleNs` gets the chunk instead, so that idle or slow rails stay measured and
 // a healed rail's share can grow again. A rail never holds more than `windowBytes` (unless it
 // is empty), which keeps the assignment adaptive: chunks are placed as acknowledgements free
@@ -84,6 +87,8 @@ class RailStriper {
     double bandwidth = 0;
     uint64_t inFlight = 0;
     uint64_t measuredInFlight = 0;  // bytes of measurable chunks in flight
+    uint32_t measuredChunks = 0;    // ... and their number
+    bool pipelined = false;         // two or more during the current sample
     uint64_t busyMarkNs = 0;        // start of the busy time not yet accounted
     uint64_t sampleBytes = 0;
     uint64_t sampleNs = 0;

@@ -187,7 +187,9 @@ void RecvComm::progress(uint64_t nowNs) {
   pollfd fds[wire::kMaxRails];
   int which[wire::kMaxRails];
   int n = 0;
-  for (int r = 0; r < nRails_; ++r) {
+  firstRail_ = (firstRail_ + 1) % nRails_;  // rotating service order, as on the sender
+  for (int i = 0; i < nRails_; ++i) {
+    int r = (firstRail_ + i) % nRails_;
     if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) {
       fds[n] = {rails_[r].link.fd(), POLLIN, 0};
       which[n++] = r;

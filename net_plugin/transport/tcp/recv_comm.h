@@ -95,6 +95,7 @@ class RecvComm final : public CommBase, private RailAcceptor::Owner {
   uint64_t nowNs_ = 0;  // time of the current pass (for the acceptor callbacks)
   uint64_t nextAcceptNs_ = 0;
   uint64_t nextEvaluateNs_ = 0;
+  int firstRail_ = 0;
   abi::Result failed_ = abi::kSuccess;
 };
 

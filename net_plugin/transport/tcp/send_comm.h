@@ -117,6 +117,7 @@ class SendComm : public CommBase {
 
   abi::Result failed_ = abi::kSuccess;  // sticky comm error
   uint64_t nextEvaluateNs_ = 0;
+  int firstRail_ = 0;  // service order rotates every pass
 };
 
 }  // namespace autopilot::net::tcp
