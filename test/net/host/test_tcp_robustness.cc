@@ -14,10 +14,10 @@
 #include "net_plugin/transport/tcp/handle.h"
 #include "net_plugin/transport/tcp/socket.h"
 #include "net_plugin/transport/tcp/wire.h"
-#include "test/net/host/net_pair.h"
+#include "bench/net/pair.h"
 
 using namespace autopilot;
-using namespace autopilot::test;
+using namespace autopilot::bench;
 namespace tcp = autopilot::net::tcp;
 namespace wire = autopilot::net::tcp::wire;
 
@@ -51,8 +51,8 @@ void writeAll(int fd, const void* p, size_t n) {
 int readAnswer(int fd) {
   uint8_t buf[wire::kHelloBytes];
   size_t got = 0;
-  double deadline = bench::nowSeconds() + 5;
-  while (got < sizeof(buf) && bench::nowSeconds() < deadline) {
+  double deadline = nowSeconds() + 5;
+  while (got < sizeof(buf) && nowSeconds() < deadline) {
     tcp::IoResult r = tcp::readSome(fd, buf + got, sizeof(buf) - got);
     if (r.status == tcp::Io::kClosed || r.status == tcp::Io::kError) break;
     got += r.bytes;
@@ -83,8 +83,8 @@ int acceptThroughRogues(NetEndpoint& ep, Channel& peer, const char* expectWarn) 
   PEER_CHECK(ep.listen(0, handle, &lc) == abi::kSuccess, "listen");
   PEER_CHECK(peer.send(handle, sizeof(handle)), "handle");
   void* comm = nullptr;
-  double deadline = bench::nowSeconds() + 30;
-  while (comm == nullptr && bench::nowSeconds() < deadline) {
+  double deadline = nowSeconds() + 30;
+  while (comm == nullptr && nowSeconds() < deadline) {
     PEER_CHECK(ep.net()->accept(lc, &comm) == abi::kSuccess, "accept returned an error");
   }
   ep.net()->closeListen(lc);
@@ -98,7 +98,7 @@ int acceptThroughRogues(NetEndpoint& ep, Channel& peer, const char* expectWarn) 
   void* req = nullptr;
   PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &req) == abi::kSuccess, "irecv");
   PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "honest transfer after the rogue");
-  PEER_CHECK(bench::checkPattern(buf.data(), buf.size(), 5) < 0, "data");
+  PEER_CHECK(checkPattern(buf.data(), buf.size(), 5) < 0, "data");
   ep.net()->closeRecv(comm);
   return 0;
 }
@@ -107,7 +107,7 @@ int honestSend(NetEndpoint& ep, uint8_t* handle) {
   void* comm = nullptr;
   PEER_CHECK(ep.connect(0, handle, &comm, 30) == abi::kSuccess && comm, "connect");
   std::vector<uint8_t> buf(1 << 20);
-  bench::fillPattern(buf.data(), buf.size(), 5);
+  fillPattern(buf.data(), buf.size(), 5);
   void* req = nullptr;
   PEER_CHECK(ep.isend(comm, buf.data(), buf.size(), 0, &req) == abi::kSuccess, "isend");
   PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "send");
@@ -270,9 +270,9 @@ TEST_CASE("corrupted, foreign and stale handles fail connect cleanly and quickly
         std::memcpy(bad + 28, &ncclMagic, 8);
         PEER_CHECK(ep.connect(0, bad, &comm, 5) == abi::kInvalidUsage, "foreign");
         // Stale: the listener is closed; every rail is refused.
-        double t0 = bench::nowSeconds();
+        double t0 = nowSeconds();
         abi::Result r = ep.connect(0, handle, &comm, 20);
-        double dt = bench::nowSeconds() - t0;
+        double dt = nowSeconds() - t0;
         PEER_CHECK(r == abi::kSystemError && !comm, "stale handle gave %d", int(r));
         PEER_CHECK(dt < 5, "stale handle took %.1f s", dt);
         PEER_CHECK(host::LogCapture::count(abi::kLogWarn, "no rail could connect") == 1, "reason");
@@ -300,9 +300,9 @@ TEST_CASE("garbage frames after a valid handshake fail the rail, then the reques
         void* req = nullptr;
         PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &req) == abi::kSuccess, "irecv");
         PEER_CHECK(peer.sendLine("posted"), "peer");
-        double t0 = bench::nowSeconds();
+        double t0 = nowSeconds();
         abi::Result r = ep.wait(req, nullptr, 20);
-        double dt = bench::nowSeconds() - t0;
+        double dt = nowSeconds() - t0;
         PEER_CHECK(r == abi::kRemoteError, "expected ncclRemoteError, got %d", int(r));
         PEER_CHECK(dt < 5, "took %.1f s", dt);
         PEER_CHECK(host::LogCapture::count(abi::kLogWarn, "protocol error") >= 1, "not logged");
@@ -351,12 +351,12 @@ TEST_CASE("a killed sender gives the receiver an error in bounded time", "[net][
         void* req = nullptr;
         PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &req) == abi::kSuccess, "irecv");
         // Drive until the sender says it is about to die.
-        double deadline = bench::nowSeconds() + 30;
+        double deadline = nowSeconds() + 30;
         int done = 0;
-        while (!peer.readable() && bench::nowSeconds() < deadline) ep.net()->test(req, &done, nullptr);
-        double t0 = bench::nowSeconds();
+        while (!peer.readable() && nowSeconds() < deadline) ep.net()->test(req, &done, nullptr);
+        double t0 = nowSeconds();
         abi::Result r = ep.wait(req, nullptr, 30);
-        double dt = bench::nowSeconds() - t0;
+        double dt = nowSeconds() - t0;
         PEER_CHECK(r != abi::kSuccess, "the receive completed although the sender died");
         PEER_CHECK(dt < 4.0, "error after %.2f s", dt);
         ep.net()->closeRecv(comm);
@@ -404,12 +404,12 @@ TEST_CASE("a killed receiver gives the sender an error in bounded time", "[net][
         std::vector<uint8_t> buf(64 << 20, 3);
         void* req = nullptr;
         PEER_CHECK(ep.isend(comm, buf.data(), buf.size(), 0, &req) == abi::kSuccess, "isend");
-        double deadline = bench::nowSeconds() + 30;
+        double deadline = nowSeconds() + 30;
         int done = 0;
-        while (!peer.readable() && bench::nowSeconds() < deadline) ep.net()->test(req, &done, nullptr);
-        double t0 = bench::nowSeconds();
+        while (!peer.readable() && nowSeconds() < deadline) ep.net()->test(req, &done, nullptr);
+        double t0 = nowSeconds();
         abi::Result r = ep.wait(req, nullptr, 30);
-        double dt = bench::nowSeconds() - t0;
+        double dt = nowSeconds() - t0;
         PEER_CHECK(r == abi::kRemoteError, "expected ncclRemoteError, got %d", int(r));
         PEER_CHECK(dt < 4.0, "error after %.2f s", dt);
         ep.net()->closeSend(comm);

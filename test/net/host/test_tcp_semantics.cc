@@ -11,10 +11,10 @@
 #include <catch2/catch.hpp>
 
 #include "common/host/log_capture.h"
-#include "test/net/host/net_pair.h"
+#include "bench/net/pair.h"
 
 using namespace autopilot;
-using namespace autopilot::test;
+using namespace autopilot::bench;
 
 TEST_CASE("concurrent comms with distinct tags, interleaved", "[net][tcp]") {
   constexpr int kComms = 4;
@@ -49,7 +49,7 @@ TEST_CASE("concurrent comms with distinct tags, interleaved", "[net][tcp]") {
                 int sizes[abi::kProxyMaxSubs] = {};
                 PEER_CHECK(ep.wait(reqs[i], sizes, 30) == abi::kSuccess, "wait %zu", i);
                 PEER_CHECK(size_t(sizes[0]) == bufs[i].size(), "size");
-                PEER_CHECK(bench::checkPattern(bufs[i].data(), bufs[i].size(), i) < 0, "data %zu", i);
+                PEER_CHECK(checkPattern(bufs[i].data(), bufs[i].size(), i) < 0, "data %zu", i);
               }
             }
           }
@@ -68,7 +68,7 @@ TEST_CASE("concurrent comms with distinct tags, interleaved", "[net][tcp]") {
           for (int c = 0; c < kComms; ++c) {
             size_t i = size_t(m * kComms + c);
             bufs[i].resize(size_t(1000 + m * 3000 + c));
-            bench::fillPattern(bufs[i].data(), bufs[i].size(), i);
+            fillPattern(bufs[i].data(), bufs[i].size(), i);
             PEER_CHECK(ep.isend(comms[c], bufs[i].data(), bufs[i].size(), 100 + c, &reqs[i]) ==
                            abi::kSuccess,
                        "isend");
@@ -112,7 +112,7 @@ TEST_CASE("multi-receive: one request, n buffers picked by the sends' tags", "[n
           PEER_CHECK(ep.wait(req, got, 30) == abi::kSuccess, "wait");
           for (int i = 0; i < kN; ++i) {
             PEER_CHECK(size_t(got[i]) == sizes[i], "round %d buffer %d: %d bytes", round, i, got[i]);
-            PEER_CHECK(bench::checkPattern(bufs[size_t(i)].data(), sizes[i], uint64_t(round * 100 + i)) < 0,
+            PEER_CHECK(checkPattern(bufs[size_t(i)].data(), sizes[i], uint64_t(round * 100 + i)) < 0,
                        "round %d buffer %d data", round, i);
           }
         }
@@ -130,7 +130,7 @@ TEST_CASE("multi-receive: one request, n buffers picked by the sends' tags", "[n
           for (int k = 0; k < kN; ++k) {
             int i = (k * 3 + round) % kN;
             bufs[size_t(i)].resize(sizes[i]);
-            bench::fillPattern(bufs[size_t(i)].data(), sizes[i], uint64_t(round * 100 + i));
+            fillPattern(bufs[size_t(i)].data(), sizes[i], uint64_t(round * 100 + i));
             PEER_CHECK(ep.isend(comm, bufs[size_t(i)].data(), sizes[i], 10 + i, &reqs[size_t(i)]) ==
                            abi::kSuccess,
                        "isend");
@@ -168,7 +168,7 @@ TEST_CASE("the optional-completion preset is overwritten and the data still arri
           int sizes[abi::kProxyMaxSubs] = {};
           PEER_CHECK(ep.wait(req, sizes, 30) == abi::kSuccess, "wait");
           PEER_CHECK(sizes[0] == 1000 + i, "size %d", sizes[0]);
-          PEER_CHECK(bench::checkPattern(buf.data(), size_t(sizes[0]), uint64_t(i)) < 0, "data");
+          PEER_CHECK(checkPattern(buf.data(), size_t(sizes[0]), uint64_t(i)) < 0, "data");
         }
         ep.net()->closeRecv(comm);
         return 0;
@@ -178,7 +178,7 @@ TEST_CASE("the optional-completion preset is overwritten and the data still arri
         if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
         for (int i = 0; i < 20; ++i) {
           std::vector<uint8_t> buf(size_t(1000 + i));
-          bench::fillPattern(buf.data(), buf.size(), uint64_t(i));
+          fillPattern(buf.data(), buf.size(), uint64_t(i));
           void* req = nullptr;
           PEER_CHECK(ep.isend(comm, buf.data(), buf.size(), 0, &req) == abi::kSuccess, "isend");
           PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "send");
@@ -258,7 +258,7 @@ TEST_CASE("closing with requests in flight is clean, and the process keeps worki
         void* req = nullptr;
         PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &req) == abi::kSuccess, "irecv");
         PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "last receive");
-        PEER_CHECK(bench::checkPattern(buf.data(), buf.size(), 77) < 0, "data");
+        PEER_CHECK(checkPattern(buf.data(), buf.size(), 77) < 0, "data");
         ep.net()->closeRecv(comm);
         return 0;
       },
@@ -275,8 +275,8 @@ TEST_CASE("closing with requests in flight is clean, and the process keeps worki
           }
           // Keep driving progress (as NCCL's proxy does) until the receiver closes; then close
           // with sends still unacknowledged.
-          double deadline = bench::nowSeconds() + 30;
-          while (!peer.readable() && bench::nowSeconds() < deadline) {
+          double deadline = nowSeconds() + 30;
+          while (!peer.readable() && nowSeconds() < deadline) {
             int done = 0;
             ep.net()->test(reqs[15], &done, nullptr);
           }
@@ -287,7 +287,7 @@ TEST_CASE("closing with requests in flight is clean, and the process keeps worki
         void* comm = nullptr;
         if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
         std::vector<uint8_t> buf(1 << 20);
-        bench::fillPattern(buf.data(), buf.size(), 77);
+        fillPattern(buf.data(), buf.size(), 77);
         void* req = nullptr;
         PEER_CHECK(ep.isend(comm, buf.data(), buf.size(), 0, &req) == abi::kSuccess, "isend");
         PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "last send");

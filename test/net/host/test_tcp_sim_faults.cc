@@ -9,10 +9,10 @@
 #include <catch2/catch.hpp>
 
 #include "common/host/log_capture.h"
-#include "test/net/host/net_pair.h"
+#include "bench/net/pair.h"
 
 using namespace autopilot;
-using namespace autopilot::test;
+using namespace autopilot::bench;
 
 namespace {
 
@@ -54,8 +54,8 @@ SimRun simulated(int rails, size_t messageBytes, const std::string& initialPlan,
            {"NCCL_AUTOPILOT_FAULT_FILE", plan}};
   SimRun run;
   Channel results[2], shares[2];
-  bench::channelPair(&results[0], &results[1]);
-  bench::channelPair(&shares[0], &shares[1]);
+  channelPair(&results[0], &results[1]);
+  channelPair(&shares[0], &shares[1]);
   PairOutcome out = runPair(
       o,
       [&](NetEndpoint& ep, Channel& peer, Channel& parent) {

@@ -9,10 +9,10 @@
 
 #include "bench/net/netns.h"
 #include "common/host/log_capture.h"
-#include "test/net/host/net_pair.h"
+#include "bench/net/pair.h"
 
 using namespace autopilot;
-using namespace autopilot::test;
+using namespace autopilot::bench;
 
 namespace {
 
@@ -26,7 +26,7 @@ struct NetnsRun {
 
 // Streams over `bed`'s rails while `script` breaks things; the sender returns its log lines
 // about rails (state changes, summary) for the test to inspect.
-NetnsRun stream(const bench::NetnsTestbed& bed, size_t messageBytes,
+NetnsRun stream(const NetnsTestbed& bed, size_t messageBytes,
                 const std::function<void()>& script) {
   PairOptions o;
   o.receiverEnv = {{"NCCL_AUTOPILOT_IFNAME", bed.ifnamePrefix('B')}};
@@ -35,8 +35,8 @@ NetnsRun stream(const bench::NetnsTestbed& bed, size_t messageBytes,
   o.senderSetup = [&] { bed.enter('A'); };
   NetnsRun run;
   Channel results[2], logs[2];
-  bench::channelPair(&results[0], &results[1]);
-  bench::channelPair(&logs[0], &logs[1]);
+  channelPair(&results[0], &results[1]);
+  channelPair(&logs[0], &logs[1]);
   PairOutcome out = runPair(
       o,
       [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
@@ -79,7 +79,7 @@ bool contains(const std::string& log, const std::string& needle) {
 
 #define REQUIRE_NETNS()                                             \
   std::string whyNot;                                               \
-  if (!bench::NetnsTestbed::available(&whyNot)) {                   \
+  if (!NetnsTestbed::available(&whyNot)) {                   \
     WARN("skipped: " << whyNot);                                    \
     return;                                                         \
   }
@@ -89,7 +89,7 @@ bool contains(const std::string& log, const std::string& needle) {
 TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when up",
           "[net][netns]") {
   REQUIRE_NETNS();
-  bench::NetnsTestbed bed(2);
+  NetnsTestbed bed(2);
   REQUIRE(bed.ok());
   std::string rail1 = bed.ifname('A', 1);
   NetnsRun run = stream(bed, 4 << 20, [&] {
@@ -113,7 +113,7 @@ TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when 
 
 TEST_CASE("veth: a flapping rail never loses or corrupts data", "[net][netns]") {
   REQUIRE_NETNS();
-  bench::NetnsTestbed bed(2);
+  NetnsTestbed bed(2);
   REQUIRE(bed.ok());
   for (int r = 0; r < 2; ++r) bed.shape(r, 1000);
   NetnsRun run = stream(bed, 1 << 20, [&] {
@@ -136,7 +136,7 @@ TEST_CASE("veth: a flapping rail never loses or corrupts data", "[net][netns]") 
 TEST_CASE("veth: a rail rate-limited with tbf gets a small share; healed, it recovers",
           "[net][netns]") {
   REQUIRE_NETNS();
-  bench::NetnsTestbed bed(4);
+  NetnsTestbed bed(4);
   REQUIRE(bed.ok());
   for (int r = 0; r < 4; ++r) bed.shape(r, 1000);
   bed.shape(3, 250);

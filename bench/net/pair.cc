@@ -1,4 +1,4 @@
-#include "test/net/host/net_pair.h"
+#include "bench/net/pair.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 
 #include "common/host/log_capture.h"
 
-namespace autopilot::test {
+namespace autopilot::bench {
 
 namespace {
 void applyEnv(const std::vector<std::pair<std::string, std::string>>& env) {
@@ -24,9 +24,9 @@ std::string loopbackRails(int n) {
 PairOutcome runPair(const PairOptions& options, const Side& receiver, const Side& sender,
                     const Conductor& conductor) {
   Channel peerR, peerS, parentR, childR, parentS, childS;
-  bench::channelPair(&peerR, &peerS);
-  bench::channelPair(&parentR, &childR);
-  bench::channelPair(&parentS, &childS);
+  channelPair(&peerR, &peerS);
+  channelPair(&parentR, &childR);
+  channelPair(&parentS, &childS);
   auto child = [&](bool isReceiver) {
     return [&, isReceiver]() -> int {
       // Keep only this child's ends.
@@ -48,16 +48,16 @@ PairOutcome runPair(const PairOptions& options, const Side& receiver, const Side
       return isReceiver ? receiver(ep, peerR, childR) : sender(ep, peerS, childS);
     };
   };
-  pid_t r = bench::spawn(child(true));
-  pid_t s = bench::spawn(child(false));
+  pid_t r = spawn(child(true));
+  pid_t s = spawn(child(false));
   peerR.close();
   peerS.close();
   childR.close();
   childS.close();
   if (conductor) conductor(parentR, parentS);
   PairOutcome out;
-  out.receiver = bench::waitChild(r, options.timeoutMs);
-  out.sender = bench::waitChild(s, options.timeoutMs);
+  out.receiver = waitChild(r, options.timeoutMs);
+  out.sender = waitChild(s, options.timeoutMs);
   return out;
 }
 
@@ -80,9 +80,9 @@ int receiveHandleAndConnect(NetEndpoint& ep, Channel& peer, void** sendComm, int
   return 0;
 }
 
-}  // namespace autopilot::test
+}  // namespace autopilot::bench
 
-namespace autopilot::test {
+namespace autopilot::bench {
 
 int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageBytes, int depth,
                   StreamResult* out) {
@@ -90,7 +90,7 @@ int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageByte
   for (auto& b : bufs) b.resize(messageBytes);
   std::vector<void*> reqs(static_cast<size_t>(depth), nullptr);
   uint64_t posted = 0, done = 0, expected = UINT64_MAX;
-  double start = bench::nowSeconds(), last = start;
+  double start = nowSeconds(), last = start;
   while (done < expected) {
     while (posted < done + uint64_t(depth)) {
       size_t slot = size_t(posted % uint64_t(depth));
@@ -111,13 +111,13 @@ int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageByte
     int sizes[abi::kProxyMaxSubs] = {};
     abi::Result r = ep.net()->test(reqs[slot], &doneFlag, sizes);
     PEER_CHECK(r == abi::kSuccess, "message %llu: error %d", (unsigned long long)done, int(r));
-    PEER_CHECK(bench::nowSeconds() - last < 30, "no completion for 30 s");
+    PEER_CHECK(nowSeconds() - last < 30, "no completion for 30 s");
     if (!doneFlag) continue;
-    double now = bench::nowSeconds();
+    double now = nowSeconds();
     out->maxGapSec = std::max(out->maxGapSec, now - last);
     last = now;
     if (size_t(sizes[0]) != messageBytes ||
-        bench::checkPattern(bufs[slot].data(), messageBytes, done) >= 0) {
+        checkPattern(bufs[slot].data(), messageBytes, done) >= 0) {
       out->corrupt++;
     }
     // Poison the buffer: a stale or duplicated write into a recycled buffer would show.
@@ -137,7 +137,7 @@ int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size
   std::vector<void*> reqs(static_cast<size_t>(depth), nullptr);
   uint64_t posted = 0, done = 0;
   bool stopping = false;
-  double lastDone = bench::nowSeconds();
+  double lastDone = nowSeconds();
   while (!stopping || done < posted) {
     if (!stopping && parent.readable()) {
       std::string line;
@@ -145,7 +145,7 @@ int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size
     }
     while (!stopping && posted < done + uint64_t(depth)) {
       size_t slot = size_t(posted % uint64_t(depth));
-      bench::fillPattern(bufs[slot].data(), messageBytes, posted);
+      fillPattern(bufs[slot].data(), messageBytes, posted);
       PEER_CHECK(ep.isend(comm, bufs[slot].data(), messageBytes, 0, &reqs[slot]) == abi::kSuccess,
                  "isend");
       ++posted;
@@ -154,10 +154,10 @@ int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size
     int doneFlag = 0;
     abi::Result r = ep.net()->test(reqs[size_t(done % uint64_t(depth))], &doneFlag, nullptr);
     PEER_CHECK(r == abi::kSuccess, "send %llu: error %d", (unsigned long long)done, int(r));
-    PEER_CHECK(bench::nowSeconds() - lastDone < 30, "no send completion for 30 s");
+    PEER_CHECK(nowSeconds() - lastDone < 30, "no send completion for 30 s");
     if (doneFlag) {
       ++done;
-      lastDone = bench::nowSeconds();
+      lastDone = nowSeconds();
     }
   }
   PEER_CHECK(peer.sendLine(std::to_string(posted)), "count");
@@ -173,4 +173,4 @@ void writeFaultPlan(const std::string& path, const std::string& text) {
   std::rename(tmp.c_str(), path.c_str());
 }
 
-}  // namespace autopilot::test
+}  // namespace autopilot::bench

@@ -1,5 +1,6 @@
 // Two processes driving the real plugin .so, one receiving and one sending, as NCCL's proxies
-// on two nodes would; the parent only orchestrates (and, in fault tests, breaks things).
+// on two nodes would; the parent only orchestrates (and, in fault tests and benchmarks, breaks
+// things). Shared by the net tests and `autopilot netbench`.
 #pragma once
 
 #include <cstdio>
@@ -12,10 +13,7 @@
 #include "bench/net/endpoint.h"
 #include "bench/net/peer.h"
 
-namespace autopilot::test {
-
-using bench::Channel;
-using bench::NetEndpoint;
+namespace autopilot::bench {
 
 // A failed check inside a child: report where and return a non-zero exit code.
 #define PEER_CHECK(cond, ...)                                                            \
@@ -55,9 +53,9 @@ std::string loopbackRails(int n);
 int listenAndAccept(NetEndpoint& ep, Channel& peer, void** recvComm, int dev = 0);
 int receiveHandleAndConnect(NetEndpoint& ep, Channel& peer, void** sendComm, int dev = 0);
 
-}  // namespace autopilot::test
+}  // namespace autopilot::bench
 
-namespace autopilot::test {
+namespace autopilot::bench {
 
 // A stream of equal messages from the sender to the receiver, with `depth` requests in flight
 // on each side (like NCCL's pipelined steps), until the conductor tells the sender "stop" on
@@ -79,4 +77,4 @@ int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size
 // Writes a simulated-fault plan (atomically: write + rename).
 void writeFaultPlan(const std::string& path, const std::string& text);
 
-}  // namespace autopilot::test
+}  // namespace autopilot::bench
