@@ -197,7 +197,8 @@ TEST_CASE("a second connection presenting a used handle is refused", "[net][tcp]
       [&](NetEndpoint& ep, Channel& peer, Channel&) {
         void* comm = nullptr;
         if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
-        // Keep the receive comm progressing while the intruder tries its luck.
+        // The receive stays pending (and the comm progressing) while the intruder tries its
+        // luck; the sender sends only once it has the intruder's answer.
         std::vector<uint8_t> buf(64);
         void* data = buf.data();
         size_t size = buf.size();
@@ -221,16 +222,14 @@ TEST_CASE("a second connection presenting a used handle is refused", "[net][tcp]
         int fd = rogueConnect(copy, 0);
         PEER_CHECK(fd >= 0, "rogue connect");
         uint8_t buf[wire::kHelloBytes];
-        wire::Hello h = validHello(copy, 0, 1, 0x1234567);
-        wire::encodeHello(h, buf);
+        wire::encodeHello(validHello(copy, 0, 1, 0x1234567), buf);
         writeAll(fd, buf, sizeof(buf));
-        // The receiver answers from its progress loop: trigger it with a send.
-        std::vector<uint8_t> data(64);
-        void* req = nullptr;
-        PEER_CHECK(ep.isend(comm, data.data(), data.size(), 0, &req) == abi::kSuccess, "isend");
         int status = readAnswer(fd);
         ::close(fd);
         PEER_CHECK(status == int(wire::AckStatus::kWrongConnection), "answer %d", status);
+        std::vector<uint8_t> data(64);
+        void* req = nullptr;
+        PEER_CHECK(ep.isend(comm, data.data(), data.size(), 0, &req) == abi::kSuccess, "isend");
         PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "send");
         ep.net()->closeSend(comm);
         return 0;
