@@ -69,10 +69,14 @@ struct StreamResult {
   double maxGapSec = 0;
 };
 
+// kFull checks every byte (tests); kSampled checks stamped words only (benchmarks, see
+// stampWords). Both sides must use the same mode.
+enum class Verify { kFull, kSampled };
+
 int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageBytes, int depth,
-                  StreamResult* out);
+                  StreamResult* out, Verify verify = Verify::kFull);
 int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size_t messageBytes,
-               int depth);
+               int depth, Verify verify = Verify::kFull);
 
 // Writes a simulated-fault plan (atomically: write + rename).
 void writeFaultPlan(const std::string& path, const std::string& text);

@@ -26,6 +26,7 @@ void RailLink::detach(bool abort) {
   remaining = 0;
   landingSlot = -1;
   framesConsumed = framesAckSent = peerAcked = 0;
+  ackDeferred = false;
   partialBytes = 0;
   tcpAcked_ = tcpUnacked_ = 0;
   lastTcpSampleNs_ = 0;

@@ -186,11 +186,22 @@ void SendComm::progress(uint64_t nowNs) {
   // Rails are served in a rotating order: with the CPU as the bottleneck, always serving rail
   // 0 first would make it look faster than the others, and the striper would believe it.
   firstRail_ = (firstRail_ + 1) % nRails_;
+  // Data whose receive is already announced goes out before anything is read: on the latency
+  // path (a send posted after its clear-to-send arrived) the first system call is the write.
+  sendReady(nowNs);
+  bool gotFrames = false;
   for (int i = 0; i < nRails_; ++i) {
     int r = (firstRail_ + i) % nRails_;
     if (rails_[r].dialer.active()) pumpDialer(r, nowNs);
-    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) readRail(r, nowNs);
+    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) {
+      gotFrames |= readRail(r, nowNs);
+    }
   }
+  if (gotFrames) sendReady(nowNs);
+  checkHealth(nowNs);
+}
+
+void SendComm::sendReady(uint64_t nowNs) {
   matchRequests();
   placeChunks(nowNs);
   for (int i = 0; i < nRails_; ++i) {
@@ -200,22 +211,23 @@ void SendComm::progress(uint64_t nowNs) {
       writeRail(r, nowNs);
     }
   }
-  checkHealth(nowNs);
 }
 
-void SendComm::readRail(int r, uint64_t nowNs) {
+// True when frames were handled (acknowledgements or announcements arrived).
+bool SendComm::readRail(int r, uint64_t nowNs) {
   RailLink& link = rails_[r].link;
   uint64_t budget = kReadBudgetPerPass;
+  bool handled = false;
   while (budget > 0) {
     IoResult res = link.fill();
     if (res.status == Io::kError) {
       failRail(r, nowNs, "read: " + errnoText(res.error));
-      return;
+      return true;
     }
     if (res.status == Io::kClosed) {
       bool busy = tracker_.queued(r) > 0 || waitingSize_ > 0;
       failRail(r, nowNs, "the receiver closed the connection", busy);
-      return;
+      return true;
     }
     budget -= std::min<uint64_t>(budget, res.bytes);
     while (link.stagedBytes() >= wire::kFrameHeaderBytes) {
@@ -224,15 +236,17 @@ void SendComm::readRail(int r, uint64_t nowNs) {
       if (e != wire::DecodeError::kOk) {
         failRail(r, nowNs, std::string("protocol error from the receiver: ") +
                                wire::decodeErrorText(e));
-        return;
+        return true;
       }
       size_t need = wire::kFrameHeaderBytes + wire::controlBodyBytes(h);
       if (link.stagedBytes() < need) break;
-      if (!handleFrame(r, h, link.staged() + wire::kFrameHeaderBytes, nowNs)) return;
+      if (!handleFrame(r, h, link.staged() + wire::kFrameHeaderBytes, nowNs)) return true;
       link.consume(need);
+      handled = true;
     }
-    if (res.status == Io::kWouldBlock || res.bytes == 0) return;
+    if (res.status == Io::kWouldBlock || res.bytes == 0) return handled;
   }
+  return handled;
 }
 
 // False when the rail was failed (the caller must stop using it).

@@ -81,7 +81,8 @@ class SendComm : public CommBase {
   };
 
   void progress(uint64_t nowNs);
-  void readRail(int r, uint64_t nowNs);
+  void sendReady(uint64_t nowNs);
+  bool readRail(int r, uint64_t nowNs);
   bool handleFrame(int r, const wire::FrameHeader& h, const uint8_t* body, uint64_t nowNs);
   void matchRequests();
   void placeChunks(uint64_t nowNs);
