@@ -26,7 +26,6 @@ void RailLink::detach(bool abort) {
   remaining = 0;
   landingSlot = -1;
   framesConsumed = framesAckSent = peerAcked = 0;
-  ackDeferred = false;
   partialBytes = 0;
   tcpAcked_ = tcpUnacked_ = 0;
   lastTcpSampleNs_ = 0;

@@ -56,7 +56,6 @@ class RailLink {
   // ---- acknowledgement bookkeeping (per connection)
   uint64_t framesConsumed = 0;  // receiver: DATA frames fully read on this connection
   uint64_t framesAckSent = 0;   // receiver: the count last announced to the sender
-  bool ackDeferred = false;     // receiver: an acknowledgement already waited one pass
   uint64_t peerAcked = 0;       // sender: the count the receiver last announced
   uint64_t partialBytes = 0;    // sender: bytes of the next frame already written
 

@@ -207,13 +207,10 @@ void RecvComm::progress(uint64_t nowNs) {
       if (fds[i].revents != 0 || rails_[which[i]].link.stagedBytes() > 0) readRail(which[i], nowNs);
     }
   }
-  // Acknowledgements may wait for the next call, once, when another request is posted: NCCL
-  // tests every posted request, so that call is certain, and the acknowledgement then often
-  // shares one write with the next announcement (one system call less on the latency path).
-  // Never longer: the sender's window and completions depend on them.
-  bool deferAcks = posted_ >= 2;
+  // Acknowledgements go out at the end of every pass: the sender's completions and windows
+  // depend on them, and nothing guarantees another call on this comm soon.
   for (int r = 0; r < nRails_; ++r) {
-    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) flushRail(r, nowNs, deferAcks);
+    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) flushRail(r, nowNs);
   }
   checkHealth(nowNs);
 }
@@ -348,18 +345,13 @@ void RecvComm::finishChunk(int r, uint64_t nowNs) {
   }
 }
 
-void RecvComm::flushRail(int r, uint64_t nowNs, bool deferAcks) {
+void RecvComm::flushRail(int r, uint64_t nowNs) {
   Rail& rail = rails_[r];
   RailLink& link = rail.link;
   if (link.framesConsumed != link.framesAckSent) {
-    if (deferAcks && !link.ackDeferred && link.controlQueued() == 0) {
-      link.ackDeferred = true;
-    } else {
-      uint8_t ack[wire::kFrameHeaderBytes];
-      if (link.queueControl(ack, wire::encodeAck(link.framesConsumed, ack))) {
-        link.framesAckSent = link.framesConsumed;
-        link.ackDeferred = false;
-      }
+    uint8_t ack[wire::kFrameHeaderBytes];
+    if (link.queueControl(ack, wire::encodeAck(link.framesConsumed, ack))) {
+      link.framesAckSent = link.framesConsumed;
     }
   }
   if (link.controlQueued() == 0) return;

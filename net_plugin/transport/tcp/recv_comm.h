@@ -66,7 +66,7 @@ class RecvComm final : public CommBase, private RailAcceptor::Owner {
   void readRail(int r, uint64_t nowNs);
   bool beginChunk(int r, const wire::FrameHeader& h, uint64_t nowNs);
   void finishChunk(int r, uint64_t nowNs);
-  void flushRail(int r, uint64_t nowNs, bool deferAcks);
+  void flushRail(int r, uint64_t nowNs);
   void checkHealth(uint64_t nowNs);
   void failRail(int r, uint64_t nowNs, const std::string& reason, bool warn = true);
   void announce(const RecvRequest& q);
