@@ -172,6 +172,30 @@ int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size
   return 0;
 }
 
+abi::Result waitAll(NetEndpoint& ep, const std::vector<void*>& reqs, std::vector<int>* sizes,
+                    double timeoutSec) {
+  std::vector<bool> done(reqs.size(), false);
+  if (sizes) sizes->assign(reqs.size(), -1);
+  size_t left = reqs.size();
+  double deadline = nowSeconds() + timeoutSec;
+  while (left > 0) {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (done[i]) continue;
+      int flag = 0;
+      int got[abi::kProxyMaxSubs] = {};
+      abi::Result r = ep.net()->test(reqs[i], &flag, got);
+      if (r != abi::kSuccess) return r;
+      if (flag) {
+        done[i] = true;
+        --left;
+        if (sizes) (*sizes)[i] = got[0];
+      }
+    }
+    if (nowSeconds() > deadline) return abi::kInternalError;
+  }
+  return abi::kSuccess;
+}
+
 void writeFaultPlan(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "w");

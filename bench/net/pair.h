@@ -78,6 +78,13 @@ int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageByte
 int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size_t messageBytes,
                int depth, Verify verify = Verify::kFull);
 
+// Tests every request in `reqs` over and over until all are done, as NCCL's proxy tests every
+// outstanding request on each pass (waiting on one request while ignoring the others can
+// deadlock two processes that wait in different orders). sizes (optional) gets each request's
+// first size. Returns the first error, or kInternalError on timeout.
+abi::Result waitAll(NetEndpoint& ep, const std::vector<void*>& reqs, std::vector<int>* sizes,
+                    double timeoutSec);
+
 // Writes a simulated-fault plan (atomically: write + rename).
 void writeFaultPlan(const std::string& path, const std::string& text);
 

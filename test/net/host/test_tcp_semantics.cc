@@ -18,7 +18,9 @@ using namespace autopilot::bench;
 
 TEST_CASE("concurrent comms with distinct tags, interleaved", "[net][tcp]") {
   constexpr int kComms = 4;
-  constexpr int kMessages = 40;
+  constexpr int kRounds = 5;
+  constexpr int kPerRound = 8;  // per comm, within NCCL's 32 outstanding requests
+  auto sizeOf = [](int round, int m, int c) { return size_t(1000 + (round * kPerRound + m) * 3000 + c); };
   PairOptions o;
   o.env = {{"NCCL_AUTOPILOT_NET_ADDRS", loopbackRails(2)}};
   PairOutcome out = runPair(
@@ -28,32 +30,29 @@ TEST_CASE("concurrent comms with distinct tags, interleaved", "[net][tcp]") {
         for (auto& c : comms) {
           if (int rc = listenAndAccept(ep, peer, &c)) return rc;
         }
-        std::vector<std::vector<uint8_t>> bufs(kComms * kMessages);
-        std::vector<void*> reqs(bufs.size());
-        // Post everything first (at most 32 per comm), then complete in a scrambled order.
-        for (int m = 0; m < kMessages; ++m) {
-          for (int c = 0; c < kComms; ++c) {
-            auto& b = bufs[size_t(m * kComms + c)];
-            b.assign(size_t(1000 + m * 3000 + c), 0);
-            void* data = b.data();
-            size_t size = b.size();
-            int tag = 100 + c;
-            PEER_CHECK(ep.irecv(comms[c], 1, &data, &size, &tag, &reqs[size_t(m * kComms + c)]) ==
-                           abi::kSuccess,
-                       "irecv");
-          }
-          if (m % 8 == 7) {  // keep <= 32 outstanding per comm
-            for (int k = m - 7; k <= m; ++k) {
-              for (int c = kComms - 1; c >= 0; --c) {
-                size_t i = size_t(k * kComms + c);
-                int sizes[abi::kProxyMaxSubs] = {};
-                PEER_CHECK(ep.wait(reqs[i], sizes, 30) == abi::kSuccess, "wait %zu", i);
-                PEER_CHECK(size_t(sizes[0]) == bufs[i].size(), "size");
-                PEER_CHECK(checkPattern(bufs[i].data(), bufs[i].size(), i) < 0, "data %zu", i);
-              }
+        for (int round = 0; round < kRounds; ++round) {
+          std::vector<std::vector<uint8_t>> bufs;
+          std::vector<void*> reqs;
+          // Receives posted interleaved over the comms, completed all together.
+          for (int m = 0; m < kPerRound; ++m) {
+            for (int c = kComms - 1; c >= 0; --c) {
+              bufs.emplace_back(sizeOf(round, m, c), 0);
+              void* data = bufs.back().data();
+              size_t size = bufs.back().size();
+              int tag = 100 + c;
+              void* req = nullptr;
+              PEER_CHECK(ep.irecv(comms[c], 1, &data, &size, &tag, &req) == abi::kSuccess, "irecv");
+              reqs.push_back(req);
             }
           }
+          std::vector<int> sizes;
+          PEER_CHECK(waitAll(ep, reqs, &sizes, 60) == abi::kSuccess, "round %d", round);
+          for (size_t i = 0; i < reqs.size(); ++i) {
+            PEER_CHECK(size_t(sizes[i]) == bufs[i].size(), "size of %zu", i);
+            PEER_CHECK(checkPattern(bufs[i].data(), bufs[i].size(), bufs[i].size()) < 0, "data %zu", i);
+          }
         }
+        PEER_CHECK(peer.expect("done", 30000), "sender");
         for (auto* c : comms) ep.net()->closeRecv(c);
         return 0;
       },
@@ -62,20 +61,21 @@ TEST_CASE("concurrent comms with distinct tags, interleaved", "[net][tcp]") {
         for (auto& c : comms) {
           if (int rc = receiveHandleAndConnect(ep, peer, &c)) return rc;
         }
-        std::vector<std::vector<uint8_t>> bufs(kComms * kMessages);
-        std::vector<void*> reqs(bufs.size());
-        for (int m = 0; m < kMessages; ++m) {
-          for (int c = 0; c < kComms; ++c) {
-            size_t i = size_t(m * kComms + c);
-            bufs[i].resize(size_t(1000 + m * 3000 + c));
-            fillPattern(bufs[i].data(), bufs[i].size(), i);
-            PEER_CHECK(ep.isend(comms[c], bufs[i].data(), bufs[i].size(), 100 + c, &reqs[i]) ==
-                           abi::kSuccess,
-                       "isend");
+        for (int round = 0; round < kRounds; ++round) {
+          std::vector<std::vector<uint8_t>> bufs;
+          std::vector<void*> reqs;
+          for (int m = 0; m < kPerRound; ++m) {
+            for (int c = 0; c < kComms; ++c) {
+              size_t n = sizeOf(round, m, c);
+              bufs.emplace_back(n);
+              fillPattern(bufs.back().data(), n, n);
+              void* req = nullptr;
+              PEER_CHECK(ep.isend(comms[c], bufs.back().data(), n, 100 + c, &req) == abi::kSuccess,
+                         "isend");
+              reqs.push_back(req);
+            }
           }
-        }
-        for (size_t i = 0; i < reqs.size(); ++i) {
-          PEER_CHECK(ep.wait(reqs[i], nullptr, 30) == abi::kSuccess, "send %zu", i);
+          PEER_CHECK(waitAll(ep, reqs, nullptr, 60) == abi::kSuccess, "round %d", round);
         }
         peer.sendLine("done");
         for (auto* c : comms) ep.net()->closeSend(c);
