@@ -15,7 +15,7 @@ namespace autopilot::net::tcp {
 namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
-constexpr uint64_t kReadBudgetPerPass = 16 << 20;
+constexpr uint64_t kReadBudgetPerPass = 2 << 20;  // per rail: rails take turns (see send_comm.cc)
 constexpr uint64_t kDirectReadMin = 16 << 10;  // smaller payload remainders go via staging
 constexpr uint64_t kAcceptCheckNs = 1'000'000;
 constexpr int kDirectReadRails = 2;

@@ -14,8 +14,10 @@ namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
 constexpr int kMaxFramesPerWrite = 16;          // frames gathered into one sendmsg
-constexpr uint64_t kMaxBytesPerWrite = 8 << 20;  // per sendmsg
-constexpr uint64_t kWriteBudgetPerPass = 16 << 20;
+constexpr uint64_t kMaxBytesPerWrite = 2 << 20;  // per sendmsg
+// Per rail and pass: small enough that rails take turns at the CPU (a rail served after
+// another's 16 MiB would measure slower than it is), large enough to amortise the pass.
+constexpr uint64_t kWriteBudgetPerPass = 2 << 20;
 constexpr uint64_t kReadBudgetPerPass = 256 << 10;  // control traffic only
 constexpr uint64_t kTcpSampleNs = 5'000'000;
 constexpr uint64_t kEvaluateNs = 20'000'000;
