@@ -63,7 +63,7 @@ SimRun simulated(int rails, size_t messageBytes, const std::string& initialPlan,
         if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
         PEER_CHECK(parent.sendLine("connected"), "parent");
         StreamResult r;
-        if (int rc = streamReceive(ep, comm, peer, messageBytes, getenv("SIMDEPTH") ? atoi(getenv("SIMDEPTH")) : 8, &r)) return rc;
+        if (int rc = streamReceive(ep, comm, peer, messageBytes, 8, &r)) return rc;
         results[1].send(&r, sizeof(r));
         ep.net()->closeRecv(comm);
         return 0;
@@ -71,7 +71,7 @@ SimRun simulated(int rails, size_t messageBytes, const std::string& initialPlan,
       [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
         void* comm = nullptr;
         if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
-        if (int rc = streamSend(ep, comm, peer, parent, messageBytes, getenv("SIMDEPTH") ? atoi(getenv("SIMDEPTH")) : 8)) return rc;
+        if (int rc = streamSend(ep, comm, peer, parent, messageBytes, 8)) return rc;
         for (const std::string& n : senderMustLog) {
           PEER_CHECK(host::LogCapture::count(-1, n) >= 1, "the sender never logged '%s'", n.c_str());
         }
@@ -171,13 +171,4 @@ TEST_CASE("simulated: a degraded rail that heals is re-admitted to a full share"
   CHECK(run.sender == 0);
   CHECK(run.stream.corrupt == 0);
   CHECK(run.railShare[1] > 0.25);
-}
-
-TEST_CASE("simbench", "[.simbench]") {
-  const char* p = getenv("SIMPLAN");
-  int ms = getenv("SIMMS") ? atoi(getenv("SIMMS")) : 2000;
-  int nr = getenv("SIMRAILS") ? atoi(getenv("SIMRAILS")) : 2;
-  SimRun run = simulated(nr, 1 << 20, p ? p : "", [&](const std::string&) { sleepMs(ms); }, {});
-  double gbps = double(run.stream.bytes) * 8 / run.stream.seconds / 1e9;
-  printf("gbps %.3f msgs %llu gap %.1f ms\n", gbps, (unsigned long long)run.stream.messages, run.stream.maxGapSec*1e3);
 }
