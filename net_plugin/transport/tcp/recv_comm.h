@@ -53,8 +53,6 @@ class RecvComm final : public CommBase, private RailAcceptor::Owner {
   abi::Result irecv(int n, void** data, const size_t* sizes, const int* tags, void** request);
   abi::Result test(RecvRequest* request, int* done, int* sizes);
 
-  const core::RailHealth& health() const { return health_; }
-
  private:
   struct Rail {
     RailLink link;

@@ -471,12 +471,13 @@ void SendComm::pumpDialer(int r, uint64_t nowNs) {
   Rail& rail = rails_[r];
   RailDialer::State s = rail.dialer.progress(nowNs);
   if (s == RailDialer::State::kDone) {
+    // Start small: a fraction of what the others deliver (measured before this rail counts
+    // as live again); measurements grow it from there.
+    double peers = medianLiveBandwidth();
+    double start = peers > 0 ? peers * config_.rejoinShare : rail.nominalBytesPerSec;
     rail.link.attach(rail.dialer.take(), rail.generation);
     rail.refused = false;
     health_.rejoin(r, nowNs);
-    // Start small: a fraction of what the others deliver; measurements grow it from there.
-    double peers = medianLiveBandwidth();
-    double start = peers > 0 ? peers * config_.rejoinShare : rail.nominalBytesPerSec;
     striper_.setMode(r, health_.mode(r));
     striper_.setBandwidth(r, start);
     return;

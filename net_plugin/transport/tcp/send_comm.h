@@ -65,9 +65,6 @@ class SendComm : public CommBase {
   abi::Result isend(const void* data, size_t size, int tag, void** request);
   abi::Result test(SendRequest* request, int* done, int* sizes);
 
-  // For tests and benchmarks (through the journal and telemetry in production).
-  const core::RailHealth& health() const { return health_; }
-
  private:
   struct Rail {
     RailLink link;
