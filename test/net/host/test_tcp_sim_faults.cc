@@ -46,12 +46,14 @@ void sharesFromLog(double* shares, int rails) {
 SimRun simulated(int rails, size_t messageBytes, const std::string& initialPlan,
                  const std::function<void(const std::string& plan)>& script,
                  const std::vector<std::string>& senderMustLog,
-                 const std::vector<std::string>& senderMustNotLog = {}) {
+                 const std::vector<std::string>& senderMustNotLog = {},
+                 const std::vector<std::pair<std::string, std::string>>& extraEnv = {}) {
   std::string plan = "/tmp/apn-fault-" + std::to_string(getpid()) + ".txt";
   writeFaultPlan(plan, initialPlan);
   PairOptions o;
   o.env = {{"NCCL_AUTOPILOT_NET_ADDRS", loopbackRails(rails)},
            {"NCCL_AUTOPILOT_FAULT_FILE", plan}};
+  o.env.insert(o.env.end(), extraEnv.begin(), extraEnv.end());
   SimRun run;
   Channel results[2], shares[2];
   channelPair(&results[0], &results[1]);
@@ -171,4 +173,29 @@ TEST_CASE("simulated: a degraded rail that heals is re-admitted to a full share"
   CHECK(run.sender == 0);
   CHECK(run.stream.corrupt == 0);
   CHECK(run.railShare[1] > 0.25);
+}
+
+TEST_CASE("simulated: a standby rail carries nothing until the active one dies",
+          "[net][tcp][simfault]") {
+  SimRun idle = simulated(2, 1 << 20, "rail 0 rate 400\nrail 1 rate 400\n",
+                          [](const std::string&) { sleepMs(800); }, {}, {},
+                          {{"NCCL_AUTOPILOT_NET_STANDBY", "lo/127.0.0.2"}});
+  CHECK(idle.receiver == 0);
+  CHECK(idle.sender == 0);
+  CHECK(idle.stream.corrupt == 0);
+  CHECK(idle.railShare[1] == 0.0);
+
+  SimRun takeover = simulated(
+      2, 1 << 20, "rail 0 rate 400\nrail 1 rate 400\n",
+      [](const std::string& plan) {
+        sleepMs(400);
+        writeFaultPlan(plan, "rail 0 rate 400\nrail 1 rate 400\nrail 0 down\n");
+        sleepMs(1000);
+      },
+      {"send rail 0 (lo/127.0.0.1): healthy -> failed"}, {},
+      {{"NCCL_AUTOPILOT_NET_STANDBY", "lo/127.0.0.2"}});
+  CHECK(takeover.receiver == 0);
+  CHECK(takeover.sender == 0);
+  CHECK(takeover.stream.corrupt == 0);
+  CHECK(takeover.railShare[1] > 0.3);
 }
