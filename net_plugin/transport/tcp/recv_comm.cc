@@ -271,6 +271,13 @@ void RecvComm::readRail(int r, uint64_t nowNs) {
     }
     wire::FrameHeader h;
     wire::DecodeError e = wire::decodeFrameHeader(link.staged(), link.stagedBytes(), &h);
+    if (e == wire::DecodeError::kOk && h.type == wire::FrameType::kPing) {
+      // The sender wants proof that we are alive (another rail stalled): answer at once.
+      uint8_t pong[wire::kFrameHeaderBytes];
+      link.queueControl(pong, wire::encodeLiveness(wire::FrameType::kPong, h.seq, pong));
+      link.consume(wire::kFrameHeaderBytes);
+      continue;
+    }
     if (e != wire::DecodeError::kOk || h.type != wire::FrameType::kData) {
       failRail(r, nowNs, std::string("protocol error from the sender: ") +
                              (e != wire::DecodeError::kOk ? wire::decodeErrorText(e)
@@ -387,7 +394,7 @@ void RecvComm::checkHealth(uint64_t nowNs) {
     core::FailureDetector& fd = health_.failure(r);
     bool held = rail.link.controlQueued() > 0 || (rail.tcpWatch && rail.link.tcpUnacked() > 0);
     fd.setOutstanding(held, nowNs);
-    if (held && fd.failed(nowNs, 0, 0)) {
+    if (held && fd.failed(nowNs, 0, 0) && health_.stallBlamesRail(r, nowNs)) {
       failRail(r, nowNs, "the sender has taken none of our control frames for " +
                              std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
     }

@@ -285,6 +285,9 @@ bool SendComm::handleFrame(int r, const wire::FrameHeader& h, const uint8_t* bod
       if (delta > 0) health_.failure(r).onProgress(nowNs);
       return true;
     }
+    case wire::FrameType::kPong:
+      health_.failure(r).onProgress(nowNs);  // the peer is alive and reads this rail
+      return true;
     default:
       failRail(r, nowNs, "protocol error: unexpected frame type from the receiver");
       return false;
@@ -432,6 +435,30 @@ void SendComm::writeRail(int r, uint64_t nowNs) {
 
 // ---------------------------------------------------------------------------- failure handling
 
+void SendComm::requestLiveness(int r, uint64_t nowNs) {
+  const uint64_t stallStart = health_.failure(r).stallStartNs();
+  for (int q = 0; q < nRails_; ++q) {
+    Rail& rail = rails_[q];
+    // Only idle rails: a rail carrying data shows the peer's life through its acknowledgements,
+    // and a ping must never land inside a half-written DATA frame.
+    if (q == r || !health_.live(q) || !rail.link.up() || simulatedDown(q) ||
+        tracker_.posted(q) != tracker_.queued(q) || rail.link.partialBytes != 0 ||
+        rail.pingSentNs > stallStart) {
+      continue;
+    }
+    uint8_t ping[wire::kFrameHeaderBytes];
+    size_t n = wire::encodeLiveness(wire::FrameType::kPing, nowNs, ping);
+    iovec iov{ping, n};
+    IoResult res = writeVec(rail.link.fd(), &iov, 1);
+    if (res.status == Io::kOk && res.bytes == n) {
+      rail.pingSentNs = nowNs;
+    } else if (res.status == Io::kOk && res.bytes > 0) {
+      // A partial 32-byte write on an idle socket: the stream is no longer framed. Start over.
+      failRail(q, nowNs, "write: partial liveness ping");
+    }
+  }
+}
+
 void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool warn) {
   Rail& rail = rails_[r];
   if (!health_.fail(r, nowNs, reason, warn)) return;
@@ -518,7 +545,9 @@ void SendComm::checkHealth(uint64_t nowNs) {
     }
     uint64_t held = tracker_.queuedBytes(r);
     double bw = striper_.bandwidth(r);
-    if (fd.failed(nowNs, held, bw)) {
+    if (fd.failed(nowNs, held, bw) && !health_.stallBlamesRail(r, nowNs)) {
+      requestLiveness(r, nowNs);
+    } else if (fd.failed(nowNs, held, bw)) {
       char why[160];
       std::snprintf(why, sizeof(why),
                     "no progress for %llu ms while holding %s (allowed %llu ms at %.2f Gbit/s)",

@@ -75,6 +75,7 @@ class SendComm : public CommBase {
     double nominalBytesPerSec = 0;
     bool refused = false;  // the last re-connection attempt was refused outright
     uint64_t attempts = 0;
+    uint64_t pingSentNs = 0;  // last liveness ping written on this rail
   };
 
   void progress(uint64_t nowNs);
@@ -85,6 +86,8 @@ class SendComm : public CommBase {
   void placeChunks(uint64_t nowNs);
   void writeRail(int r, uint64_t nowNs);
   void checkHealth(uint64_t nowNs);
+  // Rail r stalls and no other rail shows the peer alive: ping the idle ones.
+  void requestLiveness(int r, uint64_t nowNs);
   void failRail(int r, uint64_t nowNs, const std::string& reason, bool warn = true);
   void startReconnect(int r, uint64_t nowNs);
   void pumpDialer(int r, uint64_t nowNs);

@@ -73,7 +73,18 @@ void stream(const uint8_t* data, size_t size) {
         pos += std::min<uint64_t>(h.length, size - pos - wire::kFrameHeaderBytes);
         break;
       case wire::FrameType::kAck:
+      case wire::FrameType::kPing:
+      case wire::FrameType::kPong: {
+        // Header-only frames re-encode to the same bytes.
+        uint8_t again[wire::kFrameHeaderBytes];
+        if (h.type == wire::FrameType::kAck) {
+          wire::encodeAck(h.seq, again);
+        } else {
+          wire::encodeLiveness(h.type, h.seq, again);
+        }
+        if (std::memcmp(again, data + pos, wire::kFrameHeaderBytes) != 0) __builtin_trap();
         break;
+      }
     }
     pos += wire::kFrameHeaderBytes + body;
   }
