@@ -51,14 +51,19 @@ bool parseInterfaceFilter(const std::string& text, InterfaceFilter* out, std::st
   }
   for (std::string item : splitList(s)) {
     size_t colon = item.find(':');
+    int portNumber = -1;
     if (colon != std::string::npos) {
-      // NCCL's "prefix:port": the port must be a number; it selects nothing here.
+      // NCCL's "prefix:port": the port must be a number (an HCA port, or a TCP port that
+      // NCCL_SOCKET_IFNAME lists accept and ignore).
       std::string port = item.substr(colon + 1);
-      if (port.empty() || !std::all_of(port.begin(), port.end(),
-                                       [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+      if (port.empty() || port.size() > 5 ||
+          !std::all_of(port.begin(), port.end(),
+                       [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) ||
+          std::stoi(port) > 65535) {
         if (error) *error = "bad port in '" + item + "'";
         return false;
       }
+      portNumber = std::stoi(port);
       item = item.substr(0, colon);
     }
     if (!validName(item)) {
@@ -66,6 +71,7 @@ bool parseInterfaceFilter(const std::string& text, InterfaceFilter* out, std::st
       return false;
     }
     f.names.push_back(item);
+    f.ports.push_back(portNumber);
   }
   if (f.names.empty() && (f.exact || !text.empty()) && !f.exclude) {
     if (error) *error = "no interface names in '" + text + "'";
@@ -75,9 +81,12 @@ bool parseInterfaceFilter(const std::string& text, InterfaceFilter* out, std::st
   return true;
 }
 
-bool interfaceMatches(const InterfaceFilter& filter, const std::string& name) {
+bool interfaceMatches(const InterfaceFilter& filter, const std::string& name, int port) {
   bool listed = false;
-  for (const std::string& n : filter.names) {
+  for (size_t i = 0; i < filter.names.size(); ++i) {
+    const std::string& n = filter.names[i];
+    int wanted = i < filter.ports.size() ? filter.ports[i] : -1;
+    if (port >= 0 && wanted >= 0 && wanted != port) continue;
     if (filter.exact ? name == n : name.compare(0, n.size(), n) == 0) {
       listed = true;
       break;

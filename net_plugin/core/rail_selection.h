@@ -4,8 +4,9 @@
 // Interface lists use NCCL_SOCKET_IFNAME's syntax: a comma-separated list of name prefixes;
 // a leading '^' excludes the listed interfaces instead; a leading '=' (after '^' if both)
 // makes the names exact rather than prefixes. "eth,ib" = every interface whose name starts
-// with eth or ib; "^docker,lo" = every interface but those; "=eth0" = eth0 only. NCCL's
-// ":port" suffixes are accepted and ignored.
+// with eth or ib; "^docker,lo" = every interface but those; "=eth0" = eth0 only. NCCL_IB_HCA
+// uses the same syntax for RDMA devices with an optional ":port" per entry ("mlx5_0:1"); the
+// port is kept, and only port-aware matching (a port >= 0) looks at it.
 //
 // Groups: "" puts every rail in one device (every connection uses all healthy rails);
 // "per-rail" makes one device per rail (NCCL may then merge them with makeVDevice);
@@ -21,12 +22,15 @@ struct InterfaceFilter {
   bool exclude = false;
   bool exact = false;
   std::vector<std::string> names;
+  std::vector<int> ports;  // per name: the ":port" given, -1 when none
   bool empty() const { return names.empty() && !exclude; }
 };
 
 // False with a reason on a malformed list (the caller warns and uses discovery).
 bool parseInterfaceFilter(const std::string& text, InterfaceFilter* out, std::string* error);
-bool interfaceMatches(const InterfaceFilter& filter, const std::string& name);
+// With port >= 0, an entry that names a port matches only that port (HCA ports); with port < 0
+// ports are ignored (interfaces).
+bool interfaceMatches(const InterfaceFilter& filter, const std::string& name, int port = -1);
 
 // Interfaces NCCL skips when nothing is configured: loopback, docker and libvirt bridges.
 bool isDefaultExcluded(const std::string& name);

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "common/rail_telemetry.h"
+#include "net_plugin/core/device_grouping.h"
 #include "net_plugin/core/fault_injector.h"
 #include "net_plugin/core/rail_selection.h"
 #include "net_plugin/transport/tcp/wire.h"
@@ -30,14 +31,6 @@ params::StringParam gAddrs(
     "NCCL_AUTOPILOT_NET_ADDRS", "",
     "Explicit local IP addresses, one rail each (e.g. 127.0.0.1,127.0.0.2 for several rails on "
     "loopback). Overrides NCCL_AUTOPILOT_IFNAME.");
-params::StringParam gGroups(
-    "NCCL_AUTOPILOT_NET_GROUPS", "",
-    "How rails form NCCL devices: empty = all rails in one device; 'per-rail'; or explicit "
-    "groups of rail names, e.g. 'a0,a1;a2,a3'.");
-params::StringParam gStandby("NCCL_AUTOPILOT_NET_STANDBY", "",
-                             "Rails (names, comma-separated) kept on standby (weight 0): they "
-                             "carry data only while no other rail of the device can.");
-
 constexpr unsigned long kFlags = abi::subsys::kNet | abi::subsys::kInit;
 constexpr size_t kMaxDiscoveredRails = 16;
 
@@ -198,7 +191,6 @@ void TcpRails::discover() {
     AP_WARN(kFlags, "%zu rails found; using the first %zu", chosen.size(), kMaxDiscoveredRails);
     chosen.resize(kMaxDiscoveredRails);
   }
-  std::vector<std::string> standby = core::splitList(gStandby.get());
   for (const Candidate& c : chosen) {
     TcpRail r;
     r.ifname = c.ifname;
@@ -206,8 +198,7 @@ void TcpRails::discover() {
     r.address = c.address;
     r.speedMbps = readSpeed(c.ifname);
     r.pciPath = pciPathOf(c.ifname);
-    r.standby = std::find(standby.begin(), standby.end(), r.name) != standby.end() ||
-                std::find(standby.begin(), standby.end(), r.ifname) != standby.end();
+    r.standby = core::isStandbyRail(r.name, r.ifname);
     if (std::any_of(rails_.begin(), rails_.end(), [&](const TcpRail& o) { return o.name == r.name; })) {
       AP_WARN(kFlags, "rail %s listed twice (ignored)", r.name.c_str());
       continue;
@@ -217,27 +208,7 @@ void TcpRails::discover() {
   std::vector<std::string> names;
   for (const TcpRail& r : rails_) names.push_back(r.name);
 
-  core::GroupSpec spec;
-  std::string error;
-  std::vector<std::vector<int>> groups;
-  std::vector<std::string> unused;
-  if (!core::parseGroupSpec(gGroups.get(), &spec, &error) ||
-      !core::resolveGroups(spec, names, &groups, &unused, &error)) {
-    AP_WARN(kFlags, "NCCL_AUTOPILOT_NET_GROUPS='%s': %s; using one device with every rail",
-            gGroups.get().c_str(), error.c_str());
-    spec = core::GroupSpec{};
-    core::resolveGroups(spec, names, &groups, &unused, &error);
-  }
-  for (const std::string& u : unused) {
-    AP_INFO(kFlags, "rail %s is in no group of NCCL_AUTOPILOT_NET_GROUPS: not used", u.c_str());
-  }
-  for (auto& g : groups) {
-    if (g.size() > size_t(wire::kMaxRails)) {
-      AP_WARN(kFlags, "a device has %zu rails; a connection uses at most %d: keeping the first %d",
-              g.size(), wire::kMaxRails, wire::kMaxRails);
-      g.resize(size_t(wire::kMaxRails));
-    }
-  }
+  std::vector<std::vector<int>> groups = core::groupRails(names, wire::kMaxRails);
   std::vector<core::RailDescriptor> descriptors;
   for (const TcpRail& r : rails_) descriptors.push_back({r.name, r.speedMbps, r.pciPath});
   devices_.build(descriptors, groups, 10000);

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "net_plugin/core/wire_bytes.h"
+
 namespace autopilot::net::tcp {
 
 namespace {
@@ -12,20 +14,9 @@ constexpr size_t kRailsAt = 24;
 constexpr size_t kChecksumAt = 116;
 constexpr size_t kTokenAt = 120;
 
-uint32_t fnv32(const uint8_t* p, size_t n) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 16777619u;
-  }
-  return h;
-}
-void put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-uint32_t get32(const uint8_t* p) {
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-}
+using core::bytes::fnv32;
+using core::bytes::get32;
+using core::bytes::put32;
 
 }  // namespace
 

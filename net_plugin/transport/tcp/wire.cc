@@ -2,47 +2,21 @@
 
 #include <cstring>
 
+#include "net_plugin/core/wire_bytes.h"
+
 namespace autopilot::net::tcp::wire {
 
 namespace {
 
-void put16(uint8_t* p, uint16_t v) {
-  p[0] = uint8_t(v);
-  p[1] = uint8_t(v >> 8);
-}
-void put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-void put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-uint16_t get16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
-uint32_t get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
+using core::bytes::get16;
+using core::bytes::get32;
+using core::bytes::get64;
+using core::bytes::put16;
+using core::bytes::put32;
+using core::bytes::put64;
+using core::bytes::fnv32;
 
-uint32_t fnv32(const uint8_t* p, size_t n) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 16777619u;
-  }
-  return h;
-}
-
-bool zero(const uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    if (p[i] != 0) return false;
-  }
-  return true;
-}
+bool zero(const uint8_t* p, size_t n) { return core::bytes::allZero(p, n); }
 
 constexpr size_t kChecksumAt = kHelloBytes - 4;
 
