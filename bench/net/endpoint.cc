@@ -1,6 +1,9 @@
 #include "bench/net/endpoint.h"
 
+#include <sched.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/host/log_capture.h"
@@ -12,6 +15,8 @@ double nowSeconds() {
 }
 
 NetEndpoint::NetEndpoint(int maxNetVersion, uint64_t commId) {
+  const char* yield = std::getenv("AUTOPILOT_HARNESS_YIELD");
+  yieldWhenIdle_ = yield != nullptr && std::strcmp(yield, "1") == 0;
   host::PluginHost::Options o;
   o.netPlugin = "autopilot";
   o.tunerPlugin = "none";
@@ -71,12 +76,24 @@ abi::Result NetEndpoint::connect(int dev, void* handle, void** sendComm, double 
   }
 }
 
+void* NetEndpoint::registerMemory(void* comm, void* data, size_t size) {
+  if (size == 0) return nullptr;
+  void* mhandle = nullptr;
+  if (net_->regMr(comm, data, size, abi::kPtrHost, &mhandle) != abi::kSuccess) return nullptr;
+  return mhandle;
+}
+
+void NetEndpoint::deregisterMemory(void* comm, void* mhandle) {
+  if (mhandle != nullptr) net_->deregMr(comm, mhandle);
+}
+
 abi::Result NetEndpoint::isend(void* comm, void* data, size_t size, int tag, void** request,
-                               double timeoutSec) {
+                               double timeoutSec, void* mhandle) {
   double deadline = nowSeconds() + timeoutSec;
+  if (mhandle == nullptr) mhandle = comm;
   while (true) {
     *request = reinterpret_cast<void*>(0xbad);  // stale value: the plugin must overwrite it
-    abi::Result r = net_->isend(comm, data, size, tag, comm, nullptr, request);
+    abi::Result r = net_->isend(comm, data, size, tag, mhandle, nullptr, request);
     if (r != abi::kSuccess || *request != nullptr) return r;
     if (nowSeconds() > deadline) {
       error_ = "isend kept returning NULL";
@@ -86,9 +103,13 @@ abi::Result NetEndpoint::isend(void* comm, void* data, size_t size, int tag, voi
 }
 
 abi::Result NetEndpoint::irecv(void* comm, int n, void** data, size_t* sizes, int* tags,
-                               void** request, double timeoutSec, bool optionalCompletionHint) {
+                               void** request, double timeoutSec, bool optionalCompletionHint,
+                               void** mhandles) {
   double deadline = nowSeconds() + timeoutSec;
   void* mh[8] = {comm, comm, comm, comm, comm, comm, comm, comm};
+  for (int i = 0; mhandles != nullptr && i < n && i < 8; ++i) {
+    if (mhandles[i] != nullptr) mh[i] = mhandles[i];
+  }
   while (true) {
     *request = optionalCompletionHint ? reinterpret_cast<void*>(abi::kNetOptionalRecvCompletion)
                                       : reinterpret_cast<void*>(0xbad);
@@ -101,12 +122,18 @@ abi::Result NetEndpoint::irecv(void* comm, int n, void** data, size_t* sizes, in
   }
 }
 
+abi::Result NetEndpoint::test(void* request, int* done, int* sizes) {
+  abi::Result r = net_->test(request, done, sizes);
+  if (yieldWhenIdle_ && r == abi::kSuccess && !*done) sched_yield();
+  return r;
+}
+
 abi::Result NetEndpoint::wait(void* request, int* sizes, double timeoutSec) {
   double deadline = nowSeconds() + timeoutSec;
   int local[abi::kProxyMaxSubs] = {};
   while (true) {
     int done = 0;
-    abi::Result r = net_->test(request, &done, sizes ? sizes : local);
+    abi::Result r = test(request, &done, sizes ? sizes : local);
     if (r != abi::kSuccess) return r;
     if (done) return abi::kSuccess;
     if (nowSeconds() > deadline) {

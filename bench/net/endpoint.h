@@ -32,11 +32,23 @@ class NetEndpoint {
   abi::Result accept(void* listenComm, void** recvComm, double timeoutSec);
   abi::Result connect(int dev, void* handle, void** sendComm, double timeoutSec);
 
-  // Post, retrying while the plugin answers "not now" (NULL request).
+  // Registers host memory on a comm as NCCL does before using it (regMr); NULL on failure.
+  // Empty buffers need no registration: NULL, which isend/irecv then pass on.
+  void* registerMemory(void* comm, void* data, size_t size);
+  void deregisterMemory(void* comm, void* mhandle);
+
+  // Post, retrying while the plugin answers "not now" (NULL request). `mhandle(s)` default to
+  // the comm itself, which the TCP transport accepts as a registration of anything.
   abi::Result isend(void* comm, void* data, size_t size, int tag, void** request,
-                    double timeoutSec = 10);
+                    double timeoutSec = 10, void* mhandle = nullptr);
   abi::Result irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** request,
-                    double timeoutSec = 10, bool optionalCompletionHint = false);
+                    double timeoutSec = 10, bool optionalCompletionHint = false,
+                    void** mhandles = nullptr);
+  // One test() call, as NCCL's proxy makes it. With AUTOPILOT_HARNESS_YIELD=1 in the
+  // environment, a call that finds the request not done yields the CPU: on the emulated test bed
+  // (Soft-RoCE under qemu) the kernel's RDMA work competes with the polling processes for two
+  // virtual CPUs, and a polling loop that never yields starves it.
+  abi::Result test(void* request, int* done, int* sizes);
   // Tests until done, an error, or the deadline.
   abi::Result wait(void* request, int* sizes, double timeoutSec);
 
@@ -46,6 +58,7 @@ class NetEndpoint {
   void* ctx_ = nullptr;
   int devices_ = 0;
   bool ok_ = false;
+  bool yieldWhenIdle_ = false;
   std::string error_;
 };
 

@@ -21,6 +21,35 @@ std::string loopbackRails(int n) {
   return s;
 }
 
+PairOptions tcpPair(int rails) {
+  PairOptions o;
+  o.env = {{"NCCL_AUTOPILOT_TRANSPORT", "tcp"}, {"NCCL_AUTOPILOT_NET_ADDRS", loopbackRails(rails)}};
+  return o;
+}
+
+std::string verbsRail(bool receiver, int rail) {
+  return "rxe" + std::to_string(2 * rail + (receiver ? 1 : 0)) + ":1";
+}
+
+PairOptions verbsPair(int rails) {
+  PairOptions o;
+  // Soft-RoCE under emulation acknowledges packets tens of milliseconds late when busy: the
+  // NICs' retransmission timeout is raised from 67 ms (14) to 268 ms (16) so that they do not
+  // resend (go-back-N) data that did arrive, which collapses throughput.
+  o.env = {{"NCCL_AUTOPILOT_TRANSPORT", "ib"},
+           {"NCCL_AUTOPILOT_NET_ADDRS", "127.0.0.1"},
+           {"NCCL_AUTOPILOT_IB_TIMEOUT", "16"},
+           {"AUTOPILOT_HARNESS_YIELD", "1"}};
+  std::string receiver, sender;
+  for (int r = 0; r < rails; ++r) {
+    receiver += (r ? "," : "=") + verbsRail(true, r);
+    sender += (r ? "," : "=") + verbsRail(false, r);
+  }
+  o.receiverEnv = {{"NCCL_AUTOPILOT_IB_HCA", receiver}};
+  o.senderEnv = {{"NCCL_AUTOPILOT_IB_HCA", sender}};
+  return o;
+}
+
 PairOutcome runPair(const PairOptions& options, const Side& receiver, const Side& sender,
                     const Conductor& conductor) {
   Channel peerR, peerS, parentR, childR, parentS, childS;
@@ -85,20 +114,35 @@ int receiveHandleAndConnect(NetEndpoint& ep, Channel& peer, void** sendComm, int
 namespace autopilot::bench {
 
 int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageBytes, int depth,
-                  StreamResult* out, Verify verify) {
+                  StreamResult* out, Verify verify, Channel* marks) {
   std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(depth));
-  for (auto& b : bufs) b.resize(messageBytes);
+  std::vector<void*> mhs(static_cast<size_t>(depth), nullptr);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    bufs[i].resize(messageBytes);
+    mhs[i] = ep.registerMemory(comm, bufs[i].data(), messageBytes);
+    PEER_CHECK(messageBytes == 0 || mhs[i], "regMr of %zu bytes", messageBytes);
+  }
   std::vector<void*> reqs(static_cast<size_t>(depth), nullptr);
   uint64_t posted = 0, done = 0, expected = UINT64_MAX;
-  double start = nowSeconds(), last = start;
+  double start = nowSeconds(), last = start, mark = -1;
   while (done < expected) {
     while (posted < done + uint64_t(depth)) {
       size_t slot = size_t(posted % uint64_t(depth));
       void* data = bufs[slot].data();
       size_t size = messageBytes;
       int tag = 0;
-      PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &reqs[slot]) == abi::kSuccess, "irecv");
+      PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &reqs[slot], 10, false, &mhs[slot]) ==
+                     abi::kSuccess,
+                 "irecv");
       ++posted;
+    }
+    if (marks != nullptr && marks->readable()) {
+      std::string line;
+      if (marks->recvLine(&line, 1000) && line == "mark") {
+        mark = nowSeconds();
+        out->markToFirstCompletionSec = -1;
+        out->maxGapAfterMarkSec = 0;
+      }
     }
     if (expected == UINT64_MAX && peer.readable()) {
       std::string line;
@@ -109,12 +153,16 @@ int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageByte
     size_t slot = size_t(done % uint64_t(depth));
     int doneFlag = 0;
     int sizes[abi::kProxyMaxSubs] = {};
-    abi::Result r = ep.net()->test(reqs[slot], &doneFlag, sizes);
+    abi::Result r = ep.test(reqs[slot], &doneFlag, sizes);
     PEER_CHECK(r == abi::kSuccess, "message %llu: error %d", (unsigned long long)done, int(r));
     PEER_CHECK(nowSeconds() - last < 30, "no completion for 30 s");
     if (!doneFlag) continue;
     double now = nowSeconds();
     out->maxGapSec = std::max(out->maxGapSec, now - last);
+    if (mark >= 0) {
+      if (out->markToFirstCompletionSec < 0) out->markToFirstCompletionSec = now - mark;
+      out->maxGapAfterMarkSec = std::max(out->maxGapAfterMarkSec, now - std::max(last, mark));
+    }
     last = now;
     bool intact = verify == Verify::kFull
                       ? checkPattern(bufs[slot].data(), messageBytes, done) < 0
@@ -131,13 +179,19 @@ int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageByte
   out->messages = done;
   out->bytes = done * messageBytes;
   out->seconds = last - start;
+  for (size_t i = 0; i < mhs.size(); ++i) ep.deregisterMemory(comm, mhs[i]);
   return 0;
 }
 
 int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size_t messageBytes,
                int depth, Verify verify) {
   std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(depth));
-  for (auto& b : bufs) b.resize(messageBytes);
+  std::vector<void*> mhs(static_cast<size_t>(depth), nullptr);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    bufs[i].resize(messageBytes);
+    mhs[i] = ep.registerMemory(comm, bufs[i].data(), messageBytes);
+    PEER_CHECK(messageBytes == 0 || mhs[i], "regMr of %zu bytes", messageBytes);
+  }
   std::vector<void*> reqs(static_cast<size_t>(depth), nullptr);
   uint64_t posted = 0, done = 0;
   bool stopping = false;
@@ -154,13 +208,14 @@ int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size
       } else {
         stampWords(bufs[slot].data(), messageBytes, posted);
       }
-      PEER_CHECK(ep.isend(comm, bufs[slot].data(), messageBytes, 0, &reqs[slot]) == abi::kSuccess,
+      PEER_CHECK(ep.isend(comm, bufs[slot].data(), messageBytes, 0, &reqs[slot], 10, mhs[slot]) ==
+                     abi::kSuccess,
                  "isend");
       ++posted;
     }
     if (done == posted) continue;
     int doneFlag = 0;
-    abi::Result r = ep.net()->test(reqs[size_t(done % uint64_t(depth))], &doneFlag, nullptr);
+    abi::Result r = ep.test(reqs[size_t(done % uint64_t(depth))], &doneFlag, nullptr);
     PEER_CHECK(r == abi::kSuccess, "send %llu: error %d", (unsigned long long)done, int(r));
     PEER_CHECK(nowSeconds() - lastDone < 30, "no send completion for 30 s");
     if (doneFlag) {
@@ -169,6 +224,7 @@ int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size
     }
   }
   PEER_CHECK(peer.sendLine(std::to_string(posted)), "count");
+  for (size_t i = 0; i < mhs.size(); ++i) ep.deregisterMemory(comm, mhs[i]);
   return 0;
 }
 
@@ -183,7 +239,7 @@ abi::Result waitAll(NetEndpoint& ep, const std::vector<void*>& reqs, std::vector
       if (done[i]) continue;
       int flag = 0;
       int got[abi::kProxyMaxSubs] = {};
-      abi::Result r = ep.net()->test(reqs[i], &flag, got);
+      abi::Result r = ep.test(reqs[i], &flag, got);
       if (r != abi::kSuccess) return r;
       if (flag) {
         done[i] = true;
@@ -194,6 +250,99 @@ abi::Result waitAll(NetEndpoint& ep, const std::vector<void*>& reqs, std::vector
     if (nowSeconds() > deadline) return abi::kInternalError;
   }
   return abi::kSuccess;
+}
+
+std::vector<Message> sizeSweep(size_t maxSize) {
+  std::vector<Message> m;
+  for (size_t s : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(4095), size_t(65536),
+                   size_t(131071), size_t(131072), size_t(1 << 20) + 3, size_t(4 << 20),
+                   size_t(16 << 20) - 1, size_t(64 << 20)}) {
+    if (s <= maxSize) m.push_back({s, s + (s % 3 == 0 ? 0 : 4096)});
+  }
+  return m;
+}
+
+int receiveMessages(NetEndpoint& ep, void* comm, const std::vector<Message>& msgs, int depth) {
+  size_t n = msgs.size();
+  std::vector<std::vector<uint8_t>> bufs(n);
+  std::vector<void*> reqs(n, nullptr), mhs(n, nullptr);
+  size_t posted = 0, done = 0;
+  while (done < n) {
+    while (posted < n && posted - done < size_t(depth)) {
+      bufs[posted].assign(msgs[posted].capacity, 0xee);
+      void* data = bufs[posted].data();
+      size_t size = msgs[posted].capacity;
+      int tag = 1;
+      mhs[posted] = ep.registerMemory(comm, data, size);
+      PEER_CHECK(size == 0 || mhs[posted], "regMr of %zu bytes", size);
+      PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &reqs[posted], 10, false, &mhs[posted]) ==
+                     abi::kSuccess,
+                 "irecv");
+      ++posted;
+    }
+    int sizes[abi::kProxyMaxSubs] = {};
+    abi::Result r = ep.wait(reqs[done], sizes, 60);
+    PEER_CHECK(r == abi::kSuccess, "message %zu: %d %s", done, int(r), ep.error().c_str());
+    PEER_CHECK(size_t(sizes[0]) == msgs[done].size, "message %zu: size %d, expected %zu", done,
+               sizes[0], msgs[done].size);
+    int64_t bad = checkPattern(bufs[done].data(), msgs[done].size, 1000 + done);
+    PEER_CHECK(bad < 0, "message %zu (%zu bytes): wrong byte at %lld", done, msgs[done].size,
+               (long long)bad);
+    ep.deregisterMemory(comm, mhs[done]);
+    bufs[done].clear();
+    bufs[done].shrink_to_fit();
+    ++done;
+  }
+  return 0;
+}
+
+int sendMessages(NetEndpoint& ep, void* comm, const std::vector<Message>& msgs, int depth) {
+  size_t n = msgs.size();
+  std::vector<std::vector<uint8_t>> bufs(n);
+  std::vector<void*> reqs(n, nullptr), mhs(n, nullptr);
+  size_t posted = 0, done = 0;
+  while (done < n) {
+    while (posted < n && posted - done < size_t(depth)) {
+      bufs[posted].resize(msgs[posted].size);
+      fillPattern(bufs[posted].data(), msgs[posted].size, 1000 + posted);
+      mhs[posted] = ep.registerMemory(comm, bufs[posted].data(), msgs[posted].size);
+      PEER_CHECK(msgs[posted].size == 0 || mhs[posted], "regMr of %zu bytes", msgs[posted].size);
+      PEER_CHECK(ep.isend(comm, bufs[posted].data(), msgs[posted].size, 1, &reqs[posted], 10,
+                          mhs[posted]) == abi::kSuccess,
+                 "isend");
+      ++posted;
+    }
+    int size = -1;
+    abi::Result r = ep.wait(reqs[done], &size, 60);
+    PEER_CHECK(r == abi::kSuccess, "send %zu: %d %s", done, int(r), ep.error().c_str());
+    ep.deregisterMemory(comm, mhs[done]);
+    bufs[done].clear();
+    bufs[done].shrink_to_fit();
+    ++done;
+  }
+  return 0;
+}
+
+PairOutcome transferMessages(const PairOptions& options, const std::vector<Message>& msgs,
+                             int depth) {
+  return runPair(
+      options,
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        void* comm = nullptr;
+        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
+        int rc = receiveMessages(ep, comm, msgs, depth);
+        PEER_CHECK(peer.expect("sender done", 30000), "sender did not finish");
+        ep.net()->closeRecv(comm);
+        return rc;
+      },
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        void* comm = nullptr;
+        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
+        int rc = sendMessages(ep, comm, msgs, depth);
+        peer.sendLine("sender done");
+        ep.net()->closeSend(comm);
+        return rc;
+      });
 }
 
 void writeFaultPlan(const std::string& path, const std::string& text) {

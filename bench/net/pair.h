@@ -49,6 +49,15 @@ PairOutcome runPair(const PairOptions& options, const Side& receiver, const Side
 // Loopback rails: n addresses 127.0.0.1 .. 127.0.0.n (no privileges needed).
 std::string loopbackRails(int n);
 
+// The environment of a two-process test on each transport, so that one test source runs over
+// both. TCP: `rails` loopback rails. Verbs: the RDMA ports of the qemu test bed
+// (test/verbs/rxe-vm.sh), the receiver on rxe1 and rxe3, the sender on rxe0 and rxe2 (`rails`
+// of them, one wire each), the out-of-band control connection on 127.0.0.1.
+PairOptions tcpPair(int rails);
+PairOptions verbsPair(int rails = 2);
+// The rail names of the verbs test bed: receiver (true) or sender side, rail index.
+std::string verbsRail(bool receiver, int rail);
+
 // Connection setup helpers (the handle travels over `peer`).
 int listenAndAccept(NetEndpoint& ep, Channel& peer, void** recvComm, int dev = 0);
 int receiveHandleAndConnect(NetEndpoint& ep, Channel& peer, void** sendComm, int dev = 0);
@@ -67,14 +76,20 @@ struct StreamResult {
   uint64_t corrupt = 0;  // messages with a wrong size or wrong bytes
   double seconds = 0;
   double maxGapSec = 0;
+  // When the conductor sent "mark" on the receiver's parent channel (the moment it injected a
+  // fault): the time from the mark to the first completion after it, and the longest gap
+  // between completions from the mark on (-1 without a mark).
+  double markToFirstCompletionSec = -1;
+  double maxGapAfterMarkSec = -1;
 };
 
 // kFull checks every byte (tests); kSampled checks stamped words only (benchmarks, see
 // stampWords). Both sides must use the same mode.
 enum class Verify { kFull, kSampled };
 
+// `marks` (optional): the receiver's parent channel, read for "mark" lines.
 int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageBytes, int depth,
-                  StreamResult* out, Verify verify = Verify::kFull);
+                  StreamResult* out, Verify verify = Verify::kFull, Channel* marks = nullptr);
 int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size_t messageBytes,
                int depth, Verify verify = Verify::kFull);
 
@@ -84,6 +99,21 @@ int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size
 // first size. Returns the first error, or kInternalError on timeout.
 abi::Result waitAll(NetEndpoint& ep, const std::vector<void*>& reqs, std::vector<int>* sizes,
                     double timeoutSec);
+
+// A list of messages both sides agree on; the receiver checks every byte and the size.
+struct Message {
+  size_t size;
+  size_t capacity;  // receive buffer (>= size)
+};
+// 0 B, 1 B, odd sizes around the chunking thresholds, ..., up to maxSize; receive buffers are
+// sometimes larger than the message.
+std::vector<Message> sizeSweep(size_t maxSize);
+// Posts up to `depth` requests ahead (buffers registered with regMr as NCCL does).
+int receiveMessages(NetEndpoint& ep, void* comm, const std::vector<Message>& msgs, int depth);
+int sendMessages(NetEndpoint& ep, void* comm, const std::vector<Message>& msgs, int depth);
+// Connection setup, then the messages from a sender to a receiver process.
+PairOutcome transferMessages(const PairOptions& options, const std::vector<Message>& msgs,
+                             int depth);
 
 // Writes a simulated-fault plan (atomically: write + rename).
 void writeFaultPlan(const std::string& path, const std::string& text);

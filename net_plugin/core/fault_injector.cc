@@ -41,6 +41,7 @@ void FaultInjector::configure(const std::vector<std::string>& names, const std::
   for (int i = 0; i < kMaxRails; ++i) {
     down_[i].store(false, std::memory_order_relaxed);
     rateBytesPerSec_[i].store(0, std::memory_order_relaxed);
+    qpReset_[i].store(0, std::memory_order_relaxed);
     pacers_[i].reset();
   }
   nextCheckNs_.store(0, std::memory_order_relaxed);
@@ -95,6 +96,7 @@ void FaultInjector::reload() {
   }
   bool down[kMaxRails] = {};
   uint64_t rate[kMaxRails] = {};
+  uint32_t reset[kMaxRails] = {};
   for (const FaultRule& rule : plan.rules) {
     int idx = rule.index;
     if (idx < 0) {
@@ -111,11 +113,16 @@ void FaultInjector::reload() {
       case FaultRule::Action::kDown: down[idx] = true; break;
       case FaultRule::Action::kUp: down[idx] = false; break;
       case FaultRule::Action::kRate: rate[idx] = uint64_t(rule.rateMbps * 1e6 / 8); break;
+      case FaultRule::Action::kQpReset: reset[idx] = uint32_t(rule.resetSequence); break;
     }
   }
   for (int i = 0; i < kMaxRails && i < int(names_.size()); ++i) {
     bool wasDown = down_[i].exchange(down[i], std::memory_order_relaxed);
     uint64_t wasRate = rateBytesPerSec_[i].exchange(rate[i], std::memory_order_relaxed);
+    if (qpReset_[i].exchange(reset[i], std::memory_order_relaxed) != reset[i] && reset[i] != 0) {
+      AP_WARN(kFlags, "SIMULATED fault: rail %d (%s) queue pair reset #%u (the peer is not told)",
+              i, names_[i].c_str(), reset[i]);
+    }
     if (wasDown != down[i]) {
       AP_WARN(kFlags, "SIMULATED fault: rail %d (%s) %s", i, names_[i].c_str(),
               down[i] ? "DOWN: it stops moving bytes, as a dead link would" : "up again");

@@ -25,7 +25,8 @@ class FaultInjector {
 
   static FaultInjector& instance();
 
-  // The rails of this process in index order (at device discovery). Reads the parameter.
+  // The rails of this process in index order (the transport net_api.cc chose, at device
+  // discovery). Reads the parameter.
   void setRails(const std::vector<std::string>& names);
   // Same, with an explicit plan file (tests); "" disables injection.
   void configure(const std::vector<std::string>& names, const std::string& path);
@@ -42,6 +43,11 @@ class FaultInjector {
                : 0.0;
   }
   Pacer* pacer(int rail) { return rail >= 0 && rail < kMaxRails ? &pacers_[rail] : nullptr; }
+  // The latest `qp-reset <n>` value for the rail (0: none); a transport that supports it
+  // destroys its QP on the rail whenever this differs from the value it last acted on.
+  uint32_t qpResetSequence(int rail) const {
+    return rail >= 0 && rail < kMaxRails ? qpReset_[rail].load(std::memory_order_relaxed) : 0;
+  }
 
  private:
   void reload();
@@ -54,6 +60,7 @@ class FaultInjector {
   uint64_t stamp_[4] = {};  // dev, ino, size, mtime of the last file read
   std::atomic<bool> down_[kMaxRails] = {};
   std::atomic<uint64_t> rateBytesPerSec_[kMaxRails] = {};
+  std::atomic<uint32_t> qpReset_[kMaxRails] = {};
   Pacer pacers_[kMaxRails];
 };
 

@@ -92,7 +92,8 @@ FaultPlan parseFaultPlan(const char* text, size_t length) {
     std::vector<std::string> t = tokens(line);
     if (t.empty()) continue;
     if (t[0] != "rail" || t.size() < 3) {
-      plan.errors.push_back(where + "expected 'rail <name|index> down|up|rate <Mbit/s>'");
+      plan.errors.push_back(where +
+                            "expected 'rail <name|index> down|up|rate <Mbit/s>|qp-reset <n>'");
       continue;
     }
     FaultRule rule;
@@ -114,8 +115,15 @@ FaultPlan parseFaultPlan(const char* text, size_t length) {
         plan.errors.push_back(where + "bad rate '" + t[3] + "' (Mbit/s, 0..10000000)");
         continue;
       }
+    } else if (t[2] == "qp-reset" && t.size() == 4) {
+      rule.action = FaultRule::Action::kQpReset;
+      if (!parseIndex(t[3], &rule.resetSequence)) {
+        plan.errors.push_back(where + "bad qp-reset sequence '" + t[3] + "' (0..9999)");
+        continue;
+      }
     } else {
-      plan.errors.push_back(where + "expected down, up or rate <Mbit/s> after the rail");
+      plan.errors.push_back(where +
+                            "expected down, up, rate <Mbit/s> or qp-reset <n> after the rail");
       continue;
     }
     plan.rules.push_back(std::move(rule));

@@ -6,6 +6,9 @@
 //                                   as a dead link would
 //   rail <name|index> up           (the default) undoes `down`
 //   rail <name|index> rate <Mbit>  senders pace the rail to this rate; 0 removes the limit
+//   rail <name|index> qp-reset <n> (verbs transport) the rail's queue pair is destroyed
+//                                   without telling the peer, as a crashed or reset remote QP
+//                                   would be, whenever <n> differs from the last value acted on
 //
 // <index> is the rail's position in this process's rail list (as `autopilot info` prints it);
 // <name> is a rail name. The file describes the whole current state: a rail it does not
@@ -19,11 +22,12 @@
 namespace autopilot::net::core {
 
 struct FaultRule {
-  enum class Action { kDown, kUp, kRate };
+  enum class Action { kDown, kUp, kRate, kQpReset };
   std::string rail;  // as written: a name or a decimal index
   int index = -1;    // >= 0 when `rail` is a decimal index
   Action action = Action::kUp;
   double rateMbps = 0;  // kRate only; 0: unlimited
+  int resetSequence = 0;  // kQpReset only
   int line = 0;
 };
 

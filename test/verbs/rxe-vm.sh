@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Runs a guest script inside a qemu VM (software emulation, no KVM needed) booted from Debian's
-# own kernel, with Soft-RoCE: two rxe devices, rxe0 on veth0 (10.0.0.1) and rxe1 on veth1
-# (10.0.0.2), joined by a veth pair. The VM has no network device to the host (-nic none), so
-# the guest's addresses never leave it. Host-built binaries and libraries run unchanged in the
+# own kernel, with Soft-RoCE: two independent "wires" (veth pairs), each with an rxe device at
+# both ends:
+#   wire 0: rxe0 on veth0 (10.0.0.1) <-> rxe1 on veth1 (10.0.0.2)
+#   wire 1: rxe2 on veth2 (10.0.1.1) <-> rxe3 on veth3 (10.0.1.2)
+# so a process on rxe0+rxe2 and one on rxe1+rxe3 are two hosts joined by two NICs, and taking
+# one wire down (ip link set veth1 down) leaves the other intact. The VM has no network device
+# to the host (-nic none), so the guest's addresses never leave it. Host-built binaries and libraries run unchanged in the
 # guest (the initramfs carries this host's userspace: glibc, libibverbs, the rxe provider).
 #
 # usage: rxe-vm.sh WORKDIR GUEST_SCRIPT [FILE...]
@@ -108,23 +112,25 @@ for m in udp_tunnel ip6_udp_tunnel crc32_generic ib_core ib_uverbs rdma_rxe veth
 done
 IP=/usr/bin/ip   # busybox sh would run its own, much smaller, ip applet for a bare 'ip'
 $IP link set lo up
-$IP link add veth0 type veth peer name veth1
-echo 1 > /proc/sys/net/ipv6/conf/veth0/disable_ipv6
-echo 1 > /proc/sys/net/ipv6/conf/veth1/disable_ipv6
-$IP addr add 10.0.0.1/32 dev veth0
-$IP addr add 10.0.0.2/32 dev veth1
 # Traffic between two local addresses must cross the veth pair, not lo (rxe drops packets that
 # arrive on lo): move the 'local' rule behind per-device tables.
 $IP rule add pref 1000 lookup local
 $IP rule del pref 0
-$IP rule add pref 10 iif lo from 10.0.0.1 to 10.0.0.2 lookup 100
-$IP rule add pref 11 iif lo from 10.0.0.2 to 10.0.0.1 lookup 101
-for f in all default veth0 veth1 lo; do
+for w in 0 1; do
+  a=veth$((2 * w)); b=veth$((2 * w + 1))
+  $IP link add $a type veth peer name $b
+  for d in $a $b; do echo 1 > /proc/sys/net/ipv6/conf/$d/disable_ipv6; done
+  $IP addr add 10.0.$w.1/32 dev $a
+  $IP addr add 10.0.$w.2/32 dev $b
+  $IP rule add pref $((10 + 2 * w)) iif lo from 10.0.$w.1 to 10.0.$w.2 lookup $((100 + 2 * w))
+  $IP rule add pref $((11 + 2 * w)) iif lo from 10.0.$w.2 to 10.0.$w.1 lookup $((101 + 2 * w))
+done
+for f in all default veth0 veth1 veth2 veth3 lo; do
   echo 1 > /proc/sys/net/ipv4/conf/$f/accept_local
   echo 0 > /proc/sys/net/ipv4/conf/$f/rp_filter
 done
 rxe-net-up
-rdma link add rxe0 type rxe netdev veth0 && rdma link add rxe1 type rxe netdev veth1
+for d in 0 1 2 3; do rdma link add rxe$d type rxe netdev veth$d; done
 echo "RXE_READY uptime=$(cut -d' ' -f1 /proc/uptime)"
 sh /guest.sh
 rc=$?
@@ -134,13 +140,16 @@ INIT
 chmod 755 "$R/init"
 cat > "$R/usr/bin/rxe-net-up" <<'NETUP'
 #!/bin/sh
-# (Re)creates the veth "wire": link down flushes the per-device routes and neighbours.
+# (Re)creates both veth "wires": link down flushes the per-device routes and neighbours.
 IP=/usr/bin/ip
-$IP link set veth0 up; $IP link set veth1 up
-$IP route replace 10.0.0.2 dev veth0 table 100
-$IP route replace 10.0.0.1 dev veth1 table 101
-$IP neigh replace 10.0.0.2 lladdr $(cat /sys/class/net/veth1/address) dev veth0 nud permanent
-$IP neigh replace 10.0.0.1 lladdr $(cat /sys/class/net/veth0/address) dev veth1 nud permanent
+for w in 0 1; do
+  a=veth$((2 * w)); b=veth$((2 * w + 1))
+  $IP link set $a up; $IP link set $b up
+  $IP route replace 10.0.$w.2 dev $a table $((100 + 2 * w))
+  $IP route replace 10.0.$w.1 dev $b table $((101 + 2 * w))
+  $IP neigh replace 10.0.$w.2 lladdr $(cat /sys/class/net/$b/address) dev $a nud permanent
+  $IP neigh replace 10.0.$w.1 lladdr $(cat /sys/class/net/$a/address) dev $b nud permanent
+done
 NETUP
 chmod 755 "$R/usr/bin/rxe-net-up"
 (cd "$R" && find . | cpio -o -H newc --quiet | gzip -1) > initrd.img
@@ -150,7 +159,7 @@ chmod 755 "$R/usr/bin/rxe-net-up"
 rm -f console.log
 set +e
 timeout "${RXE_VM_TIMEOUT:-300}" qemu-system-x86_64 -machine q35 -accel tcg -cpu qemu64 -smp 2 \
-  -m 1024 -nographic -no-reboot -nic none -kernel vmlinuz -initrd initrd.img \
+  -m 1536 -nographic -no-reboot -nic none -kernel vmlinuz -initrd initrd.img \
   -append "console=ttyS0 quiet panic=-1" </dev/null | tr -d '\r' | tee console.log
 qemu_rc=${PIPESTATUS[0]}
 set -e

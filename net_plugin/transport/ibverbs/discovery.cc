@@ -176,6 +176,7 @@ void IbRails::discover() {
       rail.linkLayer = pa.link_layer;
       rail.lid = pa.lid;
       rail.activeMtu = pa.active_mtu;
+      if (pa.max_msg_sz > 0) rail.maxMessageBytes = pa.max_msg_sz;
       rail.speedMbps = portSpeedMbps(pa.active_speed, pa.active_width);
       rail.pciPath = pciPathOf(name);
       if (rail.roce()) {

@@ -47,6 +47,7 @@ struct IbRail {
   ibv_gid gid{};
   uint16_t lid = 0;
   ibv_mtu activeMtu = IBV_MTU_1024;
+  uint64_t maxMessageBytes = 1u << 30;  // the port's largest RDMA message
   int speedMbps = 0;
   std::string pciPath;
   bool standby = false;

@@ -21,7 +21,7 @@ using core::bytes::put16;
 using core::bytes::put32;
 using core::bytes::put64;
 
-// ---- handle layout: magic @0, version @4, reserved @6, secret @8, control address @24
+// ---- handle layout: magic @0, version @4, rail count @6, reserved @7, secret @8, control address @24
 // (family 4|6 @24, port @25, address @27, 16 bytes), zeros to @116, checksum @116, token @120.
 constexpr size_t kHandleSecretAt = 8;
 constexpr size_t kHandleAddrAt = 24;
@@ -62,7 +62,12 @@ void putEndpoint(uint8_t* p, const QpEndpoint& e) {
   put32(p + 28, e.rkey);
 }
 
-bool getEndpoint(const uint8_t* p, QpEndpoint* e) {
+// An endpoint with qpn 0 is "absent" (that rail could not be set up); it must be all zeros.
+bool getEndpoint(const uint8_t* p, QpEndpoint* e, bool allowAbsent) {
+  if (allowAbsent && allZero(p, kEndpointBytes)) {
+    *e = QpEndpoint{};
+    return true;
+  }
   e->qpn = get32(p);
   e->psn = get32(p + 4);
   e->lid = get16(p + 8);
@@ -97,8 +102,10 @@ bool encodeHandle(const Handle& h, uint8_t out[kHandleBytes]) {
   std::memset(out, 0, kHandleBytes);
   int family = h.control.family();
   if (family != AF_INET && family != AF_INET6) return false;
+  if (h.railCount < 1 || h.railCount > kMaxRails) return false;
   put32(out, kHandleMagic);
   put16(out + 4, h.version);
+  out[6] = h.railCount;
   std::memcpy(out + kHandleSecretAt, h.secret, kSecretBytes);
   uint8_t* a = out + kHandleAddrAt;
   a[0] = family == AF_INET ? 4 : 6;
@@ -122,7 +129,8 @@ DecodeError decodeHandle(const uint8_t* in, size_t len, Handle* out) {
   h.version = get16(in + 4);
   out->version = h.version;
   if (h.version != kProtocolVersion) return DecodeError::kBadVersion;
-  if (get16(in + 6) != 0) return DecodeError::kBadField;
+  h.railCount = in[6];
+  if (h.railCount < 1 || h.railCount > kMaxRails || in[7] != 0) return DecodeError::kBadField;
   std::memcpy(h.secret, in + kHandleSecretAt, kSecretBytes);
   const uint8_t* a = in + kHandleAddrAt;
   uint16_t port = get16(a + 1);
@@ -223,7 +231,8 @@ DecodeError decodeControl(const uint8_t* in, size_t len, ControlMessage* out) {
     return DecodeError::kBadField;
   }
   for (int i = 0; i < endpoints; ++i) {
-    if (!getEndpoint(in + kCtlEndpointsAt + size_t(i) * kEndpointBytes, &m.endpoints[i])) {
+    if (!getEndpoint(in + kCtlEndpointsAt + size_t(i) * kEndpointBytes, &m.endpoints[i],
+                     perRail)) {
       return DecodeError::kBadField;
     }
   }
@@ -315,15 +324,23 @@ core::PostedReceive postedReceive(const CtsEntry& e) {
 // ---------------------------------------------------------------------------- immediate
 
 uint32_t encodeImm(const ImmFields& f) {
-  return (f.slot & ((1u << kSlotBits) - 1)) << (32 - kSlotBits) |
-         (f.buffer & ((1u << kBufferBits) - 1)) << (2 * kChunkBits) |
+  constexpr int kBufferAt = 2 * kChunkBits;
+  constexpr int kSlotAt = kBufferAt + kBufferBits;
+  constexpr int kEpochAt = kSlotAt + kSlotBits;
+  return (f.epoch & ((1u << kEpochBits) - 1)) << kEpochAt |
+         (f.slot & ((1u << kSlotBits) - 1)) << kSlotAt |
+         (f.buffer & ((1u << kBufferBits) - 1)) << kBufferAt |
          ((f.chunks - 1) & (kMaxChunks - 1)) << kChunkBits | (f.chunk & (kMaxChunks - 1));
 }
 
 bool decodeImm(uint32_t imm, ImmFields* out) {
+  constexpr int kBufferAt = 2 * kChunkBits;
+  constexpr int kSlotAt = kBufferAt + kBufferBits;
+  constexpr int kEpochAt = kSlotAt + kSlotBits;
   ImmFields f;
-  f.slot = imm >> (32 - kSlotBits);
-  f.buffer = (imm >> (2 * kChunkBits)) & ((1u << kBufferBits) - 1);
+  f.epoch = imm >> kEpochAt;
+  f.slot = (imm >> kSlotAt) & ((1u << kSlotBits) - 1);
+  f.buffer = (imm >> kBufferAt) & ((1u << kBufferBits) - 1);
   f.chunks = ((imm >> kChunkBits) & (kMaxChunks - 1)) + 1;
   f.chunk = imm & (kMaxChunks - 1);
   if (f.chunk >= f.chunks) return false;

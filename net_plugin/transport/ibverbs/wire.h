@@ -44,11 +44,12 @@ inline constexpr uint32_t kHandleMagic = 0x42495041;  // "APIB"
 
 struct Handle {
   uint16_t version = kProtocolVersion;
+  uint8_t railCount = 0;  // the listener's rails, 1..kMaxRails
   uint8_t secret[kSecretBytes] = {};
   tcp::SockAddr control;  // the listener's control socket
 };
 
-// False when the control address is neither IPv4 nor IPv6.
+// False when the control address is neither IPv4 nor IPv6 or the rail count is out of range.
 bool encodeHandle(const Handle& h, uint8_t out[kHandleBytes]);
 // kBadMagic also when the handle is the TCP transport's (see isTcpHandle).
 DecodeError decodeHandle(const uint8_t* in, size_t len, Handle* out);
@@ -61,7 +62,9 @@ bool isTcpHandle(const uint8_t* in, size_t len);
 inline constexpr size_t kControlBytes = 512;
 inline constexpr uint32_t kControlMagic = 0x43495041;  // "APIC"
 
-// What a peer needs to connect a QP to ours.
+// What a peer needs to connect a QP to ours. In CONNECT and ACCEPT, an all-zero endpoint
+// (qpn 0) means the rail could not be set up on that side: it starts failed and is re-created
+// later by the sender's failback.
 struct QpEndpoint {
   uint32_t qpn = 0;  // 24 bits
   uint32_t psn = 0;  // 24 bits
@@ -137,23 +140,32 @@ core::PostedReceive postedReceive(const CtsEntry& e);
 
 // ---- immediate data of a data write
 
+// [31:28] epoch = (seq / 32) mod 16, [27:23] slot = seq mod 32, [22:20] buffer,
+// [19:10] chunk count - 1, [9:0] chunk index. The epoch tells a late duplicate of a chunk of
+// request seq (re-sent after a rail failure although the first copy had landed) from a chunk
+// of request seq + 32, which reuses the slot: the receiver ignores the former.
+inline constexpr int kEpochBits = 4;
 inline constexpr int kSlotBits = 5;
 inline constexpr int kBufferBits = 3;
-inline constexpr int kChunkBits = 12;
+inline constexpr int kChunkBits = 10;
 inline constexpr uint32_t kMaxChunks = 1u << kChunkBits;
 static_assert((1 << kSlotBits) == kSlots, "the immediate carries the request slot");
 static_assert((1 << kBufferBits) == core::kMaxRecvsPerRequest,
               "the immediate carries the buffer of a multi-receive");
 static_assert(core::ChunkPolicy{}.maxChunks <= kMaxChunks,
               "the immediate carries the chunk index and count");
-static_assert(kSlotBits + kBufferBits + 2 * kChunkBits == 32, "32-bit immediate");
+static_assert(kEpochBits + kSlotBits + kBufferBits + 2 * kChunkBits == 32, "32-bit immediate");
 
 struct ImmFields {
+  uint32_t epoch = 0;
   uint32_t slot = 0;
   uint32_t buffer = 0;
   uint32_t chunk = 0;
   uint32_t chunks = 1;  // 1..kMaxChunks
 };
+
+inline uint32_t immEpoch(uint64_t seq) { return uint32_t(seq >> kSlotBits) & ((1u << kEpochBits) - 1); }
+inline uint32_t immSlot(uint64_t seq) { return uint32_t(seq) & ((1u << kSlotBits) - 1); }
 
 // Host byte order; the transport converts with htonl/ntohl as the verbs API expects.
 uint32_t encodeImm(const ImmFields& f);

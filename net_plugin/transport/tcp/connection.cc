@@ -228,27 +228,4 @@ abi::Result Connector::progress(SendComm** sendComm) {
   return abi::kSuccess;
 }
 
-// ---------------------------------------------------------------------------- PendingConnects
-
-Connector* PendingConnects::find(uint64_t token) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = connectors_.find(token);
-  return it == connectors_.end() ? nullptr : it->second.get();
-}
-
-uint64_t PendingConnects::add(std::unique_ptr<Connector> c) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  uint64_t token = 0;
-  while (token == 0 || connectors_.count(token)) {
-    if (!randomBytes(&token, sizeof(token))) token = uint64_t(connectors_.size()) + 0x9e3779b9;
-  }
-  connectors_.emplace(token, std::move(c));
-  return token;
-}
-
-void PendingConnects::remove(uint64_t token) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  connectors_.erase(token);
-}
-
 }  // namespace autopilot::net::tcp

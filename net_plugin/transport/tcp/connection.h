@@ -17,11 +17,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "common/abi/net_abi.h"
+#include "net_plugin/core/pending_connects.h"
 #include "net_plugin/transport/tcp/acceptor.h"
 #include "net_plugin/transport/tcp/handle.h"
 #include "net_plugin/transport/tcp/handshake.h"
@@ -83,15 +82,6 @@ class Connector {
 };
 
 // Connections in progress of one NCCL context, keyed by the token kept in the handle.
-class PendingConnects {
- public:
-  Connector* find(uint64_t token);
-  uint64_t add(std::unique_ptr<Connector> c);
-  void remove(uint64_t token);
-
- private:
-  std::mutex mutex_;  // v8-v10 share one context between communicators (several threads)
-  std::unordered_map<uint64_t, std::unique_ptr<Connector>> connectors_;
-};
+using PendingConnects = core::PendingConnects<Connector>;
 
 }  // namespace autopilot::net::tcp

@@ -15,7 +15,6 @@
 #include "common/params.h"
 #include "common/rail_telemetry.h"
 #include "net_plugin/core/device_grouping.h"
-#include "net_plugin/core/fault_injector.h"
 #include "net_plugin/core/rail_selection.h"
 #include "net_plugin/transport/tcp/wire.h"
 
@@ -237,7 +236,6 @@ void TcpRails::discover() {
   if (rails_.empty()) {
     AP_INFO(kFlags, "no usable interface found: the net plugin reports no devices");
   }
-  core::FaultInjector::instance().setRails(names);
 }
 
 }  // namespace autopilot::net::tcp

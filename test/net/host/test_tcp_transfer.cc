@@ -1,10 +1,6 @@
 // Data transfers through the real .so between two processes over loopback rails: sizes from
 // 0 B up, data checked end to end, 1/2/4 rails, pipelined requests (more than NCCL's 8 steps),
 // receive buffers larger than the send.
-#include <unistd.h>
-
-#include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -16,97 +12,10 @@ using namespace autopilot::bench;
 
 namespace {
 
-// Both sides agree on the message list; the receiver checks every byte and the size.
-struct Message {
-  size_t size;
-  size_t capacity;  // receive buffer (>= size)
-};
-
-std::vector<Message> sizeSweep(size_t maxSize) {
-  std::vector<Message> m;
-  for (size_t s : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(4095), size_t(65536),
-                   size_t(131071), size_t(131072), size_t(1 << 20) + 3, size_t(4 << 20),
-                   size_t(16 << 20) - 1, size_t(64 << 20)}) {
-    if (s <= maxSize) m.push_back({s, s + (s % 3 == 0 ? 0 : 4096)});
-  }
-  return m;
-}
-
-int receiveAll(NetEndpoint& ep, void* comm, const std::vector<Message>& msgs, int depth) {
-  size_t n = msgs.size();
-  std::vector<std::vector<uint8_t>> bufs(n);
-  std::vector<void*> reqs(n, nullptr);
-  size_t posted = 0, done = 0;
-  while (done < n) {
-    while (posted < n && posted - done < size_t(depth)) {
-      bufs[posted].assign(msgs[posted].capacity, 0xee);
-      void* data = bufs[posted].data();
-      size_t size = msgs[posted].capacity;
-      int tag = 1;
-      PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &reqs[posted]) == abi::kSuccess, "irecv");
-      ++posted;
-    }
-    int sizes[abi::kProxyMaxSubs] = {};
-    abi::Result r = ep.wait(reqs[done], sizes, 60);
-    PEER_CHECK(r == abi::kSuccess, "message %zu: %d %s", done, int(r), ep.error().c_str());
-    PEER_CHECK(size_t(sizes[0]) == msgs[done].size, "message %zu: size %d, expected %zu", done,
-               sizes[0], msgs[done].size);
-    int64_t bad = checkPattern(bufs[done].data(), msgs[done].size, 1000 + done);
-    PEER_CHECK(bad < 0, "message %zu (%zu bytes): wrong byte at %lld", done, msgs[done].size,
-               (long long)bad);
-    bufs[done].clear();
-    bufs[done].shrink_to_fit();
-    ++done;
-  }
-  return 0;
-}
-
-int sendAll(NetEndpoint& ep, void* comm, const std::vector<Message>& msgs, int depth) {
-  size_t n = msgs.size();
-  std::vector<std::vector<uint8_t>> bufs(n);
-  std::vector<void*> reqs(n, nullptr);
-  size_t posted = 0, done = 0;
-  while (done < n) {
-    while (posted < n && posted - done < size_t(depth)) {
-      bufs[posted].resize(msgs[posted].size);
-      fillPattern(bufs[posted].data(), msgs[posted].size, 1000 + posted);
-      PEER_CHECK(ep.isend(comm, bufs[posted].data(), msgs[posted].size, 1, &reqs[posted]) ==
-                     abi::kSuccess,
-                 "isend");
-      ++posted;
-    }
-    int size = -1;
-    abi::Result r = ep.wait(reqs[done], &size, 60);
-    PEER_CHECK(r == abi::kSuccess, "send %zu: %d %s", done, int(r), ep.error().c_str());
-    bufs[done].clear();
-    bufs[done].shrink_to_fit();
-    ++done;
-  }
-  return 0;
-}
-
 PairOutcome transfer(int rails, const std::vector<Message>& msgs, int depth, int version = 11) {
-  PairOptions o;
-  o.env = {{"NCCL_AUTOPILOT_NET_ADDRS", loopbackRails(rails)}};
+  PairOptions o = tcpPair(rails);
   o.maxNetVersion = version;
-  return runPair(
-      o,
-      [&](NetEndpoint& ep, Channel& peer, Channel&) {
-        void* comm = nullptr;
-        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
-        int rc = receiveAll(ep, comm, msgs, depth);
-        PEER_CHECK(peer.expect("sender done", 30000), "sender did not finish");
-        ep.net()->closeRecv(comm);
-        return rc;
-      },
-      [&](NetEndpoint& ep, Channel& peer, Channel&) {
-        void* comm = nullptr;
-        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
-        int rc = sendAll(ep, comm, msgs, depth);
-        peer.sendLine("sender done");
-        ep.net()->closeSend(comm);
-        return rc;
-      });
+  return transferMessages(o, msgs, depth);
 }
 
 }  // namespace

@@ -13,14 +13,16 @@ using namespace autopilot::net;
 using namespace autopilot::net::ib;
 using wire::DecodeError;
 
-TEST_CASE("verbs wire: immediates carry slot, buffer, chunk and count", "[verbs][unit]") {
-  for (uint32_t slot : {0u, 1u, 17u, 31u}) {
+TEST_CASE("verbs wire: immediates carry epoch, slot, buffer, chunk and count",
+          "[verbs][unit]") {
+  for (uint64_t seq : {0ull, 1ull, 31ull, 32ull, 33ull, 511ull, 512ull, 123456789ull}) {
     for (uint32_t buffer : {0u, 3u, 7u}) {
-      for (uint32_t chunks : {1u, 2u, 1000u, 4096u}) {
+      for (uint32_t chunks : {1u, 2u, 1000u, 1024u}) {
         for (uint32_t chunk : {0u, chunks / 2, chunks - 1}) {
-          wire::ImmFields f{slot, buffer, chunk, chunks}, g;
+          wire::ImmFields f{wire::immEpoch(seq), wire::immSlot(seq), buffer, chunk, chunks}, g;
           REQUIRE(wire::decodeImm(wire::encodeImm(f), &g));
-          CHECK(g.slot == slot);
+          CHECK(g.epoch == seq / 32 % 16);
+          CHECK(g.slot == seq % 32);
           CHECK(g.buffer == buffer);
           CHECK(g.chunk == chunk);
           CHECK(g.chunks == chunks);
@@ -28,10 +30,13 @@ TEST_CASE("verbs wire: immediates carry slot, buffer, chunk and count", "[verbs]
       }
     }
   }
+  // Requests 32 apart share a slot but not an epoch.
+  CHECK(wire::immSlot(5) == wire::immSlot(37));
+  CHECK(wire::immEpoch(5) != wire::immEpoch(37));
   // A chunk index beyond the count cannot come from a well-behaved sender.
   wire::ImmFields g;
-  CHECK_FALSE(wire::decodeImm(wire::encodeImm({0, 0, 5, 6}) + 1, &g));
-  CHECK_FALSE(wire::decodeImm(0x00000fffu, &g));  // chunk 4095 of 1
+  CHECK_FALSE(wire::decodeImm(wire::encodeImm({0, 0, 0, 5, 6}) + 1, &g));
+  CHECK_FALSE(wire::decodeImm(0x000003ffu, &g));  // chunk 1023 of 1
 }
 
 namespace {
@@ -180,6 +185,7 @@ TEST_CASE("verbs wire: control messages round-trip; garbage is rejected", "[verb
 TEST_CASE("verbs wire: the handle round-trips; the TCP transport's handle is recognised",
           "[verbs][unit]") {
   wire::Handle h;
+  h.railCount = 2;
   for (size_t i = 0; i < sizeof(h.secret); ++i) h.secret[i] = uint8_t(200 - i);
   REQUIRE(tcp::SockAddr::parseHost("127.0.0.1", &h.control));
   h.control.setPort(40123);
@@ -189,6 +195,7 @@ TEST_CASE("verbs wire: the handle round-trips; the TCP transport's handle is rec
   wire::Handle d;
   REQUIRE(wire::decodeHandle(buf, sizeof(buf), &d) == DecodeError::kOk);
   CHECK(d.control.str() == "127.0.0.1:40123");
+  CHECK(d.railCount == 2);
   CHECK(std::memcmp(d.secret, h.secret, sizeof(h.secret)) == 0);
 
   REQUIRE(tcp::SockAddr::parseHost("::1", &h.control));

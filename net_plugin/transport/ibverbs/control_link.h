@@ -1,0 +1,51 @@
+// ControlLink: the out-of-band TCP connection between the two ends of a verbs connection,
+// open for the connection's lifetime (it is how a failed rail's QP pair is re-created, and how
+// each end learns that the other gave up a rail). Fixed 512-byte messages (wire.h), a bounded
+// outbound queue, one inbound message staged at a time; non-blocking throughout, driven from
+// the comms' progress. The TCP transport's socket plumbing does the I/O.
+//
+// The connection is authenticated once, by the per-listen secret in the CONNECT message; what
+// follows on it is trusted as coming from that peer, but still fully validated by the decoder.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "net_plugin/transport/ibverbs/wire.h"
+#include "net_plugin/transport/tcp/socket.h"
+
+namespace autopilot::net::ib {
+
+class ControlLink {
+ public:
+  static constexpr int kQueue = 16;
+
+  enum class Status { kOk, kClosed, kError };
+
+  void attach(tcp::Fd fd);
+  bool up() const { return fd_.valid(); }
+  int fd() const { return fd_.get(); }
+  void close() { fd_.reset(); }
+
+  // Queues a message; false when the queue is full (the peer has not read for a long time).
+  bool send(const wire::ControlMessage& m);
+  // RAIL_DOWN: this side gave up `rail`'s queue pair of `generation` (best effort).
+  void sendRailDown(uint64_t connectionId, int rail, uint32_t generation);
+  // Writes what is queued; kError/kClosed when the connection is unusable (*error says why).
+  Status flush(std::string* error);
+  // Reads until one message is complete: true with it in *m (or *decodeError set when it was
+  // malformed); false when none is complete yet. *status reports a closed or failed connection.
+  bool receive(wire::ControlMessage* m, wire::DecodeError* decodeError, Status* status,
+               std::string* error);
+  bool idle() const { return outCount_ == 0; }
+
+ private:
+  tcp::Fd fd_;
+  uint8_t out_[kQueue][wire::kControlBytes];
+  int outHead_ = 0, outCount_ = 0;
+  size_t outOffset_ = 0;  // bytes of the head message already written
+  uint8_t in_[wire::kControlBytes];
+  size_t inBytes_ = 0;
+};
+
+}  // namespace autopilot::net::ib

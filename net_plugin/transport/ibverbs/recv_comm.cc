@@ -1,0 +1,478 @@
+#include "net_plugin/transport/ibverbs/recv_comm.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "net_plugin/core/fault_injector.h"
+#include "net_plugin/transport/ibverbs/completion.h"
+#include "net_plugin/transport/ibverbs/ib_config.h"
+
+namespace autopilot::net::ib {
+
+namespace {
+
+constexpr unsigned long kFlags = abi::subsys::kNet;
+constexpr uint64_t kEvaluateNs = 20'000'000;
+constexpr int kPollBatch = 32;
+constexpr int kReplenishBatch = 16;
+
+// Work request ids: the kind in the top byte, the request slot below.
+enum class Work : uint8_t { kReceive = 1, kCts = 2 };
+uint64_t workId(Work w, uint64_t low = 0) { return uint64_t(w) << 56 | low; }
+Work workOf(uint64_t id) { return Work(id >> 56); }
+
+}  // namespace
+
+std::unique_ptr<RecvComm> RecvComm::create(RecvCommSetup setup) {
+  std::unique_ptr<RecvComm> comm(new RecvComm(setup));
+  wire::ControlMessage accept;
+  accept.type = wire::ControlType::kAccept;
+  accept.connectionId = comm->connectionId_;
+  accept.railCount = uint8_t(comm->nRails_);
+  accept.regionAddress = comm->area_->address(kProbeAreaAt);
+  uint64_t now = monotonicNs();
+  for (int r = 0; r < comm->nRails_; ++r) {
+    Rail& rail = comm->rails_[r];
+    if (!rail.qp) continue;
+    comm->replenish(r, now);  // receives are posted before the sender learns the QP
+    if (rail.qp) accept.endpoints[r] = rail.qp->endpoint(comm->area_->memory().rkey[r]);
+  }
+  comm->control_->send(accept);
+  return comm;
+}
+
+RecvComm::RecvComm(RecvCommSetup& setup)
+    : CommBase(kMagic),
+      commId_(setup.commId),
+      connectionId_(setup.connectionId),
+      trafficClass_(setup.trafficClass),
+      config_(core::commConfig()),
+      nRails_(int(setup.rails.size())),
+      rails_(new Rail[setup.rails.size()]),
+      control_(std::move(setup.control)),
+      area_(std::move(setup.area)),
+      fifoAddress_(setup.fifoAddress),
+      slots_(new RecvRequest[kSlots]) {
+  IbRails& ib = IbRails::instance();
+  uint64_t now = monotonicNs();
+  std::vector<core::RailHealth::RailInfo> infos;
+  std::vector<int> telemetryIds;
+  for (const RailSetup& rs : setup.rails) {
+    const IbRail& rail = ib.rails()[size_t(rs.global)];
+    infos.push_back({rail.telemetryId, rail.name, rail.standby});
+    telemetryIds.push_back(rail.telemetryId);
+  }
+  config_.health.failure.stallTimeoutNs = stallTimeoutNs(config_.health.failure.stallTimeoutNs);
+  health_.init(commId_, "recv", infos, config_.health, now);
+  metrics_.init(telemetryIds);
+  for (int r = 0; r < nRails_; ++r) {
+    RailSetup& rs = setup.rails[size_t(r)];
+    Rail& rail = rails_[r];
+    railIds_[r] = rs.global;
+    rail.global = rs.global;
+    rail.fifoKey = rs.remoteKey;
+    rail.seenDown = ib.events().downEvents(rs.global);
+    rail.seenReset = core::FaultInjector::instance().qpResetSequence(rs.global);
+    if (rs.qp && rs.qp->connected()) {
+      rail.qp = std::move(rs.qp);
+      health_.connected(r, now);
+    }
+    // Rails not connected are the sender's to re-create (REPLACE).
+  }
+  for (int i = 0; i < kSlots; ++i) {
+    RecvRequest& q = slots_[i];
+    q.owner = this;
+    q.kind = RequestKind::kRecv;
+    for (auto& b : q.bitmaps) b = core::ChunkBitmap(config_.chunks.maxChunks);
+  }
+}
+
+RecvComm::~RecvComm() {
+  for (int r = 0; r < nRails_; ++r) rails_[r].qp.reset();  // before the area they write from
+  if (staleChunks_ > 0) {
+    AP_INFO(kFlags, "comm 0x%llx ib recv closed: %llu late duplicate chunk%s ignored",
+            (unsigned long long)commId_, (unsigned long long)staleChunks_,
+            staleChunks_ == 1 ? "" : "s");
+  }
+}
+
+void RecvComm::failComm(abi::Result error, const std::string& reason) {
+  if (failed_ != abi::kSuccess) return;
+  failed_ = error;
+  AP_WARN(kFlags, "comm 0x%llx ib recv: %s; every pending receive fails",
+          (unsigned long long)commId_, reason.c_str());
+}
+
+// ---------------------------------------------------------------------------- requests
+
+abi::Result RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
+                            void* const* mhandles, void** request) {
+  *request = nullptr;
+  if (failed_ != abi::kSuccess) return failed_;
+  if (n < 1 || n > config_.maxRecvs) {
+    AP_WARN(kFlags, "irecv with %d buffers: this plugin takes 1 to %d", n, config_.maxRecvs);
+    return abi::kInvalidArgument;
+  }
+  const MemoryHandle* memory[core::kMaxRecvsPerRequest] = {};
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] > tcp::wire::kMaxMessageBytes) {
+      AP_WARN(kFlags, "irecv buffer of %zu bytes: more than a message may have", sizes[i]);
+      return abi::kInvalidArgument;
+    }
+    memory[i] = mhandles ? memoryOf(this, mhandles[i]) : nullptr;
+    if (sizes[i] > 0 && (memory[i] == nullptr || !memory[i]->covers(data[i], sizes[i]))) {
+      AP_WARN(kFlags, "irecv buffer %d (%zu bytes at %p) is not inside a registration made with "
+              "regMr on this comm", i, sizes[i], data[i]);
+      return abi::kInvalidArgument;
+    }
+  }
+  RecvRequest& q = slots_[nextSeq_ % kSlots];
+  // The slot (and its staged entry) is reused only when no write of the old entry is in flight.
+  if (q.state != RecvRequest::State::kFree || q.ctsRail >= 0) return abi::kSuccess;
+  q.state = RecvRequest::State::kPosted;
+  q.seq = nextSeq_++;
+  q.n = n;
+  q.completeMask = 0;
+  wire::CtsEntry entry;
+  entry.seq = q.seq;
+  entry.n = n;
+  entry.railCount = nRails_;
+  for (int i = 0; i < n; ++i) {
+    q.data[i] = static_cast<uint8_t*>(data[i]);
+    q.sizes[i] = sizes[i];
+    q.tags[i] = tags[i];
+    q.received[i] = 0;
+    q.bitmaps[i].reset();
+    entry.buffers[i].address = reinterpret_cast<uintptr_t>(data[i]);
+    entry.buffers[i].size = sizes[i];
+    entry.buffers[i].tag = tags[i];
+    for (int r = 0; r < nRails_ && memory[i]; ++r) entry.buffers[i].rkeys[r] = memory[i]->rkey[r];
+  }
+  wire::encodeCts(entry, area_->data() + (q.seq % kSlots) * wire::kCtsBytes);
+  q.ctsLanded = false;
+  q.ctsPending = true;
+  posted_++;
+  *request = static_cast<RequestHeader*>(&q);
+  progress(monotonicNs());
+  return abi::kSuccess;
+}
+
+abi::Result RecvComm::test(RecvRequest* q, int* done, int* sizes) {
+  *done = 0;
+  if (q->state == RecvRequest::State::kFree) {
+    AP_WARN_ONCE(kFlags, "test() on a receive request that is not in flight");
+    return abi::kInvalidArgument;
+  }
+  progress(monotonicNs());
+  if (q->state == RecvRequest::State::kDone) {
+    *done = 1;
+    if (sizes) {
+      for (int i = 0; i < q->n; ++i) sizes[i] = int(std::min<uint64_t>(q->received[i], INT_MAX));
+    }
+    q->state = RecvRequest::State::kFree;
+    posted_--;
+    return abi::kSuccess;
+  }
+  return failed_;
+}
+
+// ---------------------------------------------------------------------------- progress
+
+void RecvComm::progress(uint64_t nowNs) {
+  IbRails::instance().events().poll(nowNs);
+  core::FaultInjector::instance().refresh(nowNs);
+  if (failed_ != abi::kSuccess) return;
+  pollControl(nowNs);
+  pollCompletions(nowNs);
+  announce(nowNs);
+  checkHealth(nowNs);
+}
+
+void RecvComm::pollControl(uint64_t nowNs) {
+  if (!control_->up()) return;
+  std::string error;
+  if (control_->flush(&error) != ControlLink::Status::kOk) {
+    control_->close();
+    peerClosedNs_ = nowNs;
+    AP_INFO(kFlags, "comm 0x%llx ib recv: %s", (unsigned long long)commId_, error.c_str());
+    return;
+  }
+  wire::ControlMessage m;
+  wire::DecodeError decodeError;
+  ControlLink::Status status;
+  while (control_->receive(&m, &decodeError, &status, &error)) {
+    if (decodeError != wire::DecodeError::kOk || m.connectionId != connectionId_) {
+      failComm(abi::kRemoteError, std::string("protocol error on the control connection: ") +
+                                      (decodeError != wire::DecodeError::kOk
+                                           ? wire::decodeErrorText(decodeError)
+                                           : "another connection's message"));
+      return;
+    }
+    switch (m.type) {
+      case wire::ControlType::kReplace:
+        replace(m, nowNs);
+        break;
+      case wire::ControlType::kRailDown:
+        if (m.rail < nRails_ && m.generation == rails_[m.rail].generation &&
+            health_.live(m.rail)) {
+          failRail(m.rail, nowNs, "the sender gave the rail up", false);
+        }
+        break;
+      default:
+        failComm(abi::kRemoteError, "protocol error: unexpected control message from the sender");
+        return;
+    }
+    if (failed_ != abi::kSuccess) return;
+  }
+  if (status != ControlLink::Status::kOk) {
+    control_->close();
+    peerClosedNs_ = nowNs;
+    AP_INFO(kFlags, "comm 0x%llx ib recv: %s", (unsigned long long)commId_, error.c_str());
+  }
+}
+
+void RecvComm::pollCompletions(uint64_t nowNs) {
+  ibv_wc wc[kPollBatch];
+  for (int r = 0; r < nRails_; ++r) {
+    Rail& rail = rails_[r];
+    if (!rail.qp) continue;
+    int n = rail.qp->poll(wc, kPollBatch);
+    if (n < 0) {
+      failRail(r, nowNs, "ibv_poll_cq failed");
+      continue;
+    }
+    for (int i = 0; i < n; ++i) {
+      const ibv_wc& c = wc[i];
+      CompletionClass cls = classifyCompletion(c.status);
+      if (cls == CompletionClass::kUsageError) {
+        char why[256];
+        std::snprintf(why, sizeof(why),
+                      "rail %d (%s): %s (%s, vendor error 0x%x) on a %s: a protection, length or "
+                      "access violation is a bug, not a path failure",
+                      r, health_.info(r).name.c_str(), statusName(c.status),
+                      IbRails::instance().lib()->statusText(c.status), c.vendor_err,
+                      workOf(c.wr_id) == Work::kCts ? "clear-to-send write" : "receive");
+        failComm(abi::kInternalError, why);
+        return;
+      }
+      if (cls == CompletionClass::kPathFailed) {
+        failRail(r, nowNs, std::string(statusName(c.status)) + " (" +
+                               IbRails::instance().lib()->statusText(c.status) + ")");
+        break;  // the QP and its CQ are gone
+      }
+      if (workOf(c.wr_id) == Work::kCts) {
+        RecvRequest& q = slots_[c.wr_id & 0xff];
+        q.ctsRail = -1;
+        q.ctsLanded = true;
+        rail.ctsInFlight--;
+        health_.failure(r).onProgress(nowNs);
+        continue;
+      }
+      rail.recvsPosted--;
+      if (!landed(r, c, nowNs)) break;
+    }
+    if (rail.qp) replenish(r, nowNs);
+  }
+}
+
+bool RecvComm::landed(int r, const ibv_wc& c, uint64_t nowNs) {
+  wire::ImmFields f;
+  if (c.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(c.wc_flags & IBV_WC_WITH_IMM) ||
+      !wire::decodeImm(ntohl(c.imm_data), &f)) {
+    failRail(r, nowNs, "protocol error: a receive completion without a valid immediate");
+    return false;
+  }
+  health_.failure(r).onProgress(nowNs);
+  lastDataRail_ = r;
+  RecvRequest& q = slots_[f.slot];
+  if (q.state != RecvRequest::State::kPosted || wire::immEpoch(q.seq) != f.epoch) {
+    staleChunks_++;  // a replayed duplicate of a request that completed from the first copy
+    return true;
+  }
+  if (f.buffer >= uint32_t(q.n)) {
+    failRail(r, nowNs, "protocol error: data for a buffer the receive does not have");
+    return false;
+  }
+  core::ChunkBitmap::Mark m = q.bitmaps[f.buffer].mark(f.chunk, f.chunks);
+  if (m == core::ChunkBitmap::Mark::kInvalid) {
+    failRail(r, nowNs, "protocol error: a chunk outside the message's chunk plan");
+    return false;
+  }
+  if (m == core::ChunkBitmap::Mark::kDuplicate) return true;
+  q.received[f.buffer] += c.byte_len;
+  if (q.received[f.buffer] > q.sizes[f.buffer]) {
+    failRail(r, nowNs, "protocol error: more bytes than the posted buffer holds");
+    return false;
+  }
+  if (auto* m2 = metrics_.at(r)) {
+    core::RailMetrics::add(m2->chunksReceived, 1);
+    core::RailMetrics::add(m2->bytesReceived, c.byte_len);
+  }
+  if (!q.bitmaps[f.buffer].complete()) return true;
+  q.completeMask |= uint8_t(1u << f.buffer);
+  if (q.completeMask == uint8_t((1u << q.n) - 1)) q.state = RecvRequest::State::kDone;
+  return true;
+}
+
+void RecvComm::replenish(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  int missing = kRecvDepth - rail.recvsPosted;
+  if (missing < kReplenishBatch && rail.recvsPosted > 0) return;
+  rail.recvsPosted += rail.qp->postRecvs(workId(Work::kReceive), missing);
+  if (rail.recvsPosted == 0) failRail(r, nowNs, "ibv_post_recv failed");
+}
+
+int RecvComm::controlRail() const {
+  // The rail that last delivered data works; else a healthy one (a re-joined rail is still on
+  // probation), else any live one.
+  if (lastDataRail_ >= 0 && health_.live(lastDataRail_) && rails_[lastDataRail_].qp) {
+    return lastDataRail_;
+  }
+  int fallback = -1;
+  for (int r = 0; r < nRails_; ++r) {
+    if (!health_.live(r) || !rails_[r].qp) continue;
+    auto s = health_.state(r);
+    if (s == core::RailHealth::State::kHealthy || s == core::RailHealth::State::kDegraded) return r;
+    if (fallback < 0) fallback = r;
+  }
+  return fallback;
+}
+
+void RecvComm::announce(uint64_t nowNs) {
+  // Entries go out in sequence order (the sender consumes its FIFO in that order).
+  for (uint64_t s = nextSeq_ - std::min<uint64_t>(nextSeq_, kSlots); s < nextSeq_; ++s) {
+    RecvRequest& q = slots_[s % kSlots];
+    if (q.state != RecvRequest::State::kPosted || q.seq != s || !q.ctsPending) continue;
+    int r = controlRail();
+    if (r < 0) return;  // repeated when a rail (re-)joins
+    Rail& rail = rails_[r];
+    size_t at = (s % kSlots) * wire::kCtsBytes;
+    int rc = rail.qp->postWrite(workId(Work::kCts, s % kSlots), area_->data() + at,
+                                uint32_t(wire::kCtsBytes), area_->memory().lkey[r],
+                                fifoAddress_ + at, rail.fifoKey);
+    if (rc == ENOMEM) return;
+    if (rc != 0) {
+      failRail(r, nowNs, std::string("ibv_post_send failed: ") + std::strerror(rc));
+      continue;
+    }
+    q.ctsPending = false;
+    q.ctsRail = r;
+    rail.ctsInFlight++;
+  }
+}
+
+// ---------------------------------------------------------------------------- failure handling
+
+void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer,
+                        bool warn) {
+  Rail& rail = rails_[r];
+  if (!health_.fail(r, nowNs, reason, warn)) return;
+  rail.qp.reset();
+  rail.recvsPosted = 0;
+  rail.ctsInFlight = 0;
+  if (lastDataRail_ == r) lastDataRail_ = -1;
+  // Entries whose write was in flight there may not have landed: write them again elsewhere.
+  for (int i = 0; i < kSlots; ++i) {
+    RecvRequest& q = slots_[i];
+    if (q.ctsRail != r) continue;
+    q.ctsRail = -1;
+    if (q.state == RecvRequest::State::kPosted && !q.ctsLanded) q.ctsPending = true;
+  }
+  if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
+}
+
+void RecvComm::replace(const wire::ControlMessage& m, uint64_t nowNs) {
+  wire::ControlMessage answer;
+  answer.type = wire::ControlType::kReplaced;
+  answer.connectionId = connectionId_;
+  answer.rail = m.rail;
+  answer.generation = m.generation;
+  if (m.rail >= nRails_) {
+    answer.status = wire::ControlStatus::kBadRails;
+    control_->send(answer);
+    return;
+  }
+  int r = m.rail;
+  Rail& rail = rails_[r];
+  if (m.generation <= rail.generation) {
+    answer.status = wire::ControlStatus::kStale;
+    control_->send(answer);
+    return;
+  }
+  if (health_.live(r)) {
+    // The sender gave up on this QP (it saw no progress): follow it.
+    failRail(r, nowNs, "the sender re-creates the rail", false, false);
+  }
+  rail.generation = m.generation;
+  auto qp = std::make_unique<RailQp>();
+  std::string error;
+  if (!qp->create(rail.global, {kSendDepth, kRecvDepth}, &error) ||
+      !qp->connect(m.endpoints[0], trafficClass_, &error)) {
+    AP_INFO(kFlags, "comm 0x%llx ib recv rail %d: cannot re-create the queue pair: %s",
+            (unsigned long long)commId_, r, error.c_str());
+    answer.status = wire::ControlStatus::kNoResources;
+    control_->send(answer);
+    return;
+  }
+  rail.qp = std::move(qp);
+  rail.fifoKey = m.endpoints[0].rkey;
+  rail.recvsPosted = 0;
+  replenish(r, nowNs);
+  if (!rail.qp) return;
+  answer.endpoints[0] = rail.qp->endpoint(area_->memory().rkey[r]);
+  control_->send(answer);
+  rail.seenDown = IbRails::instance().events().downEvents(rail.global);
+  health_.rejoin(r, nowNs);
+}
+
+void RecvComm::checkHealth(uint64_t nowNs) {
+  auto& events = IbRails::instance().events();
+  auto& injector = core::FaultInjector::instance();
+  for (int r = 0; r < nRails_; ++r) {
+    Rail& rail = rails_[r];
+    uint32_t reset = injector.qpResetSequence(rail.global);
+    if (reset != rail.seenReset) {
+      rail.seenReset = reset;
+      if (health_.live(r)) {
+        failRail(r, nowNs, "SIMULATED queue pair reset", false);  // the peer is not told
+        continue;
+      }
+    }
+    if (!health_.live(r)) continue;
+    uint32_t down = events.downEvents(rail.global);
+    if (down != rail.seenDown) {
+      rail.seenDown = down;
+      failRail(r, nowNs, "port down (asynchronous event)");
+      continue;
+    }
+    // What this side writes (clear-to-send entries) must complete.
+    core::FailureDetector& fd = health_.failure(r);
+    fd.setOutstanding(rail.ctsInFlight > 0, nowNs);
+    if (rail.ctsInFlight > 0 && fd.failed(nowNs, 0, 0) && health_.stallBlamesRail(r, nowNs)) {
+      failRail(r, nowNs, "a clear-to-send write has not completed for " +
+                             std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
+    }
+  }
+  if (nowNs >= nextEvaluateNs_) {
+    nextEvaluateNs_ = nowNs + kEvaluateNs;
+    health_.evaluate(nowNs, nullptr);
+  }
+  uint64_t since = health_.noLiveRailSinceNs();
+  // The sender closing its end while receives are posted is also how an orderly teardown races
+  // (NCCL closes both sides): the receives fail only when nothing arrives for the peer timeout.
+  if (peerClosedNs_ != 0 && outstanding() && nowNs - peerClosedNs_ >= config_.peerTimeoutNs) {
+    failComm(abi::kRemoteError, "the sender closed the connection " +
+                                    std::to_string((nowNs - peerClosedNs_) / 1000000) +
+                                    " ms ago (its side is closed or its process is gone)");
+  } else if (since != 0 && nowNs - since >= config_.peerTimeoutNs && outstanding()) {
+    failComm(abi::kRemoteError, "no rail left for " + std::to_string((nowNs - since) / 1000000) +
+                                    " ms (the sender is gone or every link is down)");
+  }
+}
+
+}  // namespace autopilot::net::ib

@@ -1,0 +1,125 @@
+// RecvComm: the receiving end of a verbs connection: one RC queue pair per rail, each with
+// receives posted for the sender's writes with immediate.
+//
+// irecv() takes the slot of its sequence number (seq mod 32), encodes the clear-to-send entry
+// (wire.h: each buffer's address, size, tag and rkey per rail) into its staging bytes and
+// RDMA-writes it into the sender's FIFO on a live rail, so the sender never writes where no
+// receive is posted. Data arrives as writes with immediate straight into the posted buffers;
+// each completion names the request slot and epoch, the buffer and the chunk: a bitmap per
+// buffer records the chunks that landed (a replayed duplicate is harmless, a late one for an
+// older request in the same slot is recognised by its epoch), and the request completes exactly
+// once, when every chunk of every buffer is there.
+//
+// When a rail fails (an error completion, a port-down event, the sender's RAIL_DOWN, or a
+// clear-to-send write without completion for the software timeout), its QP is destroyed and
+// every entry whose write was in flight on it is written again on another rail (identical
+// bytes in the same FIFO slot). The sender re-creates failed rails: on its REPLACE message this
+// side builds a new QP, connects it and answers REPLACED; the sender's probe write verifies it.
+//
+// Threading: one NCCL thread at a time per comm; no locks; hot paths allocate nothing.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/abi/net_abi.h"
+#include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/rail_health.h"
+#include "net_plugin/core/rail_metrics.h"
+#include "net_plugin/transport/ibverbs/control_link.h"
+#include "net_plugin/transport/ibverbs/memory.h"
+#include "net_plugin/transport/ibverbs/rail_qp.h"
+#include "net_plugin/transport/ibverbs/requests.h"
+#include "net_plugin/transport/ibverbs/send_comm.h"
+
+namespace autopilot::net::ib {
+
+struct RecvCommSetup {
+  uint64_t commId = 0;
+  uint64_t connectionId = 0;
+  int trafficClass = -1;
+  std::unique_ptr<ControlLink> control;
+  std::unique_ptr<RegisteredArea> area;  // staging of the entries, then the probe area
+  uint64_t fifoAddress = 0;              // the sender's FIFO
+  std::vector<RailSetup> rails;          // remoteKey: the FIFO's rkey on the rail
+};
+
+class RecvComm : public CommBase {
+ public:
+  static constexpr uint32_t kMagic = 0x52494941;  // "AIIR"
+  static constexpr int kSlots = wire::kSlots;
+  static constexpr int kRecvDepth = 256;  // receives posted per rail (writes in flight to us)
+  static constexpr int kSendDepth = kSlots + 8;  // entry writes (at most one per slot), reads
+  // The registered area: one staged entry per slot, then the sender's probe target (64 bytes).
+  static constexpr size_t kStagingBytes = kSlots * wire::kCtsBytes;
+  static constexpr size_t kProbeAreaAt = kStagingBytes;
+  static constexpr size_t kAreaBytes = kStagingBytes + 64;
+
+  // Builds the comm around QPs connected by the listener and queues the ACCEPT answer (its
+  // endpoints and probe area) on the control link.
+  static std::unique_ptr<RecvComm> create(RecvCommSetup setup);
+  ~RecvComm();
+  RecvComm(const RecvComm&) = delete;
+  RecvComm& operator=(const RecvComm&) = delete;
+
+  abi::Result irecv(int n, void** data, const size_t* sizes, const int* tags,
+                    void* const* mhandles, void** request);
+  abi::Result test(RecvRequest* request, int* done, int* sizes);
+  const int* railIds() const { return railIds_; }
+  int railCount() const { return nRails_; }
+
+ private:
+  struct Rail {
+    std::unique_ptr<RailQp> qp;
+    int global = -1;
+    uint32_t generation = 1;
+    uint32_t fifoKey = 0;    // the sender's FIFO on this rail
+    uint32_t seenDown = 0;   // port-down events already acted on
+    uint32_t seenReset = 0;  // simulated QP resets already acted on
+    int recvsPosted = 0;
+    int ctsInFlight = 0;
+  };
+
+  explicit RecvComm(RecvCommSetup& setup);
+  void progress(uint64_t nowNs);
+  void pollControl(uint64_t nowNs);
+  void pollCompletions(uint64_t nowNs);
+  // False when the rail was failed.
+  bool landed(int r, const ibv_wc& wc, uint64_t nowNs);
+  void announce(uint64_t nowNs);
+  void replenish(int r, uint64_t nowNs);
+  void checkHealth(uint64_t nowNs);
+  void failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer = true,
+                bool warn = true);
+  void replace(const wire::ControlMessage& m, uint64_t nowNs);
+  int controlRail() const;
+  bool outstanding() const { return posted_ > 0; }
+  void failComm(abi::Result error, const std::string& reason);
+
+  uint64_t commId_;
+  uint64_t connectionId_;
+  int trafficClass_;
+  core::CommConfig config_;
+  int nRails_;
+  int railIds_[wire::kMaxRails] = {};
+  std::unique_ptr<Rail[]> rails_;
+  std::unique_ptr<ControlLink> control_;
+  std::unique_ptr<RegisteredArea> area_;
+  uint64_t fifoAddress_;
+  core::RailHealth health_;
+  core::RailMetrics metrics_;
+  std::unique_ptr<RecvRequest[]> slots_;
+  uint64_t nextSeq_ = 0;
+  int posted_ = 0;  // requests posted and not yet returned to NCCL
+  int lastDataRail_ = -1;
+  uint64_t staleChunks_ = 0;  // late duplicates of completed requests (harmless, counted)
+  uint64_t nextEvaluateNs_ = 0;
+  uint64_t peerClosedNs_ = 0;  // when the control connection closed (0: open)
+  abi::Result failed_ = abi::kSuccess;
+};
+
+}  // namespace autopilot::net::ib

@@ -1,0 +1,694 @@
+#include "net_plugin/transport/ibverbs/send_comm.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "net_plugin/core/fault_injector.h"
+#include "net_plugin/transport/ibverbs/completion.h"
+#include "net_plugin/transport/ibverbs/ib_config.h"
+
+namespace autopilot::net::ib {
+
+namespace {
+
+constexpr unsigned long kFlags = abi::subsys::kNet;
+constexpr uint64_t kEvaluateNs = 20'000'000;
+constexpr int kPollBatch = 32;
+// A FIFO slot that carries its marker but does not decode is being rewritten (the receiver
+// re-announces after a rail failure: same bytes); one that stays broken this long is corrupt.
+constexpr uint64_t kCtsCorruptNs = 100'000'000;
+// A request whose chunks were caught on this many failing rails is not a path problem.
+constexpr uint32_t kMaxFailovers = 16;
+
+// Work request ids: the kind in the top byte.
+enum class Work : uint8_t { kData = 1, kProbe = 2, kLiveness = 3 };
+uint64_t workId(Work w) { return uint64_t(w) << 56; }
+Work workOf(uint64_t id) { return Work(id >> 56); }
+
+std::string fmtBytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1u << 20)) {
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", double(b) / double(1 << 20));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)b);
+  }
+  return buf;
+}
+
+}  // namespace
+
+SendComm::SendComm(SendCommSetup setup)
+    : CommBase(kMagic),
+      commId_(setup.commId),
+      connectionId_(setup.connectionId),
+      trafficClass_(setup.trafficClass),
+      config_(core::commConfig()),
+      nRails_(int(setup.rails.size())),
+      rails_(new Rail[setup.rails.size()]),
+      control_(std::move(setup.control)),
+      area_(std::move(setup.area)),
+      probeAddress_(setup.probeAddress),
+      striper_(config_.striper),
+      tracker_(nRails_, uint32_t(abi::kNetMaxRequests * config_.maxRecvs), kQueueDepth),
+      matcher_(uint32_t(wire::kSlots)),
+      poolSize_(uint32_t(abi::kNetMaxRequests * config_.maxRecvs)),
+      pool_(new SendRequest[poolSize_]),
+      freeList_(new uint32_t[poolSize_]),
+      waiting_(new uint32_t[poolSize_]) {
+  IbRails& ib = IbRails::instance();
+  uint64_t now = monotonicNs();
+  std::vector<core::RailHealth::RailInfo> infos;
+  std::vector<int> telemetryIds;
+  uint64_t maxMessage = UINT64_MAX;
+  for (const RailSetup& rs : setup.rails) {
+    const IbRail& rail = ib.rails()[size_t(rs.global)];
+    infos.push_back({rail.telemetryId, rail.name, rail.standby});
+    telemetryIds.push_back(rail.telemetryId);
+    maxMessage = std::min<uint64_t>(maxMessage, rail.maxMessageBytes);
+  }
+  // A chunk is one RDMA write: never larger than the smallest port's message limit.
+  config_.chunks.maxChunkBytes = std::min<uint64_t>(config_.chunks.maxChunkBytes, maxMessage);
+  config_.chunks.minChunkBytes = std::min(config_.chunks.minChunkBytes, config_.chunks.maxChunkBytes);
+  config_.health.failure.stallTimeoutNs = stallTimeoutNs(config_.health.failure.stallTimeoutNs);
+  health_.init(commId_, "send", infos, config_.health, now);
+  metrics_.init(telemetryIds);
+  striper_.reset(nRails_);
+  auto& events = ib.events();
+  auto& injector = core::FaultInjector::instance();
+  for (int r = 0; r < nRails_; ++r) {
+    RailSetup& rs = setup.rails[size_t(r)];
+    Rail& rail = rails_[r];
+    railIds_[r] = rs.global;
+    rail.global = rs.global;
+    rail.probeKey = rs.remoteKey;
+    rail.seenDown = events.downEvents(rs.global);
+    rail.seenUp = events.upEvents(rs.global);
+    rail.seenReset = injector.qpResetSequence(rs.global);
+    int speed = ib.rails()[size_t(rs.global)].speedMbps;
+    rail.nominalBytesPerSec = double(speed > 0 ? speed : 100000) * 1e6 / 8;
+    striper_.setBandwidth(r, rail.nominalBytesPerSec);
+    if (rs.qp && rs.qp->connected()) {
+      rail.qp = std::move(rs.qp);
+      health_.connected(r, now);
+    } else {
+      health_.connectFailed(r, now, rs.error);
+      // The receiver may have connected its half: it must not wait on it.
+      control_->sendRailDown(connectionId_, r, rail.generation);
+    }
+    striper_.setMode(r, health_.mode(r));
+  }
+  for (uint32_t i = 0; i < poolSize_; ++i) {
+    pool_[i].owner = this;
+    pool_[i].kind = RequestKind::kSend;
+    pool_[i].index = i;
+    freeList_[i] = poolSize_ - 1 - i;
+  }
+  freeCount_ = poolSize_;
+}
+
+SendComm::~SendComm() {
+  std::string summary;
+  for (int r = 0; r < nRails_; ++r) {
+    char part[160];
+    std::snprintf(part, sizeof(part), "%s rail %d %s %s, %.2f Gbit/s, %llu failure%s",
+                  r ? ";" : "", r, telemetry::railStateName(health_.state(r)),
+                  fmtBytes(striper_.assignedBytes(r)).c_str(), striper_.bandwidth(r) * 8e-9,
+                  (unsigned long long)health_.failures(r), health_.failures(r) == 1 ? "" : "s");
+    summary += part;
+    rails_[r].qp.reset();  // QPs (and their CQs) before the registered area they write from
+  }
+  AP_INFO(kFlags, "comm 0x%llx ib send closed:%s", (unsigned long long)commId_, summary.c_str());
+}
+
+int SendComm::usableRails() const {
+  int n = 0;
+  for (int r = 0; r < nRails_; ++r) n += striper_.mode(r) == core::RailMode::kActive;
+  return std::max(n, 1);
+}
+
+double SendComm::medianLiveBandwidth() const {
+  double bw[core::RailStriper::kMaxRails];
+  int n = 0;
+  for (int r = 0; r < nRails_; ++r) {
+    if (health_.live(r)) bw[n++] = striper_.bandwidth(r);
+  }
+  if (n == 0) return 0;
+  std::nth_element(bw, bw + n / 2, bw + n);
+  return bw[n / 2];
+}
+
+// ---------------------------------------------------------------------------- requests
+
+abi::Result SendComm::isend(const void* data, size_t size, int tag, const void* mhandle,
+                            void** request) {
+  *request = nullptr;
+  if (failed_ != abi::kSuccess) return failed_;
+  if (size > tcp::wire::kMaxMessageBytes) {
+    AP_WARN(kFlags, "isend of %zu bytes: more than a message may have", size);
+    return abi::kInvalidArgument;
+  }
+  const MemoryHandle* mh = nullptr;
+  if (size > 0) {
+    mh = memoryOf(this, mhandle);
+    if (mh == nullptr || !mh->covers(data, size)) {
+      AP_WARN(kFlags, "isend of %zu bytes at %p: the buffer is not inside a registration made "
+              "with regMr on this comm", size, data);
+      return abi::kInvalidArgument;
+    }
+  }
+  if (freeCount_ == 0) return abi::kSuccess;  // NULL request: NCCL retries later
+  SendRequest* q = &pool_[freeList_[--freeCount_]];
+  q->state = SendRequest::State::kWaitingForReceive;
+  q->data = static_cast<const uint8_t*>(data);
+  q->size = size;
+  q->tag = tag;
+  q->memory = mh;
+  q->failovers = 0;
+  waiting_[(waitingHead_ + waitingSize_) % poolSize_] = q->index;
+  waitingSize_++;
+  *request = static_cast<RequestHeader*>(q);
+  progress(monotonicNs());
+  return abi::kSuccess;
+}
+
+void SendComm::freeRequest(SendRequest* q) {
+  if (tracker_.inUse(q->index)) tracker_.release(q->index);
+  q->state = SendRequest::State::kFree;
+  freeList_[freeCount_++] = q->index;
+}
+
+abi::Result SendComm::test(SendRequest* q, int* done, int* sizes) {
+  *done = 0;
+  if (q->state == SendRequest::State::kFree) {
+    AP_WARN_ONCE(kFlags, "test() on a send request that is not in flight");
+    return abi::kInvalidArgument;
+  }
+  progress(monotonicNs());
+  if (q->state == SendRequest::State::kDone) {
+    *done = 1;
+    if (sizes) *sizes = int(std::min<uint64_t>(q->size, INT_MAX));
+    freeRequest(q);
+    return abi::kSuccess;
+  }
+  if (failed_ != abi::kSuccess) {
+    // Every pending send fails once the comm is broken; the slot is NCCL's to forget.
+    freeRequest(q);
+    return failed_;
+  }
+  return abi::kSuccess;
+}
+
+void SendComm::failComm(abi::Result error, const std::string& reason) {
+  if (failed_ != abi::kSuccess) return;
+  failed_ = error;
+  AP_WARN(kFlags, "comm 0x%llx ib send: %s; every pending send fails",
+          (unsigned long long)commId_, reason.c_str());
+}
+
+// ---------------------------------------------------------------------------- progress
+
+void SendComm::progress(uint64_t nowNs) {
+  IbRails::instance().events().poll(nowNs);
+  core::FaultInjector::instance().refresh(nowNs);
+  if (failed_ != abi::kSuccess) return;
+  pollControl(nowNs);
+  pollFifo(nowNs);
+  matchRequests();
+  placeChunks(nowNs);
+  for (int r = 0; r < nRails_; ++r) postChunks(r, nowNs);
+  if (pollCompletions(nowNs)) {
+    // Completions freed room on the rails: refill them in the same pass.
+    placeChunks(nowNs);
+    for (int r = 0; r < nRails_; ++r) postChunks(r, nowNs);
+  }
+  checkHealth(nowNs);
+}
+
+void SendComm::pollControl(uint64_t nowNs) {
+  if (!control_->up()) return;
+  std::string error;
+  if (control_->flush(&error) != ControlLink::Status::kOk) {
+    control_->close();
+    peerClosed_ = true;
+    AP_INFO(kFlags, "comm 0x%llx ib send: %s", (unsigned long long)commId_, error.c_str());
+    return;
+  }
+  wire::ControlMessage m;
+  wire::DecodeError decodeError;
+  ControlLink::Status status;
+  while (control_->receive(&m, &decodeError, &status, &error)) {
+    if (decodeError != wire::DecodeError::kOk || m.connectionId != connectionId_) {
+      failComm(abi::kRemoteError, std::string("protocol error on the control connection: ") +
+                                      (decodeError != wire::DecodeError::kOk
+                                           ? wire::decodeErrorText(decodeError)
+                                           : "another connection's message"));
+      return;
+    }
+    switch (m.type) {
+      case wire::ControlType::kReplaced:
+        replaced(m, nowNs);
+        break;
+      case wire::ControlType::kRailDown:
+        if (m.rail < nRails_ && m.generation == rails_[m.rail].generation) {
+          if (health_.live(m.rail)) {
+            failRail(m.rail, nowNs, "the receiver gave the rail up", false);
+          } else if (rails_[m.rail].failback != Failback::kIdle) {
+            abandonReplace(m.rail, nowNs, "the receiver gave the new queue pair up", false);
+          }
+        }
+        break;
+      default:
+        failComm(abi::kRemoteError, "protocol error: unexpected control message from the receiver");
+        return;
+    }
+    if (failed_ != abi::kSuccess) return;
+  }
+  if (status != ControlLink::Status::kOk) {
+    control_->close();
+    peerClosed_ = true;
+    AP_INFO(kFlags, "comm 0x%llx ib send: %s", (unsigned long long)commId_, error.c_str());
+  }
+}
+
+void SendComm::pollFifo(uint64_t nowNs) {
+  for (;;) {
+    const uint8_t* slot = area_->data() + (nextCts_ % wire::kSlots) * wire::kCtsBytes;
+    // The marker is the last word the receiver's RDMA write places; read it before the rest.
+    uint64_t marker = __atomic_load_n(reinterpret_cast<const uint64_t*>(slot + wire::kCtsMarkerAt),
+                                      __ATOMIC_ACQUIRE);
+    if (marker != wire::ctsMarker(nextCts_)) return;
+    uint8_t snapshot[wire::kCtsBytes];
+    std::memcpy(snapshot, slot, sizeof(snapshot));
+    wire::CtsEntry& entry = cts_[nextCts_ % wire::kSlots];
+    wire::DecodeError e = wire::decodeCts(snapshot, sizeof(snapshot), nextCts_, nRails_, &entry);
+    if (e != wire::DecodeError::kOk) {
+      if (ctsCorruptSinceNs_ == 0) ctsCorruptSinceNs_ = nowNs;
+      if (nowNs - ctsCorruptSinceNs_ >= kCtsCorruptNs) {
+        failComm(abi::kRemoteError, std::string("the receiver's clear-to-send entry ") +
+                                        std::to_string(nextCts_) + " is corrupt: " +
+                                        wire::decodeErrorText(e));
+      }
+      return;
+    }
+    ctsCorruptSinceNs_ = 0;
+    if (matcher_.offer(wire::postedReceive(entry)) == core::ReceiveMatcher::Offer::kInvalid) {
+      failComm(abi::kRemoteError, "protocol error: a clear-to-send entry beyond the window");
+      return;
+    }
+    nextCts_++;
+  }
+}
+
+void SendComm::matchRequests() {
+  while (waitingSize_ > 0) {
+    SendRequest* q = &pool_[waiting_[waitingHead_]];
+    core::ReceiveMatcher::Slot slot;
+    core::ReceiveMatcher::Match m = matcher_.match(q->tag, q->size, &slot);
+    if (m == core::ReceiveMatcher::Match::kWait) return;
+    waitingHead_ = (waitingHead_ + 1) % poolSize_;
+    waitingSize_--;
+    if (m != core::ReceiveMatcher::Match::kMatched) {
+      q->state = SendRequest::State::kFailed;
+      failComm(abi::kInvalidUsage,
+               m == core::ReceiveMatcher::Match::kTooLarge
+                   ? "a send is larger than the receive buffer posted for it (" +
+                         std::to_string(q->size) + " bytes)"
+                   : "no posted receive buffer has the send's tag " + std::to_string(q->tag));
+      return;
+    }
+    const wire::CtsBuffer& b = cts_[slot.seq % wire::kSlots].buffers[slot.buffer];
+    q->recvSeq = slot.seq;
+    q->buffer = uint8_t(slot.buffer);
+    q->remoteAddress = b.address;
+    std::copy(b.rkeys, b.rkeys + wire::kMaxRails, q->remoteKeys);
+    q->state = SendRequest::State::kActive;
+    tracker_.start(q->index, core::planChunks(q->size, usableRails(), config_.chunks));
+  }
+}
+
+bool SendComm::replayOverlaps(const core::SendTracker::Entry& e) const {
+  const SendRequest& q = pool_[e.message];
+  uint64_t lo = q.remoteAddress + tracker_.plan(e.message).offset(e.chunk);
+  uint64_t hi = lo + e.bytes;
+  for (int r = 0; r < nRails_; ++r) {
+    for (uint32_t i = 0; i < tracker_.queued(r); ++i) {
+      const core::SendTracker::Entry& x = tracker_.entry(r, i);
+      if (!x.resend) continue;
+      const SendRequest& p = pool_[x.message];
+      uint64_t a = p.remoteAddress + tracker_.plan(x.message).offset(x.chunk);
+      if (a < hi && lo < a + x.bytes + (x.bytes == 0)) return true;
+    }
+  }
+  return false;
+}
+
+void SendComm::placeChunks(uint64_t nowNs) {
+  if (replayGuard_) {
+    bool any = tracker_.resendQueued() > 0;
+    for (int r = 0; r < nRails_ && !any; ++r) {
+      for (uint32_t i = 0; i < tracker_.queued(r) && !any; ++i) any = tracker_.entry(r, i).resend;
+    }
+    replayGuard_ = any;
+  }
+  uint32_t excluded = 0;
+  for (int r = 0; r < nRails_; ++r) {
+    if (tracker_.queueFull(r) || !rails_[r].qp) excluded |= 1u << r;
+  }
+  core::SendTracker::Entry e;
+  while (tracker_.peek(&e)) {
+    if (replayGuard_ && !e.resend && replayOverlaps(e)) return;  // after the replays land
+    int r = striper_.pick(e.bytes, nowNs, excluded);
+    if (r < 0) return;
+    tracker_.placeNext(r);
+    striper_.onAssigned(r, e.bytes, nowNs);
+    if (e.resend) {
+      if (auto* c = metrics_.at(r)) {
+        core::RailMetrics::add(c->retransmittedChunks, 1);
+        core::RailMetrics::add(c->retransmittedBytes, e.bytes);
+      }
+    }
+    if (tracker_.queueFull(r)) excluded |= 1u << r;
+  }
+}
+
+void SendComm::postChunks(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  if (!health_.live(r) || !rail.qp) return;
+  while (tracker_.posted(r) < tracker_.queued(r)) {
+    const core::SendTracker::Entry& e = tracker_.entry(r, tracker_.posted(r));
+    const SendRequest& q = pool_[e.message];
+    const core::ChunkPlan& plan = tracker_.plan(e.message);
+    uint64_t offset = plan.offset(e.chunk);
+    wire::ImmFields imm{wire::immEpoch(q.recvSeq), wire::immSlot(q.recvSeq), q.buffer, e.chunk,
+                        plan.count};
+    int rc = rail.qp->postWriteImm(workId(Work::kData), q.data + offset, uint32_t(e.bytes),
+                                   q.memory ? q.memory->lkey[r] : 0, q.remoteAddress + offset,
+                                   q.remoteKeys[r], wire::encodeImm(imm));
+    if (rc == ENOMEM) return;  // the send queue is full: the next pass
+    if (rc != 0) {
+      failRail(r, nowNs, std::string("ibv_post_send failed: ") + std::strerror(rc));
+      return;
+    }
+    tracker_.setPosted(r, tracker_.posted(r) + 1);
+  }
+}
+
+// True when chunks completed (room for more).
+bool SendComm::pollCompletions(uint64_t nowNs) {
+  bool completed = false;
+  ibv_wc wc[kPollBatch];
+  for (int r = 0; r < nRails_; ++r) {
+    Rail& rail = rails_[r];
+    if (!rail.qp) continue;
+    int n = rail.qp->poll(wc, kPollBatch);
+    if (n < 0) {
+      failRail(r, nowNs, "ibv_poll_cq failed");
+      continue;
+    }
+    for (int i = 0; i < n; ++i) {
+      const ibv_wc& c = wc[i];
+      CompletionClass cls = classifyCompletion(c.status);
+      Work work = workOf(c.wr_id);
+      if (cls == CompletionClass::kUsageError) {
+        char why[256];
+        std::snprintf(why, sizeof(why),
+                      "rail %d (%s): %s (%s, vendor error 0x%x) on a %s: a protection, length or "
+                      "access violation is a bug, not a path failure; replaying it would fail "
+                      "again",
+                      r, health_.info(r).name.c_str(), statusName(c.status),
+                      IbRails::instance().lib()->statusText(c.status), c.vendor_err,
+                      work == Work::kData ? "data write" : "probe");
+        failComm(abi::kInternalError, why);
+        return completed;
+      }
+      if (cls == CompletionClass::kPathFailed) {
+        std::string why = std::string(statusName(c.status)) + " (" +
+                          IbRails::instance().lib()->statusText(c.status) + ")";
+        if (health_.live(r)) {
+          failRail(r, nowNs, why);
+        } else {
+          abandonReplace(r, nowNs, "the probe failed: " + why, true);
+        }
+        break;  // the QP and its CQ are gone
+      }
+      switch (work) {
+        case Work::kData: {
+          tracker_.acknowledge(r, 1, [&](const core::SendTracker::Entry& e) {
+            striper_.onCompleted(r, e.bytes, nowNs);
+            if (e.resend && replayFailedNs_ != 0) {
+              AP_INFO(kFlags, "comm 0x%llx ib send: the first replayed chunk completed on rail %d "
+                      "%.1f ms after rail %d failed", (unsigned long long)commId_, r,
+                      double(monotonicNs() - replayFailedNs_) * 1e-6, replayFailedRail_);
+              replayFailedNs_ = 0;
+            }
+            if (auto* m = metrics_.at(r)) {
+              core::RailMetrics::add(m->chunksSent, 1);
+              core::RailMetrics::add(m->bytesSent, e.bytes);
+            }
+            if (tracker_.done(e.message)) pool_[e.message].state = SendRequest::State::kDone;
+          });
+          health_.failure(r).onProgress(nowNs);
+          completed = true;
+          break;
+        }
+        case Work::kProbe:
+          rejoin(r, nowNs);
+          break;
+        case Work::kLiveness:
+          rail.livenessOutstanding = false;
+          health_.failure(r).onProgress(nowNs);
+          break;
+      }
+    }
+  }
+  return completed;
+}
+
+// ---------------------------------------------------------------------------- failure handling
+
+void SendComm::requestLiveness(int r, uint64_t nowNs) {
+  const uint64_t stallStart = health_.failure(r).stallStartNs();
+  for (int q = 0; q < nRails_; ++q) {
+    Rail& rail = rails_[q];
+    // Only idle rails: a rail carrying data shows the peer's life through its completions.
+    if (q == r || !health_.live(q) || !rail.qp || tracker_.queued(q) != 0 ||
+        rail.livenessOutstanding || rail.livenessSentNs > stallStart) {
+      continue;
+    }
+    if (rail.qp->postWrite(workId(Work::kLiveness), area_->data() + kProbeSourceAt, 8,
+                           area_->memory().lkey[q], probeAddress_, rail.probeKey) == 0) {
+      rail.livenessOutstanding = true;
+      rail.livenessSentNs = nowNs;
+    }
+  }
+}
+
+void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer) {
+  Rail& rail = rails_[r];
+  if (!health_.fail(r, nowNs, reason)) return;
+  // Destroying the QP stops the NIC retransmitting its writes: after this none of them can
+  // land, so replaying them elsewhere cannot race with a late original.
+  rail.qp.reset();
+  rail.livenessOutstanding = false;
+  rail.failback = Failback::kIdle;
+  for (uint32_t i = 0; i < tracker_.queued(r); ++i) {
+    SendRequest& q = pool_[tracker_.entry(r, i).message];
+    if (++q.failovers == kMaxFailovers) {
+      failComm(abi::kInternalError,
+               "a send's chunks were caught on " + std::to_string(kMaxFailovers) +
+                   " failing rails in a row; giving up rather than replaying forever");
+    }
+  }
+  uint64_t bytes = 0;
+  uint32_t moved = tracker_.railFailed(r, &bytes);
+  striper_.onRailLost(r);
+  striper_.setMode(r, core::RailMode::kDown);
+  if (moved > 0) {
+    replayGuard_ = true;
+    if (replayFailedNs_ == 0) {
+      replayFailedNs_ = nowNs;
+      replayFailedRail_ = r;
+    }
+    AP_INFO(kFlags, "comm 0x%llx ib send: replaying %u unacknowledged chunk%s (%s) of rail %d on "
+            "the other rails", (unsigned long long)commId_, moved, moved == 1 ? "" : "s",
+            fmtBytes(bytes).c_str(), r);
+  }
+  if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
+}
+
+void SendComm::startReplace(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  core::FailbackScheduler& fb = health_.failback(r);
+  fb.onAttemptStarted();
+  rail.attempts++;
+  std::string error;
+  if (!control_->up()) {
+    fb.onAttemptFailed(nowNs);
+    return;
+  }
+  auto qp = std::make_unique<RailQp>();
+  if (!qp->create(rail.global, {kSendDepth, 0}, &error)) {
+    fb.onAttemptFailed(nowNs);
+    AP_INFO(kFlags, "comm 0x%llx ib send rail %d: re-creation attempt %llu failed: %s",
+            (unsigned long long)commId_, r, (unsigned long long)rail.attempts, error.c_str());
+    return;
+  }
+  wire::ControlMessage m;
+  m.type = wire::ControlType::kReplace;
+  m.connectionId = connectionId_;
+  m.rail = uint8_t(r);
+  m.generation = rail.generation + 1;
+  m.endpoints[0] = qp->endpoint(area_->memory().rkey[r]);
+  if (!control_->send(m)) {
+    fb.onAttemptFailed(nowNs);
+    return;
+  }
+  rail.generation++;
+  rail.qp = std::move(qp);
+  rail.failback = Failback::kAwaitingPeer;
+  rail.attemptDeadlineNs = nowNs + config_.probeTimeoutNs;
+}
+
+void SendComm::replaced(const wire::ControlMessage& m, uint64_t nowNs) {
+  if (m.rail >= nRails_) return;
+  int r = m.rail;
+  Rail& rail = rails_[r];
+  if (m.generation != rail.generation || rail.failback != Failback::kAwaitingPeer) return;
+  if (m.status != wire::ControlStatus::kOk) {
+    abandonReplace(r, nowNs, std::string("the receiver: ") + wire::controlStatusText(m.status),
+                   false);
+    return;
+  }
+  std::string error;
+  if (!rail.qp->connect(m.endpoints[0], trafficClass_, &error)) {
+    abandonReplace(r, nowNs, error, true);
+    return;
+  }
+  // The rail re-joins only when a write crosses it end to end.
+  rail.probeKey = m.endpoints[0].rkey;
+  if (rail.qp->postWrite(workId(Work::kProbe), area_->data() + kProbeSourceAt, 8,
+                         area_->memory().lkey[r], probeAddress_, rail.probeKey) != 0) {
+    abandonReplace(r, nowNs, "the probe could not be posted", true);
+    return;
+  }
+  rail.failback = Failback::kProbing;
+}
+
+void SendComm::abandonReplace(int r, uint64_t nowNs, const std::string& why, bool notifyPeer) {
+  Rail& rail = rails_[r];
+  if (rail.failback == Failback::kIdle) return;
+  rail.qp.reset();
+  rail.failback = Failback::kIdle;
+  health_.failback(r).onAttemptFailed(nowNs);
+  if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
+  // Attempts repeat for as long as the comm lives: log the 1st, 2nd, 4th, 8th, ...
+  if ((rail.attempts & (rail.attempts - 1)) == 0) {
+    AP_INFO(kFlags, "comm 0x%llx ib send rail %d: re-creation attempt %llu failed: %s; next in "
+            "%llu ms", (unsigned long long)commId_, r, (unsigned long long)rail.attempts,
+            why.c_str(), (unsigned long long)(health_.failback(r).backoffNs() / 1000000));
+  }
+}
+
+void SendComm::rejoin(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  if (rail.failback != Failback::kProbing) return;
+  rail.failback = Failback::kIdle;
+  // Start small: a fraction of what the others deliver; measurements grow it from there.
+  double peers = medianLiveBandwidth();
+  IbRails& ib = IbRails::instance();
+  rail.seenDown = ib.events().downEvents(rail.global);
+  rail.seenUp = ib.events().upEvents(rail.global);
+  health_.rejoin(r, nowNs);
+  striper_.setMode(r, health_.mode(r));
+  striper_.setBandwidth(r, peers > 0 ? peers * config_.rejoinShare : rail.nominalBytesPerSec);
+}
+
+void SendComm::checkHealth(uint64_t nowNs) {
+  IbRails& ib = IbRails::instance();
+  auto& events = ib.events();
+  auto& injector = core::FaultInjector::instance();
+  for (int r = 0; r < nRails_; ++r) {
+    Rail& rail = rails_[r];
+    uint32_t reset = injector.qpResetSequence(rail.global);
+    if (reset != rail.seenReset) {
+      rail.seenReset = reset;
+      if (health_.live(r)) {
+        failRail(r, nowNs, "SIMULATED queue pair reset", false);  // the peer is not told
+        continue;
+      }
+    }
+    uint32_t up = events.upEvents(rail.global);
+    if (up != rail.seenUp) {
+      rail.seenUp = up;
+      health_.failback(r).expedite(nowNs);  // the link is back: try now, not at the backoff
+    }
+    if (!health_.live(r)) {
+      if (rail.failback != Failback::kIdle) {
+        if (nowNs >= rail.attemptDeadlineNs) {
+          abandonReplace(r, nowNs,
+                         rail.failback == Failback::kProbing ? "the probe write did not complete"
+                                                             : "no answer from the receiver",
+                         true);
+        }
+      } else if (health_.failback(r).due(nowNs)) {
+        if (events.active(rail.global)) {
+          startReplace(r, nowNs);
+        } else {
+          health_.failback(r).onAttemptStarted();  // the port is down: nothing to try yet
+          health_.failback(r).onAttemptFailed(nowNs);
+        }
+      }
+      continue;
+    }
+    uint32_t down = events.downEvents(rail.global);
+    if (down != rail.seenDown) {
+      rail.seenDown = down;
+      failRail(r, nowNs, "port down (asynchronous event)");
+      continue;
+    }
+    core::FailureDetector& fd = health_.failure(r);
+    bool outstanding = tracker_.queued(r) > 0;
+    fd.setOutstanding(outstanding, nowNs);
+    if (!outstanding) continue;
+    uint64_t held = tracker_.queuedBytes(r);
+    // Until the rail's first measurement its estimate is a guess (the port's nominal speed):
+    // allow it to be as slow as the striper's floor rather than fail it on a guess.
+    double bw = striper_.samples(r) > 0 ? striper_.bandwidth(r) : config_.striper.minBandwidth;
+    if (!fd.failed(nowNs, held, bw)) continue;
+    if (!health_.stallBlamesRail(r, nowNs)) {
+      requestLiveness(r, nowNs);
+      continue;
+    }
+    char why[192];
+    std::snprintf(why, sizeof(why),
+                  "no completion for %llu ms while holding %s in %u chunks, %u posted (allowed "
+                  "%llu ms at %.2f Gbit/s)",
+                  (unsigned long long)(fd.stalledForNs(nowNs) / 1000000), fmtBytes(held).c_str(),
+                  tracker_.queued(r), tracker_.posted(r),
+                  (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9);
+    failRail(r, nowNs, why);
+  }
+  if (nowNs >= nextEvaluateNs_) {
+    nextEvaluateNs_ = nowNs + kEvaluateNs;
+    double bw[core::RailStriper::kMaxRails];
+    for (int r = 0; r < nRails_; ++r) bw[r] = striper_.bandwidth(r);
+    health_.evaluate(nowNs, bw);
+    for (int r = 0; r < nRails_; ++r) striper_.setMode(r, health_.mode(r));
+    metrics_.publish(nowNs, striper_);
+  }
+  bool pending = waitingSize_ > 0 || freeCount_ < poolSize_;
+  uint64_t since = health_.noLiveRailSinceNs();
+  if (peerClosed_ && pending) {
+    failComm(abi::kRemoteError, "the receiver closed the connection (its side is closed or its "
+                                "process is gone)");
+  } else if (since != 0 && nowNs - since >= config_.peerTimeoutNs && pending) {
+    failComm(abi::kRemoteError,
+             "no rail left for " + std::to_string((nowNs - since) / 1000000) + " ms");
+  }
+}
+
+}  // namespace autopilot::net::ib

@@ -1,0 +1,177 @@
+// SendComm: the sending end of a verbs connection: one RC queue pair per rail (NIC).
+//
+// The receiver announces each posted receive by RDMA-writing a clear-to-send entry (buffer
+// addresses, sizes, tags, rkeys per rail) into this comm's FIFO (wire.h); isend() takes a
+// request from a fixed pool and, once the matching entry is there (core/receive_matcher.h), the
+// message is cut into chunks (core/chunk_plan.h) that the striper places on rails by earliest
+// predicted completion from measured bandwidth (core/rail_striper.h). Each chunk is one RDMA
+// WRITE WITH IMMEDIATE into the receive buffer at the chunk's offset; the immediate names the
+// request, buffer and chunk, so the receiver completes its request exactly once from a bitmap
+// of landed chunks. A chunk stays tracked until its own completion arrives here (an RC
+// completion means the data is placed at the receiver), and a send completes only when every
+// chunk has, because NCCL reuses the buffer at once.
+//
+// A rail fails on an error completion that means the path is gone (completion.h), a port-down
+// event (port_events.h), the receiver's RAIL_DOWN message, or no completion for the software
+// timeout while it holds chunks (core::FailureDetector, with the liveness probes that tell a
+// dead rail from a paused peer). Its QP is destroyed first: the NIC then stops
+// retransmitting, so none of its writes can land later, and its unacknowledged chunks are
+// replayed on the other rails (idempotent: same bytes, same offsets). A usage error (protection,
+// length, access) fails the comm with the status named instead: replaying it would loop.
+//
+// Failed rails are re-created in the background for as long as the comm lives
+// (core::FailbackScheduler backoff, skipped while the local port is down): a new QP is
+// exchanged with the receiver over the control connection (REPLACE / REPLACED), then a small
+// RDMA write into the receiver's probe area must complete before the rail re-joins with a
+// small share that grows with what it delivers. NCCL sees an error only when no rail is left
+// for NCCL_AUTOPILOT_NET_PEER_TIMEOUT_MS, when the receiver is gone (its control connection
+// closed with sends pending), or on a usage error.
+//
+// Threading: one NCCL thread at a time per comm (its proxy threads); no locks. Hot paths
+// (isend, test) allocate nothing; bounded: 32 x maxRecvs requests, kQueueDepth chunks posted
+// per rail.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/abi/net_abi.h"
+#include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/rail_health.h"
+#include "net_plugin/core/rail_metrics.h"
+#include "net_plugin/core/rail_striper.h"
+#include "net_plugin/core/receive_matcher.h"
+#include "net_plugin/core/send_tracker.h"
+#include "net_plugin/transport/ibverbs/control_link.h"
+#include "net_plugin/transport/ibverbs/memory.h"
+#include "net_plugin/transport/ibverbs/rail_qp.h"
+#include "net_plugin/transport/ibverbs/requests.h"
+
+namespace autopilot::net::ib {
+
+// One rail as connection setup leaves it (either end).
+struct RailSetup {
+  int global = -1;                // index in IbRails::rails()
+  std::unique_ptr<RailQp> qp;     // connected; NULL when the rail could not be set up
+  uint32_t remoteKey = 0;         // the peer's region on this rail (probe area, or FIFO)
+  std::string error;              // why the rail is not connected
+};
+
+struct SendCommSetup {
+  uint64_t commId = 0;
+  uint64_t connectionId = 0;
+  int trafficClass = -1;
+  std::unique_ptr<ControlLink> control;
+  std::unique_ptr<RegisteredArea> area;  // the FIFO, then the probe source (layout below)
+  uint64_t probeAddress = 0;             // the receiver's probe area
+  std::vector<RailSetup> rails;
+};
+
+class SendComm : public CommBase {
+ public:
+  static constexpr uint32_t kMagic = 0x53494941;  // "AIIS"
+  static constexpr uint32_t kQueueDepth = 64;     // chunks posted per rail
+  static constexpr int kSendDepth = int(kQueueDepth) + 4;  // + probes
+  // The registered area: the FIFO (one clear-to-send entry per receive slot), then 64 bytes the
+  // probes are written from.
+  static constexpr size_t kFifoBytes = wire::kSlots * wire::kCtsBytes;
+  static constexpr size_t kProbeSourceAt = kFifoBytes;
+  static constexpr size_t kAreaBytes = kFifoBytes + 64;
+
+  explicit SendComm(SendCommSetup setup);
+  ~SendComm();
+  SendComm(const SendComm&) = delete;
+  SendComm& operator=(const SendComm&) = delete;
+
+  abi::Result isend(const void* data, size_t size, int tag, const void* mhandle, void** request);
+  abi::Result test(SendRequest* request, int* done, int* sizes);
+  // Global rail indices, in the connection's rail order (for memory registration).
+  const int* railIds() const { return railIds_; }
+  int railCount() const { return nRails_; }
+
+ private:
+  enum class Failback : uint8_t { kIdle, kAwaitingPeer, kProbing };
+  struct Rail {
+    std::unique_ptr<RailQp> qp;
+    int global = -1;
+    uint32_t generation = 1;
+    uint32_t probeKey = 0;      // the receiver's probe area on this rail
+    uint32_t seenDown = 0;      // port-down events already acted on
+    uint32_t seenUp = 0;
+    uint32_t seenReset = 0;     // simulated QP resets already acted on
+    Failback failback = Failback::kIdle;
+    uint64_t attemptDeadlineNs = 0;
+    uint64_t attempts = 0;
+    bool livenessOutstanding = false;
+    uint64_t livenessSentNs = 0;
+    double nominalBytesPerSec = 0;
+  };
+
+  void progress(uint64_t nowNs);
+  void pollControl(uint64_t nowNs);
+  void pollFifo(uint64_t nowNs);
+  void matchRequests();
+  void placeChunks(uint64_t nowNs);
+  void postChunks(int r, uint64_t nowNs);
+  bool pollCompletions(uint64_t nowNs);
+  void checkHealth(uint64_t nowNs);
+  void requestLiveness(int r, uint64_t nowNs);
+  // `notifyPeer`: tell the receiver (RAIL_DOWN) so it drops its half at once.
+  void failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer = true);
+  void startReplace(int r, uint64_t nowNs);
+  void replaced(const wire::ControlMessage& m, uint64_t nowNs);
+  void abandonReplace(int r, uint64_t nowNs, const std::string& why, bool notifyPeer);
+  void rejoin(int r, uint64_t nowNs);
+  void failComm(abi::Result error, const std::string& reason);
+  void freeRequest(SendRequest* q);
+  bool replayOverlaps(const core::SendTracker::Entry& e) const;
+  int usableRails() const;
+  double medianLiveBandwidth() const;
+
+  uint64_t commId_;
+  uint64_t connectionId_;
+  int trafficClass_;
+  core::CommConfig config_;
+  int nRails_;
+  int railIds_[wire::kMaxRails] = {};
+  std::unique_ptr<Rail[]> rails_;
+  std::unique_ptr<ControlLink> control_;
+  std::unique_ptr<RegisteredArea> area_;
+  uint64_t probeAddress_;
+  core::RailHealth health_;
+  core::RailStriper striper_;
+  core::SendTracker tracker_;
+  core::ReceiveMatcher matcher_;
+  core::RailMetrics metrics_;
+
+  // Clear-to-send entries, copied out of the FIFO as they arrive (the FIFO slot is rewritten
+  // for the receive 32 later; a matched request keeps its own copy of its buffer's keys).
+  wire::CtsEntry cts_[wire::kSlots];
+  uint64_t nextCts_ = 0;           // sequence number of the next entry expected
+  uint64_t ctsCorruptSinceNs_ = 0;  // the expected slot carries its marker but does not decode
+
+  uint32_t poolSize_;
+  std::unique_ptr<SendRequest[]> pool_;
+  std::unique_ptr<uint32_t[]> freeList_;
+  uint32_t freeCount_ = 0;
+  std::unique_ptr<uint32_t[]> waiting_;  // requests not yet matched, in posting order
+  uint32_t waitingHead_ = 0, waitingSize_ = 0;
+
+  // Set when chunks were replayed: new data must not overtake a replay into the same receive
+  // memory (the receiver may have completed the request from the first copy and re-posted the
+  // buffer). Cleared when no replayed chunk is left in flight.
+  bool replayGuard_ = false;
+  // When a rail failed with chunks to replay, until the first replayed chunk completes (logged:
+  // the failover's own latency, without the time to detect the failure).
+  uint64_t replayFailedNs_ = 0;
+  int replayFailedRail_ = -1;
+  abi::Result failed_ = abi::kSuccess;  // sticky comm error
+  bool peerClosed_ = false;
+  uint64_t nextEvaluateNs_ = 0;
+};
+
+}  // namespace autopilot::net::ib

@@ -1,0 +1,257 @@
+#include "net_plugin/transport/ibverbs/transport.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "common/log.h"
+#include "net_plugin/core/comm_config.h"
+#include "net_plugin/transport/tcp/handle.h"
+
+namespace autopilot::net::ib {
+
+namespace {
+
+constexpr unsigned long kFlags = abi::subsys::kNet;
+const FlushRequest gFlushDone;  // iflush of host memory: nothing to wait for
+
+template <typename T>
+T* commOf(void* p, const char* what) {
+  auto* base = static_cast<CommBase*>(p);
+  if (base == nullptr || base->magic != T::kMagic) {
+    AP_WARN(kFlags, "%s: not a %s comm of this plugin's RDMA transport (%p)", what,
+            T::kMagic == SendComm::kMagic   ? "send"
+            : T::kMagic == RecvComm::kMagic ? "receive"
+                                            : "listen",
+            p);
+    return nullptr;
+  }
+  return static_cast<T*>(base);
+}
+
+// The comm's rails, for a registration on either end.
+bool commRails(void* comm, const int** rails, int* n) {
+  auto* base = static_cast<CommBase*>(comm);
+  if (base != nullptr && base->magic == SendComm::kMagic) {
+    *rails = static_cast<SendComm*>(base)->railIds();
+    *n = static_cast<SendComm*>(base)->railCount();
+    return true;
+  }
+  if (base != nullptr && base->magic == RecvComm::kMagic) {
+    *rails = static_cast<RecvComm*>(base)->railIds();
+    *n = static_cast<RecvComm*>(base)->railCount();
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> railNames() {
+  std::vector<std::string> names;
+  for (const IbRail& r : IbRails::instance().rails()) names.push_back(r.name);
+  return names;
+}
+
+abi::Result devices(int* ndev) {
+  IbRails::instance().ensureDiscovered();
+  *ndev = IbRails::instance().devices().count();
+  return abi::kSuccess;
+}
+
+abi::Result getProperties(int dev, DeviceProperties* props) {
+  IbRails& ib = IbRails::instance();
+  ib.ensureDiscovered();
+  const core::NetDevice* d = ib.devices().device(dev);
+  if (d == nullptr) {
+    AP_WARN(kFlags, "getProperties: device %d does not exist (%d devices)", dev,
+            ib.devices().count());
+    return abi::kInvalidArgument;
+  }
+  uint64_t maxMessage = UINT64_MAX;
+  for (int r : d->rails) maxMessage = std::min(maxMessage, ib.rails()[size_t(r)].maxMessageBytes);
+  // A message is at most maxChunks chunks of at most one RDMA message each.
+  uint64_t maxBytes = maxMessage * core::commConfig().chunks.maxChunks;
+  props->name = d->name.c_str();
+  props->pciPath = d->pciPath.empty() ? nullptr : d->pciPath.c_str();
+  props->guid = d->guid;
+  props->ptrSupport = abi::kPtrHost;
+  props->regIsGlobal = 0;
+  props->forceFlush = 0;
+  props->speedMbps = d->speedMbps;
+  props->port = d->rails.empty() ? 1 : ib.rails()[size_t(d->rails[0])].port;
+  props->latencyUs = 0;  // unknown: NCCL then uses its own default for the network
+  props->maxComms = ib.maxComms(*d);
+  props->maxRecvs = core::commConfig().maxRecvs;
+  if (d->isVirtual) {
+    props->vProps.ndevs = int(d->children.size());
+    for (size_t i = 0; i < d->children.size() && i < size_t(abi::kNetMaxDevsPerNic); ++i) {
+      props->vProps.devs[i] = d->children[i];
+    }
+  } else {
+    props->vProps.ndevs = 1;
+    props->vProps.devs[0] = dev;
+  }
+  props->maxP2pBytes = size_t(std::min<uint64_t>(abi::kMaxNetSizeBytes, maxBytes));
+  props->maxCollBytes = size_t(std::min<uint64_t>(abi::kMaxCollNetSize, maxBytes));
+  return abi::kSuccess;
+}
+
+abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV11& props) {
+  IbRails& ib = IbRails::instance();
+  ib.ensureDiscovered();
+  std::string error;
+  int v = ib.devices().makeVirtual(props.devs, props.ndevs, &error);
+  if (v < 0) {
+    AP_WARN(kFlags, "makeVDevice: %s", error.c_str());
+    return abi::kInvalidUsage;
+  }
+  AP_INFO(kFlags, "virtual net device %d: %s", v, ib.devices().device(v)->name.c_str());
+  *d = v;
+  return abi::kSuccess;
+}
+
+abi::Result listen(uint64_t commId, int dev, int trafficClass, void* handle, void** listenComm) {
+  IbRails::instance().ensureDiscovered();
+  auto comm = std::make_unique<ListenComm>(commId, dev, trafficClass);
+  abi::Result r = comm->listen(handle);
+  if (r != abi::kSuccess) return r;
+  *listenComm = static_cast<CommBase*>(comm.release());
+  return abi::kSuccess;
+}
+
+abi::Result connect(ContextState& ctx, uint64_t commId, int dev, int trafficClass, void* handle,
+                    void** sendComm) {
+  IbRails::instance().ensureDiscovered();
+  auto* bytes = static_cast<uint8_t*>(handle);
+  uint64_t token = tcp::connectToken(bytes);
+  Connector* c = token != 0 ? ctx.connects.find(token) : nullptr;
+  if (c == nullptr) {
+    // First call for this handle (or NCCL handed a fresh copy): start.
+    auto fresh = std::make_unique<Connector>(commId, dev, trafficClass);
+    abi::Result r = fresh->start(bytes);
+    if (r != abi::kSuccess) return r;
+    c = fresh.get();
+    token = ctx.connects.add(std::move(fresh));
+    tcp::setConnectToken(bytes, token);
+  }
+  SendComm* comm = nullptr;
+  abi::Result r = c->progress(&comm);
+  if (r != abi::kSuccess || comm != nullptr) {
+    ctx.connects.remove(token);
+    tcp::setConnectToken(bytes, 0);
+  }
+  if (comm != nullptr) *sendComm = static_cast<CommBase*>(comm);
+  return r;
+}
+
+abi::Result accept(void* listenComm, void** recvComm) {
+  ListenComm* l = commOf<ListenComm>(listenComm, "accept");
+  if (l == nullptr) return abi::kInvalidArgument;
+  RecvComm* comm = nullptr;
+  abi::Result r = l->accept(&comm);
+  if (comm != nullptr) *recvComm = static_cast<CommBase*>(comm);
+  return r;
+}
+
+abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  const int* rails = nullptr;
+  int n = 0;
+  if (!commRails(comm, &rails, &n)) {
+    AP_WARN(kFlags, "regMr: not a comm of this plugin's RDMA transport (%p)", comm);
+    return abi::kInvalidArgument;
+  }
+  if (type != abi::kPtrHost) {
+    AP_WARN(kFlags, "regMr: memory type %d is not supported (GPU memory needs "
+            "NCCL_AUTOPILOT_IB_GPU_DIRECT=1 and dma-buf support)", type);
+    return abi::kInternalError;
+  }
+  std::string error;
+  std::unique_ptr<MemoryHandle> mh = registerMemory(comm, rails, n, data, size, type, -1, 0, &error);
+  if (!mh) {
+    AP_WARN(kFlags, "regMr of %zu bytes at %p: %s", size, data, error.c_str());
+    return abi::kSystemError;
+  }
+  *mhandle = mh.release();  // NCCL owns it until deregMr
+  return abi::kSuccess;
+}
+
+abi::Result deregMr(void* comm, void* mhandle) {
+  const MemoryHandle* mh = memoryOf(comm, mhandle);
+  if (mh == nullptr) {
+    AP_WARN(kFlags, "deregMr: %p is not a registration of comm %p", mhandle, comm);
+    return abi::kInvalidArgument;
+  }
+  delete mh;
+  return abi::kSuccess;
+}
+
+abi::Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                  void** request) {
+  SendComm* c = commOf<SendComm>(sendComm, "isend");
+  if (c == nullptr) return abi::kInvalidArgument;
+  return c->isend(data, size, tag, mhandle, request);
+}
+
+abi::Result irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+                  void** mhandles, void** request) {
+  RecvComm* c = commOf<RecvComm>(recvComm, "irecv");
+  if (c == nullptr) return abi::kInvalidArgument;
+  return c->irecv(n, data, sizes, tags, mhandles, request);
+}
+
+abi::Result iflush(void* recvComm, int, void**, const int*, void**, void** request) {
+  RecvComm* c = commOf<RecvComm>(recvComm, "iflush");
+  if (c == nullptr) return abi::kInvalidArgument;
+  *request = const_cast<RequestHeader*>(static_cast<const RequestHeader*>(&gFlushDone));
+  return abi::kSuccess;
+}
+
+abi::Result test(void* request, int* done, int* sizes) {
+  auto* h = static_cast<RequestHeader*>(request);
+  if (h == nullptr || h->magic != kRequestMagic) {
+    *done = 0;
+    AP_WARN_ONCE(kFlags, "test: %p is not a request of this plugin", request);
+    return abi::kInvalidArgument;
+  }
+  switch (h->kind) {
+    case RequestKind::kSend: {
+      auto* q = static_cast<SendRequest*>(h);
+      return static_cast<SendComm*>(q->owner)->test(q, done, sizes);
+    }
+    case RequestKind::kRecv: {
+      auto* q = static_cast<RecvRequest*>(h);
+      return static_cast<RecvComm*>(q->owner)->test(q, done, sizes);
+    }
+    case RequestKind::kFlush:
+      *done = 1;
+      return abi::kSuccess;
+  }
+  *done = 0;
+  return abi::kInvalidArgument;
+}
+
+abi::Result closeSend(void* sendComm) {
+  if (sendComm == nullptr) return abi::kSuccess;
+  SendComm* c = commOf<SendComm>(sendComm, "closeSend");
+  if (c == nullptr) return abi::kInvalidArgument;
+  delete c;
+  return abi::kSuccess;
+}
+
+abi::Result closeRecv(void* recvComm) {
+  if (recvComm == nullptr) return abi::kSuccess;
+  RecvComm* c = commOf<RecvComm>(recvComm, "closeRecv");
+  if (c == nullptr) return abi::kInvalidArgument;
+  delete c;
+  return abi::kSuccess;
+}
+
+abi::Result closeListen(void* listenComm) {
+  if (listenComm == nullptr) return abi::kSuccess;
+  ListenComm* c = commOf<ListenComm>(listenComm, "closeListen");
+  if (c == nullptr) return abi::kInvalidArgument;
+  delete c;
+  return abi::kSuccess;
+}
+
+}  // namespace autopilot::net::ib
