@@ -345,6 +345,153 @@ PairOutcome transferMessages(const PairOptions& options, const std::vector<Messa
       });
 }
 
+PairOutcome multiReceive(const PairOptions& options, int rounds) {
+  constexpr int kN = 8;
+  static const size_t sizes[kN] = {0, 1, 4096, 100000, 300000, 1 << 20, 7, 3 << 20};
+  return runPair(
+      options,
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        void* comm = nullptr;
+        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
+        for (int round = 0; round < rounds; ++round) {
+          std::vector<std::vector<uint8_t>> bufs(kN);
+          void* data[kN];
+          void* mhs[kN];
+          size_t caps[kN];
+          int tags[kN];
+          for (int i = 0; i < kN; ++i) {
+            bufs[size_t(i)].assign(sizes[i] + 64, 0);
+            data[i] = bufs[size_t(i)].data();
+            caps[i] = bufs[size_t(i)].size();
+            tags[i] = 10 + i;
+            mhs[i] = ep.registerMemory(comm, data[i], caps[i]);
+          }
+          void* req = nullptr;
+          PEER_CHECK(ep.irecv(comm, kN, data, caps, tags, &req, 10, false, mhs) == abi::kSuccess,
+                     "irecv n=8");
+          int got[abi::kProxyMaxSubs] = {};
+          PEER_CHECK(ep.wait(req, got, 30) == abi::kSuccess, "wait");
+          for (int i = 0; i < kN; ++i) {
+            PEER_CHECK(size_t(got[i]) == sizes[i], "round %d buffer %d: %d bytes", round, i, got[i]);
+            PEER_CHECK(checkPattern(bufs[size_t(i)].data(), sizes[i], uint64_t(round * 100 + i)) < 0,
+                       "round %d buffer %d data", round, i);
+            ep.deregisterMemory(comm, mhs[i]);
+          }
+        }
+        PEER_CHECK(peer.expect("done", 30000), "sender");
+        ep.net()->closeRecv(comm);
+        return 0;
+      },
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        void* comm = nullptr;
+        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
+        for (int round = 0; round < rounds; ++round) {
+          std::vector<std::vector<uint8_t>> bufs(kN);
+          std::vector<void*> reqs(kN), mhs(kN);
+          // Sends in an order different from the buffer order: the tag picks the buffer.
+          for (int k = 0; k < kN; ++k) {
+            int i = (k * 3 + round) % kN;
+            bufs[size_t(i)].resize(sizes[i]);
+            fillPattern(bufs[size_t(i)].data(), sizes[i], uint64_t(round * 100 + i));
+            mhs[size_t(i)] = ep.registerMemory(comm, bufs[size_t(i)].data(), sizes[i]);
+            PEER_CHECK(ep.isend(comm, bufs[size_t(i)].data(), sizes[i], 10 + i, &reqs[size_t(i)],
+                                10, mhs[size_t(i)]) == abi::kSuccess,
+                       "isend");
+          }
+          for (int i = 0; i < kN; ++i) {
+            PEER_CHECK(ep.wait(reqs[size_t(i)], nullptr, 30) == abi::kSuccess, "send %d", i);
+            ep.deregisterMemory(comm, mhs[size_t(i)]);
+          }
+        }
+        peer.sendLine("done");
+        ep.net()->closeSend(comm);
+        return 0;
+      });
+}
+
+PairOutcome closeWithRequestsInFlight(const PairOptions& options) {
+  constexpr int kInFlight = 16;
+  constexpr size_t kBytes = 4 << 20;
+  return runPair(
+      options,
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        for (int round = 0; round < 3; ++round) {
+          void* comm = nullptr;
+          if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
+          std::vector<std::vector<uint8_t>> bufs(kInFlight, std::vector<uint8_t>(kBytes));
+          std::vector<void*> reqs(kInFlight), mhs(kInFlight);
+          for (int i = 0; i < kInFlight; ++i) {
+            void* data = bufs[size_t(i)].data();
+            size_t size = kBytes;
+            int tag = 0;
+            mhs[size_t(i)] = ep.registerMemory(comm, data, size);
+            PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &reqs[size_t(i)], 10, false,
+                                &mhs[size_t(i)]) == abi::kSuccess,
+                       "irecv");
+          }
+          // Complete one, then close with 15 in flight.
+          PEER_CHECK(ep.wait(reqs[0], nullptr, 30) == abi::kSuccess, "first receive");
+          PEER_CHECK(peer.sendLine("closing"), "peer");
+          PEER_CHECK(ep.net()->closeRecv(comm) == abi::kSuccess, "closeRecv");
+          for (void* mh : mhs) ep.deregisterMemory(comm, mh);
+          PEER_CHECK(peer.expect("closed", 30000), "peer");
+        }
+        // Afterwards a fresh connection works normally.
+        void* comm = nullptr;
+        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
+        std::vector<uint8_t> buf(1 << 20);
+        void* data = buf.data();
+        size_t size = buf.size();
+        int tag = 0;
+        void* req = nullptr;
+        void* mh = ep.registerMemory(comm, data, size);
+        PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &req, 10, false, &mh) == abi::kSuccess,
+                   "irecv");
+        PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "last receive");
+        PEER_CHECK(checkPattern(buf.data(), buf.size(), 77) < 0, "data");
+        ep.deregisterMemory(comm, mh);
+        ep.net()->closeRecv(comm);
+        return 0;
+      },
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        for (int round = 0; round < 3; ++round) {
+          void* comm = nullptr;
+          if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
+          std::vector<std::vector<uint8_t>> bufs(kInFlight, std::vector<uint8_t>(kBytes, 1));
+          std::vector<void*> reqs(kInFlight), mhs(kInFlight);
+          for (int i = 0; i < kInFlight; ++i) {
+            mhs[size_t(i)] = ep.registerMemory(comm, bufs[size_t(i)].data(), kBytes);
+            PEER_CHECK(ep.isend(comm, bufs[size_t(i)].data(), kBytes, 0, &reqs[size_t(i)], 10,
+                                mhs[size_t(i)]) == abi::kSuccess,
+                       "isend");
+          }
+          // Keep driving progress (as NCCL's proxy does) until the receiver closes; then close
+          // with sends still unacknowledged.
+          double deadline = nowSeconds() + 30;
+          while (!peer.readable() && nowSeconds() < deadline) {
+            int done = 0;
+            ep.test(reqs[kInFlight - 1], &done, nullptr);
+          }
+          PEER_CHECK(peer.expect("closing", 1000), "peer");
+          PEER_CHECK(ep.net()->closeSend(comm) == abi::kSuccess, "closeSend");
+          for (void* mh : mhs) ep.deregisterMemory(comm, mh);
+          peer.sendLine("closed");
+        }
+        void* comm = nullptr;
+        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
+        std::vector<uint8_t> buf(1 << 20);
+        fillPattern(buf.data(), buf.size(), 77);
+        void* req = nullptr;
+        void* mh = ep.registerMemory(comm, buf.data(), buf.size());
+        PEER_CHECK(ep.isend(comm, buf.data(), buf.size(), 0, &req, 10, mh) == abi::kSuccess,
+                   "isend");
+        PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "last send");
+        ep.deregisterMemory(comm, mh);
+        ep.net()->closeSend(comm);
+        return 0;
+      });
+}
+
 void writeFaultPlan(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "w");

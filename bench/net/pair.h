@@ -115,6 +115,13 @@ int sendMessages(NetEndpoint& ep, void* comm, const std::vector<Message>& msgs, 
 PairOutcome transferMessages(const PairOptions& options, const std::vector<Message>& msgs,
                              int depth);
 
+// Multi-receive: `rounds` requests of 8 buffers (0 B .. 3 MiB) each, filled by 8 sends posted in
+// an order different from the buffers': the tags pick the buffers.
+PairOutcome multiReceive(const PairOptions& options, int rounds);
+// Three connections closed on both sides with 15 requests of 4 MiB still in flight, then a
+// fresh connection that must carry data normally.
+PairOutcome closeWithRequestsInFlight(const PairOptions& options);
+
 // Writes a simulated-fault plan (atomically: write + rename).
 void writeFaultPlan(const std::string& path, const std::string& text);
 

@@ -233,7 +233,7 @@ void SendComm::pollControl(uint64_t nowNs) {
   std::string error;
   if (control_->flush(&error) != ControlLink::Status::kOk) {
     control_->close();
-    peerClosed_ = true;
+    peerClosedNs_ = nowNs;
     AP_INFO(kFlags, "comm 0x%llx ib send: %s", (unsigned long long)commId_, error.c_str());
     return;
   }
@@ -269,7 +269,7 @@ void SendComm::pollControl(uint64_t nowNs) {
   }
   if (status != ControlLink::Status::kOk) {
     control_->close();
-    peerClosed_ = true;
+    peerClosedNs_ = nowNs;
     AP_INFO(kFlags, "comm 0x%llx ib send: %s", (unsigned long long)commId_, error.c_str());
   }
 }
@@ -682,9 +682,12 @@ void SendComm::checkHealth(uint64_t nowNs) {
   }
   bool pending = waitingSize_ > 0 || freeCount_ < poolSize_;
   uint64_t since = health_.noLiveRailSinceNs();
-  if (peerClosed_ && pending) {
-    failComm(abi::kRemoteError, "the receiver closed the connection (its side is closed or its "
-                                "process is gone)");
+  // As on the receiving side: a closed control connection is an orderly teardown racing with
+  // sends still posted, or a dead receiver; sends fail when it stays closed for the peer timeout.
+  if (peerClosedNs_ != 0 && pending && nowNs - peerClosedNs_ >= config_.peerTimeoutNs) {
+    failComm(abi::kRemoteError, "the receiver closed the connection " +
+                                    std::to_string((nowNs - peerClosedNs_) / 1000000) +
+                                    " ms ago (its side is closed or its process is gone)");
   } else if (since != 0 && nowNs - since >= config_.peerTimeoutNs && pending) {
     failComm(abi::kRemoteError,
              "no rail left for " + std::to_string((nowNs - since) / 1000000) + " ms");

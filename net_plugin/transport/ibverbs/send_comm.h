@@ -170,7 +170,7 @@ class SendComm : public CommBase {
   uint64_t replayFailedNs_ = 0;
   int replayFailedRail_ = -1;
   abi::Result failed_ = abi::kSuccess;  // sticky comm error
-  bool peerClosed_ = false;
+  uint64_t peerClosedNs_ = 0;  // when the control connection closed (0: open)
   uint64_t nextEvaluateNs_ = 0;
 };
 

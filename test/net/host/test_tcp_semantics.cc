@@ -86,63 +86,7 @@ TEST_CASE("concurrent comms with distinct tags, interleaved", "[net][tcp]") {
 }
 
 TEST_CASE("multi-receive: one request, n buffers picked by the sends' tags", "[net][tcp]") {
-  PairOptions o;
-  o.env = {{"NCCL_AUTOPILOT_NET_ADDRS", loopbackRails(2)}};
-  constexpr int kN = 8;
-  const size_t sizes[kN] = {0, 1, 4096, 100000, 300000, 1 << 20, 7, 3 << 20};
-  PairOutcome out = runPair(
-      o,
-      [&](NetEndpoint& ep, Channel& peer, Channel&) {
-        void* comm = nullptr;
-        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
-        for (int round = 0; round < 5; ++round) {
-          std::vector<std::vector<uint8_t>> bufs(kN);
-          void* data[kN];
-          size_t caps[kN];
-          int tags[kN];
-          for (int i = 0; i < kN; ++i) {
-            bufs[size_t(i)].assign(sizes[i] + 64, 0);
-            data[i] = bufs[size_t(i)].data();
-            caps[i] = bufs[size_t(i)].size();
-            tags[i] = 10 + i;
-          }
-          void* req = nullptr;
-          PEER_CHECK(ep.irecv(comm, kN, data, caps, tags, &req) == abi::kSuccess, "irecv n=8");
-          int got[abi::kProxyMaxSubs] = {};
-          PEER_CHECK(ep.wait(req, got, 30) == abi::kSuccess, "wait");
-          for (int i = 0; i < kN; ++i) {
-            PEER_CHECK(size_t(got[i]) == sizes[i], "round %d buffer %d: %d bytes", round, i, got[i]);
-            PEER_CHECK(checkPattern(bufs[size_t(i)].data(), sizes[i], uint64_t(round * 100 + i)) < 0,
-                       "round %d buffer %d data", round, i);
-          }
-        }
-        PEER_CHECK(peer.expect("done", 30000), "sender");
-        ep.net()->closeRecv(comm);
-        return 0;
-      },
-      [&](NetEndpoint& ep, Channel& peer, Channel&) {
-        void* comm = nullptr;
-        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
-        for (int round = 0; round < 5; ++round) {
-          std::vector<std::vector<uint8_t>> bufs(kN);
-          std::vector<void*> reqs(kN);
-          // Sends in an order different from the buffer order: the tag picks the buffer.
-          for (int k = 0; k < kN; ++k) {
-            int i = (k * 3 + round) % kN;
-            bufs[size_t(i)].resize(sizes[i]);
-            fillPattern(bufs[size_t(i)].data(), sizes[i], uint64_t(round * 100 + i));
-            PEER_CHECK(ep.isend(comm, bufs[size_t(i)].data(), sizes[i], 10 + i, &reqs[size_t(i)]) ==
-                           abi::kSuccess,
-                       "isend");
-          }
-          for (int i = 0; i < kN; ++i) {
-            PEER_CHECK(ep.wait(reqs[size_t(i)], nullptr, 30) == abi::kSuccess, "send %d", i);
-          }
-        }
-        peer.sendLine("done");
-        ep.net()->closeSend(comm);
-        return 0;
-      });
+  PairOutcome out = multiReceive(tcpPair(2), 5);
   CHECK(out.receiver == 0);
   CHECK(out.sender == 0);
 }
@@ -226,74 +170,7 @@ TEST_CASE("a send larger than the posted buffer is an error, not a crash", "[net
 
 TEST_CASE("closing with requests in flight is clean, and the process keeps working",
           "[net][tcp]") {
-  PairOptions o;
-  o.env = {{"NCCL_AUTOPILOT_NET_ADDRS", loopbackRails(2)}};
-  PairOutcome out = runPair(
-      o,
-      [&](NetEndpoint& ep, Channel& peer, Channel&) {
-        for (int round = 0; round < 3; ++round) {
-          void* comm = nullptr;
-          if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
-          std::vector<std::vector<uint8_t>> bufs(16, std::vector<uint8_t>(4 << 20));
-          std::vector<void*> reqs(16);
-          for (int i = 0; i < 16; ++i) {
-            void* data = bufs[size_t(i)].data();
-            size_t size = bufs[size_t(i)].size();
-            int tag = 0;
-            PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &reqs[size_t(i)]) == abi::kSuccess, "irecv");
-          }
-          // Complete one, then close with 15 in flight.
-          PEER_CHECK(ep.wait(reqs[0], nullptr, 30) == abi::kSuccess, "first receive");
-          PEER_CHECK(peer.sendLine("closing"), "peer");
-          PEER_CHECK(ep.net()->closeRecv(comm) == abi::kSuccess, "closeRecv");
-          PEER_CHECK(peer.expect("closed", 30000), "peer");
-        }
-        // Afterwards a fresh connection works normally.
-        void* comm = nullptr;
-        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
-        std::vector<uint8_t> buf(1 << 20);
-        void* data = buf.data();
-        size_t size = buf.size();
-        int tag = 0;
-        void* req = nullptr;
-        PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &req) == abi::kSuccess, "irecv");
-        PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "last receive");
-        PEER_CHECK(checkPattern(buf.data(), buf.size(), 77) < 0, "data");
-        ep.net()->closeRecv(comm);
-        return 0;
-      },
-      [&](NetEndpoint& ep, Channel& peer, Channel&) {
-        for (int round = 0; round < 3; ++round) {
-          void* comm = nullptr;
-          if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
-          std::vector<std::vector<uint8_t>> bufs(16, std::vector<uint8_t>(4 << 20, 1));
-          std::vector<void*> reqs(16);
-          for (int i = 0; i < 16; ++i) {
-            PEER_CHECK(ep.isend(comm, bufs[size_t(i)].data(), bufs[size_t(i)].size(), 0,
-                                &reqs[size_t(i)]) == abi::kSuccess,
-                       "isend");
-          }
-          // Keep driving progress (as NCCL's proxy does) until the receiver closes; then close
-          // with sends still unacknowledged.
-          double deadline = nowSeconds() + 30;
-          while (!peer.readable() && nowSeconds() < deadline) {
-            int done = 0;
-            ep.net()->test(reqs[15], &done, nullptr);
-          }
-          PEER_CHECK(peer.expect("closing", 1000), "peer");
-          PEER_CHECK(ep.net()->closeSend(comm) == abi::kSuccess, "closeSend");
-          peer.sendLine("closed");
-        }
-        void* comm = nullptr;
-        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
-        std::vector<uint8_t> buf(1 << 20);
-        fillPattern(buf.data(), buf.size(), 77);
-        void* req = nullptr;
-        PEER_CHECK(ep.isend(comm, buf.data(), buf.size(), 0, &req) == abi::kSuccess, "isend");
-        PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "last send");
-        ep.net()->closeSend(comm);
-        return 0;
-      });
+  PairOutcome out = closeWithRequestsInFlight(tcpPair(2));
   CHECK(out.receiver == 0);
   CHECK(out.sender == 0);
 }

@@ -175,6 +175,21 @@ TEST_CASE("rdma: many small and mid-size messages, 24 in flight, over 2 NICs", "
   CHECK(out.sender == 0);
 }
 
+TEST_CASE("rdma: multi-receive: one request, n buffers picked by the sends' tags", "[verbs]") {
+  REQUIRE_TESTBED();
+  PairOutcome out = multiReceive(verbsPair(2), 3);
+  CHECK(out.receiver == 0);
+  CHECK(out.sender == 0);
+}
+
+TEST_CASE("rdma: closing with requests in flight is clean, and the process keeps working",
+          "[verbs]") {
+  REQUIRE_TESTBED();
+  PairOutcome out = closeWithRequestsInFlight(verbsPair(2));
+  CHECK(out.receiver == 0);
+  CHECK(out.sender == 0);
+}
+
 TEST_CASE("rdma: a NIC's link taken down mid-transfer loses nothing; restored, it re-joins",
           "[verbs][fault]") {
   REQUIRE_TESTBED();
@@ -192,6 +207,7 @@ TEST_CASE("rdma: a NIC's link taken down mid-transfer loses nothing; restored, i
   // Failed by its own port event, or by the receiver's (which saw it first) RAIL_DOWN.
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "-> failed"));
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "failed -> probing"));
+  CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "probing -> healthy"));
   // The target at default settings is 250 ms; the emulated test bed is slow and shared.
   CHECK(r.stream.markToFirstCompletionSec < 1.5);
 }
