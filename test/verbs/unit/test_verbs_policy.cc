@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "net_plugin/core/fault_plan.h"
 #include "net_plugin/core/rail_selection.h"
 #include "net_plugin/transport/ibverbs/completion.h"
 #include "net_plugin/transport/ibverbs/port_attributes.h"
@@ -110,4 +111,14 @@ TEST_CASE("verbs: NCCL_IB_HCA lists: prefixes, exclusion, exact names, ports", "
   CHECK_FALSE(core::parseInterfaceFilter("mlx5_0:", &f, &error));
   CHECK_FALSE(core::parseInterfaceFilter("mlx5_0:99999", &f, &error));
   CHECK_FALSE(core::parseInterfaceFilter("=", &f, &error));
+}
+
+TEST_CASE("verbs: the simulated-fault plan's qp-reset rule", "[verbs][unit]") {
+  const char* text = "rail rxe1:1 qp-reset 3\nrail 0 qp-reset x\nrail 2 qp-reset\n";
+  core::FaultPlan plan = core::parseFaultPlan(text, std::strlen(text));
+  REQUIRE(plan.rules.size() == 1);
+  CHECK(plan.rules[0].rail == "rxe1:1");
+  CHECK(plan.rules[0].action == core::FaultRule::Action::kQpReset);
+  CHECK(plan.rules[0].resetSequence == 3);
+  CHECK(plan.errors.size() == 2);
 }
