@@ -192,6 +192,15 @@ abi::Result regMrAny(void* comm, void* data, size_t size, int type, void** mhand
   });
 }
 
+abi::Result regMrDmaBufAny(void* comm, void* data, size_t size, int type, uint64_t offset,
+                           int fd, void** mhandle) {
+  return guarded("netRegMrDmaBuf", kFlags, [&] {
+    if (comm == nullptr || mhandle == nullptr) return abi::kInvalidArgument;
+    *mhandle = nullptr;
+    return regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
+  });
+}
+
 abi::Result deregMrAny(void* comm, void* mhandle) {
   return guarded("netDeregMr", kFlags, [&] { return deregMr(comm, mhandle); });
 }
@@ -312,25 +321,25 @@ using namespace autopilot::net;
 
 AP_EXPORT_TABLE(abi::NetV11, ncclNetPlugin_v11) = {
     "autopilot",     initV11,          devicesAny,       getPropertiesV11, listenV11,
-    connectV11,      acceptAny,        regMrAny,         nullptr,          deregMrAny,
+    connectV11,      acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
     isendV11,        irecvV11,         iflushAny,        testAny,          closeSendAny,
     closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceAny,
     finalizeV11,     setNetAttrV11};
 
 AP_EXPORT_TABLE(abi::NetV10, ncclNetPlugin_v10) = {
     "autopilot",     initV10,          devicesAny,       getPropertiesV10, listenLegacy,
-    connectV10,      acceptAny,        regMrAny,         nullptr,          deregMrAny,
+    connectV10,      acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
     isendV11,        irecvV11,         iflushAny,        testAny,          closeSendAny,
     closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceAny};
 
 AP_EXPORT_TABLE(abi::NetV9, ncclNetPlugin_v9) = {
     "autopilot",     initV8V9<9>,      devicesAny,       getPropertiesV10, listenLegacy,
-    connectV8V9,     acceptAny,        regMrAny,         nullptr,          deregMrAny,
+    connectV8V9,     acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
     isendV9,         irecvV9,          iflushAny,        testAny,          closeSendAny,
     closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceAny};
 
 AP_EXPORT_TABLE(abi::NetV8, ncclNetPlugin_v8) = {
     "autopilot",     initV8V9<8>,      devicesAny,       getPropertiesV8,  listenLegacy,
-    connectV8V9,     acceptAny,        regMrAny,         nullptr,          deregMrAny,
+    connectV8V9,     acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
     isendV8,         irecvV8,          iflushAny,        testAny,          closeSendAny,
     closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny};

@@ -141,6 +141,15 @@ abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle)
               : tcp::regMr(comm, data, size, type, mhandle);
 }
 
+abi::Result regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                        void** mhandle) {
+  if (!useIb()) {
+    AP_WARN(kFlags, "regMrDmaBuf: the TCP transport does not take dma-buf memory");
+    return abi::kInternalError;
+  }
+  return ib::regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
+}
+
 abi::Result deregMr(void* comm, void* mhandle) {
   return useIb() ? ib::deregMr(comm, mhandle) : tcp::deregMr(comm, mhandle);
 }

@@ -51,6 +51,9 @@ abi::Result listen(void* ctx, int dev, void* handle, void** listenComm);
 abi::Result connect(void* ctx, int dev, void* handle, void** sendComm, int trafficClass);
 abi::Result accept(void* listenComm, void** recvComm);
 abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle);
+// Only called by NCCL when a device advertises NCCL_PTR_DMABUF (verbs transport with GPU memory).
+abi::Result regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                        void** mhandle);
 abi::Result deregMr(void* comm, void* mhandle);
 abi::Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                   void** request);

@@ -262,7 +262,8 @@ std::vector<Message> sizeSweep(size_t maxSize) {
   return m;
 }
 
-int receiveMessages(NetEndpoint& ep, void* comm, const std::vector<Message>& msgs, int depth) {
+int receiveMessages(NetEndpoint& ep, void* comm, const std::vector<Message>& msgs, int depth,
+                    bool flush) {
   size_t n = msgs.size();
   std::vector<std::vector<uint8_t>> bufs(n);
   std::vector<void*> reqs(n, nullptr), mhs(n, nullptr);
@@ -285,6 +286,14 @@ int receiveMessages(NetEndpoint& ep, void* comm, const std::vector<Message>& msg
     PEER_CHECK(r == abi::kSuccess, "message %zu: %d %s", done, int(r), ep.error().c_str());
     PEER_CHECK(size_t(sizes[0]) == msgs[done].size, "message %zu: size %d, expected %zu", done,
                sizes[0], msgs[done].size);
+    if (flush && sizes[0] > 0) {
+      void* data = bufs[done].data();
+      void* req = nullptr;
+      PEER_CHECK(ep.net()->iflush(comm, 1, &data, &sizes[0], &mhs[done], &req) == abi::kSuccess &&
+                     req != nullptr,
+                 "iflush of message %zu", done);
+      PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "flush of message %zu", done);
+    }
     int64_t bad = checkPattern(bufs[done].data(), msgs[done].size, 1000 + done);
     PEER_CHECK(bad < 0, "message %zu (%zu bytes): wrong byte at %lld", done, msgs[done].size,
                (long long)bad);

@@ -108,8 +108,11 @@ struct Message {
 // 0 B, 1 B, odd sizes around the chunking thresholds, ..., up to maxSize; receive buffers are
 // sometimes larger than the message.
 std::vector<Message> sizeSweep(size_t maxSize);
-// Posts up to `depth` requests ahead (buffers registered with regMr as NCCL does).
-int receiveMessages(NetEndpoint& ep, void* comm, const std::vector<Message>& msgs, int depth);
+// Posts up to `depth` requests ahead (buffers registered with regMr as NCCL does). `flush`: each
+// completed receive is flushed (iflush, tested to completion) before its data is checked, as
+// NCCL does for GPU memory.
+int receiveMessages(NetEndpoint& ep, void* comm, const std::vector<Message>& msgs, int depth,
+                    bool flush = false);
 int sendMessages(NetEndpoint& ep, void* comm, const std::vector<Message>& msgs, int depth);
 // Connection setup, then the messages from a sender to a receiver process.
 PairOutcome transferMessages(const PairOptions& options, const std::vector<Message>& msgs,

@@ -22,7 +22,7 @@ constexpr int kPollBatch = 32;
 constexpr int kReplenishBatch = 16;
 
 // Work request ids: the kind in the top byte, the request slot below.
-enum class Work : uint8_t { kReceive = 1, kCts = 2 };
+enum class Work : uint8_t { kReceive = 1, kCts = 2, kFlush = 3 };
 uint64_t workId(Work w, uint64_t low = 0) { return uint64_t(w) << 56 | low; }
 Work workOf(uint64_t id) { return Work(id >> 56); }
 
@@ -57,7 +57,8 @@ RecvComm::RecvComm(RecvCommSetup& setup)
       control_(std::move(setup.control)),
       area_(std::move(setup.area)),
       fifoAddress_(setup.fifoAddress),
-      slots_(new RecvRequest[kSlots]) {
+      slots_(new RecvRequest[kSlots]),
+      flushes_(new FlushReq[kFlushes]) {
   IbRails& ib = IbRails::instance();
   uint64_t now = monotonicNs();
   std::vector<core::RailHealth::RailInfo> infos;
@@ -90,10 +91,14 @@ RecvComm::RecvComm(RecvCommSetup& setup)
     q.kind = RequestKind::kRecv;
     for (auto& b : q.bitmaps) b = core::ChunkBitmap(config_.chunks.maxChunks);
   }
+  for (int i = 0; i < kFlushes; ++i) flushes_[i].owner = this;
 }
 
 RecvComm::~RecvComm() {
-  for (int r = 0; r < nRails_; ++r) rails_[r].qp.reset();  // before the area they write from
+  for (int r = 0; r < nRails_; ++r) {
+    rails_[r].qp.reset();  // before the area they write from
+    rails_[r].flushQp.reset();
+  }
   if (staleChunks_ > 0) {
     AP_INFO(kFlags, "comm 0x%llx ib recv closed: %llu late duplicate chunk%s ignored",
             (unsigned long long)commId_, (unsigned long long)staleChunks_,
@@ -181,6 +186,109 @@ abi::Result RecvComm::test(RecvRequest* q, int* done, int* sizes) {
   return failed_;
 }
 
+// ---------------------------------------------------------------------------- flush
+
+abi::Result RecvComm::iflush(int n, void* const* data, const int* sizes, void* const* mhandles,
+                             RequestHeader* done, void** request) {
+  *request = nullptr;
+  if (failed_ != abi::kSuccess) return failed_;
+  if (n < 1 || n > core::kMaxRecvsPerRequest || data == nullptr || sizes == nullptr ||
+      mhandles == nullptr) {
+    AP_WARN(kFlags, "iflush with %d buffers: invalid arguments", n);
+    return abi::kInvalidArgument;
+  }
+  FlushReq* q = nullptr;
+  for (int i = 0; i < kFlushes && q == nullptr; ++i) {
+    if (!flushes_[i].inUse) q = &flushes_[i];
+  }
+  if (q == nullptr) return abi::kSuccess;  // NULL: retry later
+  // NCCL flushes only GPU memory; the reads are the same for any registered buffer (which is
+  // how the tests exercise them on Soft-RoCE).
+  int posted = 0;
+  for (int r = 0; r < nRails_; ++r) {
+    Rail& rail = rails_[r];
+    if (!(railsWithData_ & (1u << r)) || !health_.live(r) || rail.flushBroken) continue;
+    if (!rail.flushQp) {
+      auto qp = std::make_unique<RailQp>();
+      std::string error;
+      if (!qp->create(rail.global, {kFlushDepth, 0}, &error) ||
+          !qp->connect(qp->endpoint(0), trafficClass_, &error)) {
+        AP_WARN(kFlags, "comm 0x%llx ib recv rail %d: no loopback queue pair for flushes: %s",
+                (unsigned long long)commId_, r, error.c_str());
+        continue;
+      }
+      rail.flushQp = std::move(qp);
+      AP_INFO(kFlags, "comm 0x%llx ib recv rail %d: loopback queue pair for flushes ready",
+              (unsigned long long)commId_, r);
+    }
+    for (int i = 0; i < n; ++i) {
+      const MemoryHandle* mh = memoryOf(this, mhandles[i]);
+      if (sizes[i] <= 0 || mh == nullptr || !mh->covers(data[i], 1)) continue;
+      int rc = rail.flushQp->postRead(workId(Work::kFlush, uint64_t(q - flushes_.get())),
+                                      area_->data() + kFlushScratchAt, 1, area_->memory().lkey[r],
+                                      reinterpret_cast<uintptr_t>(data[i]), mh->rkey[r]);
+      if (rc != 0) {
+        AP_WARN_ONCE(kFlags, "iflush: ibv_post_send on a flush queue pair failed: %s",
+                     std::strerror(rc));
+        continue;
+      }
+      posted++;
+      rail.flushReads++;
+    }
+  }
+  railsWithData_ = 0;
+  if (posted == 0) {
+    *request = done;
+    return abi::kSuccess;
+  }
+  q->inUse = true;
+  q->outstanding = posted;
+  flushesOutstanding_ += posted;
+  *request = static_cast<RequestHeader*>(q);
+  return abi::kSuccess;
+}
+
+void RecvComm::pollFlushes() {
+  ibv_wc wc[kPollBatch];
+  for (int r = 0; r < nRails_; ++r) {
+    Rail& rail = rails_[r];
+    if (!rail.flushQp || rail.flushReads == 0) continue;
+    int n = rail.flushQp->poll(wc, kPollBatch);
+    for (int i = 0; i < n; ++i) {
+      // Every read reports, successful or not (after an error the device flushes the rest).
+      flushes_[wc[i].wr_id & 0xff].outstanding--;
+      flushesOutstanding_--;
+      rail.flushReads--;
+      if (wc[i].status != IBV_WC_SUCCESS && !rail.flushBroken) {
+        rail.flushBroken = true;
+        // The loopback path of a NIC that just failed: what it wrote was acknowledged before
+        // the failure, and nothing else can flush it. The QP is re-created when drained.
+        AP_WARN(kFlags, "comm 0x%llx ib recv rail %d: a flush read failed (%s); the flush "
+                "completes without it", (unsigned long long)commId_, r, statusName(wc[i].status));
+      }
+    }
+    if (rail.flushBroken && rail.flushReads == 0) {
+      rail.flushQp.reset();
+      rail.flushBroken = false;
+    }
+  }
+}
+
+abi::Result RecvComm::testFlush(FlushReq* q, int* done) {
+  *done = 0;
+  if (!q->inUse) {
+    AP_WARN_ONCE(kFlags, "test() on a flush request that is not in flight");
+    return abi::kInvalidArgument;
+  }
+  progress(monotonicNs());
+  if (q->outstanding == 0) {
+    q->inUse = false;
+    *done = 1;
+    return abi::kSuccess;
+  }
+  return failed_;
+}
+
 // ---------------------------------------------------------------------------- progress
 
 void RecvComm::progress(uint64_t nowNs) {
@@ -189,6 +297,7 @@ void RecvComm::progress(uint64_t nowNs) {
   if (failed_ != abi::kSuccess) return;
   pollControl(nowNs);
   pollCompletions(nowNs);
+  if (flushesOutstanding_ > 0) pollFlushes();
   announce(nowNs);
   checkHealth(nowNs);
 }
@@ -289,6 +398,7 @@ bool RecvComm::landed(int r, const ibv_wc& c, uint64_t nowNs) {
   }
   health_.failure(r).onProgress(nowNs);
   lastDataRail_ = r;
+  railsWithData_ |= 1u << r;
   RecvRequest& q = slots_[f.slot];
   if (q.state != RecvRequest::State::kPosted || wire::immEpoch(q.seq) != f.epoch) {
     staleChunks_++;  // a replayed duplicate of a request that completed from the first copy

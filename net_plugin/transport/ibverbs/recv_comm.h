@@ -53,11 +53,15 @@ class RecvComm : public CommBase {
   static constexpr uint32_t kMagic = 0x52494941;  // "AIIR"
   static constexpr int kSlots = wire::kSlots;
   static constexpr int kRecvDepth = 256;  // receives posted per rail (writes in flight to us)
-  static constexpr int kSendDepth = kSlots + 8;  // entry writes (at most one per slot), reads
-  // The registered area: one staged entry per slot, then the sender's probe target (64 bytes).
+  static constexpr int kSendDepth = kSlots + 8;  // entry writes (at most one per slot)
+  static constexpr int kFlushes = abi::kNetMaxRequests;  // iflush requests in flight
+  static constexpr int kFlushDepth = kFlushes * core::kMaxRecvsPerRequest;  // reads per rail
+  // The registered area: one staged entry per slot, the sender's probe target (64 bytes), and
+  // where the flush reads land (64 bytes, never looked at).
   static constexpr size_t kStagingBytes = kSlots * wire::kCtsBytes;
   static constexpr size_t kProbeAreaAt = kStagingBytes;
-  static constexpr size_t kAreaBytes = kStagingBytes + 64;
+  static constexpr size_t kFlushScratchAt = kProbeAreaAt + 64;
+  static constexpr size_t kAreaBytes = kFlushScratchAt + 64;
 
   // Builds the comm around QPs connected by the listener and queues the ACCEPT answer (its
   // endpoints and probe area) on the control link.
@@ -69,6 +73,11 @@ class RecvComm : public CommBase {
   abi::Result irecv(int n, void** data, const size_t* sizes, const int* tags,
                     void* const* mhandles, void** request);
   abi::Result test(RecvRequest* request, int* done, int* sizes);
+  // *request: a FlushReq, or NULL when the pool is full (retry later); `done` is the shared
+  // completed request when nothing needs flushing.
+  abi::Result iflush(int n, void* const* data, const int* sizes, void* const* mhandles,
+                     RequestHeader* done, void** request);
+  abi::Result testFlush(FlushReq* request, int* done);
   const int* railIds() const { return railIds_; }
   int railCount() const { return nRails_; }
 
@@ -82,6 +91,9 @@ class RecvComm : public CommBase {
     uint32_t seenReset = 0;  // simulated QP resets already acted on
     int recvsPosted = 0;
     int ctsInFlight = 0;
+    std::unique_ptr<RailQp> flushQp;  // connected to itself, created at the first flush
+    int flushReads = 0;               // reads posted on it and not yet completed
+    bool flushBroken = false;         // a read failed: drop the QP once drained
   };
 
   explicit RecvComm(RecvCommSetup& setup);
@@ -91,6 +103,7 @@ class RecvComm : public CommBase {
   // False when the rail was failed.
   bool landed(int r, const ibv_wc& wc, uint64_t nowNs);
   void announce(uint64_t nowNs);
+  void pollFlushes();
   void replenish(int r, uint64_t nowNs);
   void checkHealth(uint64_t nowNs);
   void failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer = true,
@@ -117,6 +130,9 @@ class RecvComm : public CommBase {
   int posted_ = 0;  // requests posted and not yet returned to NCCL
   int lastDataRail_ = -1;
   uint64_t staleChunks_ = 0;  // late duplicates of completed requests (harmless, counted)
+  uint32_t railsWithData_ = 0;  // rails that delivered data since the last flush
+  std::unique_ptr<FlushReq[]> flushes_;
+  int flushesOutstanding_ = 0;
   uint64_t nextEvaluateNs_ = 0;
   uint64_t peerClosedNs_ = 0;  // when the control connection closed (0: open)
   abi::Result failed_ = abi::kSuccess;

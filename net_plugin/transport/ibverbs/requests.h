@@ -53,4 +53,12 @@ struct RecvRequest : RequestHeader {
   bool ctsPending = false;  // must be written (first time, or again after its rail failed)
 };
 
+// iflush: RDMA reads through every NIC that delivered data since the previous flush (one per
+// rail and buffer), each through that NIC's loopback queue pair; done when all completed.
+struct FlushReq : RequestHeader {
+  FlushReq() { kind = RequestKind::kFlush; }
+  bool inUse = false;
+  int outstanding = 0;
+};
+
 }  // namespace autopilot::net::ib

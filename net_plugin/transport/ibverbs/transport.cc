@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "net_plugin/core/comm_config.h"
+#include "net_plugin/transport/ibverbs/gpu_direct.h"
 #include "net_plugin/transport/tcp/handle.h"
 
 namespace autopilot::net::ib {
@@ -12,7 +13,7 @@ namespace autopilot::net::ib {
 namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
-const FlushRequest gFlushDone;  // iflush of host memory: nothing to wait for
+FlushRequest gFlushDone;  // iflush with nothing to read: complete at once
 
 template <typename T>
 T* commOf(void* p, const char* what) {
@@ -74,7 +75,7 @@ abi::Result getProperties(int dev, DeviceProperties* props) {
   props->name = d->name.c_str();
   props->pciPath = d->pciPath.empty() ? nullptr : d->pciPath.c_str();
   props->guid = d->guid;
-  props->ptrSupport = abi::kPtrHost;
+  props->ptrSupport = abi::kPtrHost | (gpuDirectUsable() ? abi::kPtrCuda | abi::kPtrDmaBuf : 0);
   props->regIsGlobal = 0;
   props->forceFlush = 0;
   props->speedMbps = d->speedMbps;
@@ -154,21 +155,29 @@ abi::Result accept(void* listenComm, void** recvComm) {
 }
 
 abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  return regMrDmaBuf(comm, data, size, type, 0, -1, mhandle);
+}
+
+abi::Result regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset,
+                        int dmabufFd, void** mhandle) {
   const int* rails = nullptr;
   int n = 0;
   if (!commRails(comm, &rails, &n)) {
     AP_WARN(kFlags, "regMr: not a comm of this plugin's RDMA transport (%p)", comm);
     return abi::kInvalidArgument;
   }
-  if (type != abi::kPtrHost) {
-    AP_WARN(kFlags, "regMr: memory type %d is not supported (GPU memory needs "
-            "NCCL_AUTOPILOT_IB_GPU_DIRECT=1 and dma-buf support)", type);
+  std::string why;
+  if (type != abi::kPtrHost && !(type == abi::kPtrCuda && gpuDirectUsable(&why))) {
+    AP_WARN(kFlags, "regMr: memory type %d is not supported: GPU memory is %s", type,
+            type == abi::kPtrCuda ? ("not offered (" + why + ")").c_str() : "the only other type");
     return abi::kInternalError;
   }
   std::string error;
-  std::unique_ptr<MemoryHandle> mh = registerMemory(comm, rails, n, data, size, type, -1, 0, &error);
+  std::unique_ptr<MemoryHandle> mh =
+      registerMemory(comm, rails, n, data, size, type, dmabufFd, offset, &error);
   if (!mh) {
-    AP_WARN(kFlags, "regMr of %zu bytes at %p: %s", size, data, error.c_str());
+    AP_WARN(kFlags, "%s of %zu bytes at %p: %s", dmabufFd >= 0 ? "regMrDmaBuf" : "regMr", size,
+            data, error.c_str());
     return abi::kSystemError;
   }
   *mhandle = mh.release();  // NCCL owns it until deregMr
@@ -199,11 +208,11 @@ abi::Result irecv(void* recvComm, int n, void** data, const size_t* sizes, const
   return c->irecv(n, data, sizes, tags, mhandles, request);
 }
 
-abi::Result iflush(void* recvComm, int, void**, const int*, void**, void** request) {
+abi::Result iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
+                   void** request) {
   RecvComm* c = commOf<RecvComm>(recvComm, "iflush");
   if (c == nullptr) return abi::kInvalidArgument;
-  *request = const_cast<RequestHeader*>(static_cast<const RequestHeader*>(&gFlushDone));
-  return abi::kSuccess;
+  return c->iflush(n, data, sizes, mhandles, &gFlushDone, request);
 }
 
 abi::Result test(void* request, int* done, int* sizes) {
@@ -222,9 +231,14 @@ abi::Result test(void* request, int* done, int* sizes) {
       auto* q = static_cast<RecvRequest*>(h);
       return static_cast<RecvComm*>(q->owner)->test(q, done, sizes);
     }
-    case RequestKind::kFlush:
-      *done = 1;
-      return abi::kSuccess;
+    case RequestKind::kFlush: {
+      if (h == &gFlushDone) {
+        *done = 1;
+        return abi::kSuccess;
+      }
+      auto* q = static_cast<FlushReq*>(h);
+      return static_cast<RecvComm*>(q->owner)->testFlush(q, done);
+    }
   }
   *done = 0;
   return abi::kInvalidArgument;

@@ -30,6 +30,9 @@ abi::Result connect(ContextState& ctx, uint64_t commId, int dev, int trafficClas
                     void** sendComm);
 abi::Result accept(void* listenComm, void** recvComm);
 abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle);
+// dmabufFd < 0: virtual memory (as regMr).
+abi::Result regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset,
+                        int dmabufFd, void** mhandle);
 abi::Result deregMr(void* comm, void* mhandle);
 abi::Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
                   void** request);

@@ -163,6 +163,35 @@ TEST_CASE("rdma: transfers of 0 B to 64 MiB arrive intact over 2 NICs", "[verbs]
   std::fflush(stdout);
 }
 
+TEST_CASE("rdma: iflush reads through every NIC that delivered data", "[verbs]") {
+  REQUIRE_TESTBED();
+  std::vector<Message> msgs = sizeSweep(4 << 20);
+  PairOutcome out = runPair(
+      verbsPair(2),
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        void* comm = nullptr;
+        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
+        if (int rc = receiveMessages(ep, comm, msgs, 2, true)) return rc;
+        // Both NICs carried data, so both flushed through their loopback queue pairs.
+        PEER_CHECK(host::LogCapture::count(-1, "loopback queue pair for flushes ready") == 2,
+                   "flush queue pairs: %zu",
+                   host::LogCapture::count(-1, "loopback queue pair for flushes ready"));
+        PEER_CHECK(peer.expect("sender done", 30000), "sender did not finish");
+        ep.net()->closeRecv(comm);
+        return 0;
+      },
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        void* comm = nullptr;
+        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
+        int rc = sendMessages(ep, comm, msgs, 2);
+        peer.sendLine("sender done");
+        ep.net()->closeSend(comm);
+        return rc;
+      });
+  CHECK(out.receiver == 0);
+  CHECK(out.sender == 0);
+}
+
 TEST_CASE("rdma: many small and mid-size messages, 24 in flight, over 2 NICs", "[verbs]") {
   REQUIRE_TESTBED();
   std::vector<Message> msgs;
