@@ -86,49 +86,20 @@ PairOptions pairOptions(const NetnsTestbed& bed, int rails,
 void runStream(const NetnsTestbed& bed, const Options& opt, Scenario* sc,
                const std::vector<std::pair<std::string, std::string>>& env,
                const std::function<void()>& script) {
-  Channel results[2];
-  channelPair(&results[0], &results[1]);
-  size_t messageBytes = opt.messageBytes;
-  int depth = opt.depth;
-  PairOutcome out = runPair(
-      pairOptions(bed, sc->rails, env),
-      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
-        void* comm = nullptr;
-        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
-        PEER_CHECK(parent.sendLine("connected"), "parent");
-        StreamResult r;
-        if (int rc = streamReceive(ep, comm, peer, messageBytes, depth, &r, Verify::kSampled)) {
-          return rc;
-        }
-        results[1].send(&r, sizeof(r));
-        ep.net()->closeRecv(comm);
-        return 0;
-      },
-      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
-        void* comm = nullptr;
-        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
-        if (int rc = streamSend(ep, comm, peer, parent, messageBytes, depth, Verify::kSampled)) {
-          return rc;
-        }
-        ep.net()->closeSend(comm);
-        return 0;
-      },
-      [&](Channel& toReceiver, Channel& toSender) {
-        if (!toReceiver.expect("connected", 30000)) return;
-        script();
-        toSender.sendLine("stop");
-      });
-  StreamResult r;
-  if (out.receiver != 0 || out.sender != 0 || !results[0].recv(&r, sizeof(r), 5000)) {
-    sc->error = "transfer failed (receiver " + std::to_string(out.receiver) + ", sender " +
-                std::to_string(out.sender) + ")";
+  StreamRun run = bench::runStream(pairOptions(bed, sc->rails, env), opt.messageBytes, opt.depth,
+                                   Verify::kSampled,
+                                   [&](const std::function<void()>&) { script(); });
+  if (!run.ok) {
+    sc->error = "transfer failed (receiver " + std::to_string(run.outcome.receiver) +
+                ", sender " + std::to_string(run.outcome.sender) + ")";
     return;
   }
+  const StreamResult& r = run.result;
   sc->ran = true;
   sc->bytes = r.bytes;
   sc->seconds = r.seconds;
   sc->gbps = r.seconds > 0 ? double(r.bytes) * 8 / r.seconds / 1e9 : 0;
-  sc->bytesLost = r.corrupt * messageBytes;
+  sc->bytesLost = r.corrupt * opt.messageBytes;
   sc->maxStallMs = r.maxGapSec * 1000;
 }
 

@@ -228,6 +228,58 @@ int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size
   return 0;
 }
 
+StreamRun runStream(const PairOptions& options, size_t messageBytes, int depth, Verify verify,
+                    const std::function<void(const std::function<void()>& mark)>& script,
+                    bool collectLogs) {
+  StreamRun run;
+  Channel results[2], sendLogs[2], recvLogs[2];
+  channelPair(&results[0], &results[1]);
+  channelPair(&sendLogs[0], &sendLogs[1]);
+  channelPair(&recvLogs[0], &recvLogs[1]);
+  auto logLines = [](const char* role) {
+    std::string lines;
+    for (const auto& rec : host::LogCapture::records()) {
+      if (rec.message.find(role) != std::string::npos) lines += rec.message + "\n";
+    }
+    return lines;
+  };
+  run.outcome = runPair(
+      options,
+      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
+        void* comm = nullptr;
+        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
+        PEER_CHECK(parent.sendLine("connected"), "parent");
+        StreamResult r;
+        if (int rc = streamReceive(ep, comm, peer, messageBytes, depth, &r, verify, &parent)) {
+          return rc;
+        }
+        results[1].send(&r, sizeof(r));
+        ep.net()->closeRecv(comm);
+        if (collectLogs) recvLogs[1].sendLine(logLines("recv"));
+        return 0;
+      },
+      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
+        void* comm = nullptr;
+        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
+        if (int rc = streamSend(ep, comm, peer, parent, messageBytes, depth, verify)) return rc;
+        ep.net()->closeSend(comm);
+        if (collectLogs) sendLogs[1].sendLine(logLines("send"));
+        return 0;
+      },
+      [&](Channel& toReceiver, Channel& toSender) {
+        if (!toReceiver.expect("connected", 30000)) return;
+        script([&] { toReceiver.sendLine("mark"); });
+        toSender.sendLine("stop");
+      });
+  run.ok = run.outcome.receiver == 0 && run.outcome.sender == 0 &&
+           results[0].recv(&run.result, sizeof(run.result), 10000);
+  if (collectLogs) {
+    sendLogs[0].recvLine(&run.senderLog, 10000);
+    recvLogs[0].recvLine(&run.receiverLog, 10000);
+  }
+  return run;
+}
+
 abi::Result waitAll(NetEndpoint& ep, const std::vector<void*>& reqs, std::vector<int>* sizes,
                     double timeoutSec) {
   std::vector<bool> done(reqs.size(), false);

@@ -93,6 +93,20 @@ int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageByte
 int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size_t messageBytes,
                int depth, Verify verify = Verify::kFull);
 
+// A whole stream between two processes: connection setup, streamReceive / streamSend until
+// `script` (run in the parent once both are connected) returns. `script` gets `mark`, which
+// tells the receiver "now" (StreamResult's mark figures). With `collectLogs`, each side's plugin
+// log lines that mention its role ("send" / "recv") come back too.
+struct StreamRun {
+  StreamResult result;
+  PairOutcome outcome;
+  bool ok = false;  // both sides succeeded and the result arrived
+  std::string senderLog, receiverLog;
+};
+StreamRun runStream(const PairOptions& options, size_t messageBytes, int depth, Verify verify,
+                    const std::function<void(const std::function<void()>& mark)>& script,
+                    bool collectLogs = false);
+
 // Tests every request in `reqs` over and over until all are done, as NCCL's proxy tests every
 // outstanding request on each pass (waiting on one request while ignoring the others can
 // deadlock two processes that wait in different orders). sizes (optional) gets each request's

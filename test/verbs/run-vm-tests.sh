@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CTest's verbs_vm: runs the verbs tests (verbs_vm_tests) inside the Soft-RoCE VM of rxe-vm.sh,
-# with the plugin library, and prints their FIGURE lines.
-#   usage: run-vm-tests.sh VERBS_VM_TESTS PLUGIN_LIBRARY WORKDIR [CATCH_ARGS...]
+# with the plugin library and the autopilot tool (its ibbench runs there too), and prints their
+# FIGURE lines.
+#   usage: run-vm-tests.sh VERBS_VM_TESTS PLUGIN_LIBRARY AUTOPILOT_TOOL WORKDIR [CATCH_ARGS...]
 # WORKDIR caches Debian's kernel and modules between runs (the build tree's rxe-vm/).
 # Exit codes: the tests' (0 = all passed); 77 = skipped, with the reason, when the VM cannot run
 # here (no qemu and no root to install it, or Debian's kernel package cannot be fetched).
@@ -9,8 +10,9 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TESTS=$(realpath "$1")
 LIB=$(realpath "$2")
-WORK=$(realpath -m "$3")
-shift 3
+TOOL=$(realpath "$3")
+WORK=$(realpath -m "$4")
+shift 4
 mkdir -p "$WORK"
 
 skip() { echo "verbs_vm skipped: $*" >&2; exit 77; }
@@ -39,7 +41,7 @@ GUEST=$WORK/guest.sh
 } > "$GUEST"
 
 LOG=$WORK/run.log
-RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-540} bash "$HERE/rxe-vm.sh" "$WORK" "$GUEST" "$TESTS" "$LIB" \
+RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-540} bash "$HERE/rxe-vm.sh" "$WORK" "$GUEST" "$TESTS" "$LIB" "$TOOL" \
   > "$LOG" 2>&1
 rc=$?
 if [ $rc != 0 ] && [ ! -f "$WORK/vmlinuz" ]; then

@@ -15,7 +15,8 @@
 #   The exit code is the guest script's (99: no exit code reported, 124: timeout).
 #   RXE_VM_TIMEOUT (seconds, default 300) bounds the whole VM run.
 # Needs root only for apt-get (qemu-system-x86, busybox-static, ibverbs-utils, rdma-core,
-# iproute2, cpio); the kernel package is downloaded and unpacked, never installed.
+# iproute2, cpio; perftest optional); the kernel package is downloaded and unpacked, never
+# installed.
 set -euo pipefail
 WORK=$(realpath -m "$1")
 GUEST=$(realpath "$2")
@@ -82,6 +83,10 @@ add_exe() { install -D -m755 "$1" "$R/usr/bin/$(basename "$1")"; add_libs "$1"; 
 for b in /usr/bin/ibv_devices /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/rdma \
          /usr/sbin/ip /usr/sbin/tc; do
   add_exe "$b"
+done
+# perftest, when installed (autopilot ibbench compares with it).
+for b in /usr/bin/ib_write_bw; do
+  [ -x "$b" ] && add_exe "$b"
 done
 # libibverbs is what our plugin dlopens; the rxe provider is dlopened by libibverbs.
 cp -L /usr/lib/x86_64-linux-gnu/libibverbs.so.1 "$R/usr/lib/x86_64-linux-gnu/"

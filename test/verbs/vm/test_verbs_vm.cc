@@ -11,6 +11,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <string>
 #include <vector>
@@ -61,61 +63,11 @@ bool railLine(const std::string& log, const std::string& role, int index, const 
   return false;
 }
 
-struct FaultRun {
-  StreamResult stream;
-  int receiver = -1, sender = -1;
-  std::string senderLog, receiverLog;
-};
-
-// Streams 1 MiB messages, 8 in flight, over both NICs; `script` injects a fault (telling the
-// receiver "mark" at that moment through `mark`) and repairs it.
-FaultRun stream(const PairOptions& base, const std::function<void(const std::function<void()>&)>& script) {
-  FaultRun run;
-  Channel results[2], logs[2], rlogs[2];
-  channelPair(&results[0], &results[1]);
-  channelPair(&logs[0], &logs[1]);
-  channelPair(&rlogs[0], &rlogs[1]);
-  auto collect = [](const char* role) {
-    std::string lines;
-    for (const auto& rec : host::LogCapture::records()) {
-      if (rec.message.find(role) != std::string::npos) lines += rec.message + "\n";
-    }
-    return lines;
-  };
-  PairOutcome out = runPair(
-      base,
-      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
-        void* comm = nullptr;
-        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
-        PEER_CHECK(parent.sendLine("connected"), "parent");
-        StreamResult r;
-        if (int rc = streamReceive(ep, comm, peer, 1 << 20, 8, &r, Verify::kFull, &parent)) {
-          return rc;
-        }
-        results[1].send(&r, sizeof(r));
-        ep.net()->closeRecv(comm);
-        rlogs[1].sendLine(collect("recv"));
-        return 0;
-      },
-      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
-        void* comm = nullptr;
-        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
-        if (int rc = streamSend(ep, comm, peer, parent, 1 << 20, 8)) return rc;
-        ep.net()->closeSend(comm);
-        logs[1].sendLine(collect("send"));
-        return 0;
-      },
-      [&](Channel& toReceiver, Channel& toSender) {
-        if (!toReceiver.expect("connected", 30000)) return;
-        script([&] { toReceiver.sendLine("mark"); });
-        toSender.sendLine("stop");
-      });
-  results[0].recv(&run.stream, sizeof(run.stream), 10000);
-  logs[0].recvLine(&run.senderLog, 10000);
-  rlogs[0].recvLine(&run.receiverLog, 10000);
-  run.receiver = out.receiver;
-  run.sender = out.sender;
-  return run;
+// Streams 1 MiB messages, 8 in flight, over both NICs while `script` injects a fault (calling
+// `mark` at that moment) and repairs it.
+StreamRun stream(const PairOptions& options,
+                 const std::function<void(const std::function<void()>&)>& script) {
+  return runStream(options, 1 << 20, 8, Verify::kFull, script, true);
 }
 
 // The text after `key` up to the end of its line in `log` ("?" when absent).
@@ -126,28 +78,29 @@ std::string after(const std::string& log, const std::string& key) {
   return log.substr(at, log.find('\n', at) - at);
 }
 
-void report(const char* name, const FaultRun& run) {
+void report(const char* name, const StreamRun& run) {
   std::printf("FIGURE %s: sender's rail 0 failed: %s; failure -> first replayed chunk completed: "
               "%s; fault -> first receive completion %.1f ms, longest gap after the fault %.1f "
               "ms, longest gap overall %.1f ms, %llu messages (%.1f MiB) in %.2f s, %llu "
               "corrupt\n",
               name, after(run.senderLog, "send rail 0 (" + verbsRail(false, 0) + "): healthy -> failed: ").c_str(),
               after(run.senderLog, "the first replayed chunk completed on rail 1 ").c_str(),
-              run.stream.markToFirstCompletionSec * 1e3,
-              run.stream.maxGapAfterMarkSec * 1e3, run.stream.maxGapSec * 1e3,
-              (unsigned long long)run.stream.messages, double(run.stream.bytes) / (1 << 20),
-              run.stream.seconds, (unsigned long long)run.stream.corrupt);
+              run.result.markToFirstCompletionSec * 1e3,
+              run.result.maxGapAfterMarkSec * 1e3, run.result.maxGapSec * 1e3,
+              (unsigned long long)run.result.messages, double(run.result.bytes) / (1 << 20),
+              run.result.seconds, (unsigned long long)run.result.corrupt);
   std::fflush(stdout);
 }
 
-void checkLossless(const FaultRun& run) {
+void checkLossless(const StreamRun& run) {
   INFO("sender log:\n" << run.senderLog);
   INFO("receiver log:\n" << run.receiverLog);
-  CHECK(run.receiver == 0);
-  CHECK(run.sender == 0);
-  CHECK(run.stream.corrupt == 0);
-  CHECK(run.stream.messages > 20);
-  CHECK(run.stream.markToFirstCompletionSec >= 0);
+  CHECK(run.outcome.receiver == 0);
+  CHECK(run.outcome.sender == 0);
+  CHECK(run.ok);
+  CHECK(run.result.corrupt == 0);
+  CHECK(run.result.messages > 20);
+  CHECK(run.result.markToFirstCompletionSec >= 0);
 }
 
 }  // namespace
@@ -222,7 +175,7 @@ TEST_CASE("rdma: closing with requests in flight is clean, and the process keeps
 TEST_CASE("rdma: a NIC's link taken down mid-transfer loses nothing; restored, it re-joins",
           "[verbs][fault]") {
   REQUIRE_TESTBED();
-  FaultRun r = stream(verbsPair(2), [](const std::function<void()>& mark) {
+  StreamRun r = stream(verbsPair(2), [](const std::function<void()>& mark) {
     sleepMs(1500);
     mark();
     run("/usr/bin/ip link set veth1 down");
@@ -238,12 +191,12 @@ TEST_CASE("rdma: a NIC's link taken down mid-transfer loses nothing; restored, i
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "failed -> probing"));
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "probing -> healthy"));
   // The target at default settings is 250 ms; the emulated test bed is slow and shared.
-  CHECK(r.stream.markToFirstCompletionSec < 1.5);
+  CHECK(r.result.markToFirstCompletionSec < 1.5);
 }
 
 TEST_CASE("rdma: 100% loss on one NIC loses nothing; healed, it re-joins", "[verbs][fault]") {
   REQUIRE_TESTBED();
-  FaultRun r = stream(verbsPair(2), [](const std::function<void()>& mark) {
+  StreamRun r = stream(verbsPair(2), [](const std::function<void()>& mark) {
     sleepMs(1500);
     mark();
     run("/usr/bin/tc qdisc add dev veth0 root netem loss 100%");
@@ -256,7 +209,7 @@ TEST_CASE("rdma: 100% loss on one NIC loses nothing; healed, it re-joins", "[ver
   INFO("sender log:\n" << r.senderLog);
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "-> failed"));
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "failed -> probing"));
-  CHECK(r.stream.markToFirstCompletionSec < 3.0);
+  CHECK(r.result.markToFirstCompletionSec < 3.0);
 }
 
 TEST_CASE("rdma: the receiver's queue pair destroyed silently; the sender recovers the rail",
@@ -266,7 +219,7 @@ TEST_CASE("rdma: the receiver's queue pair destroyed silently; the sender recove
   writeFaultPlan(plan, "");
   PairOptions o = verbsPair(2);
   o.receiverEnv.push_back({"NCCL_AUTOPILOT_FAULT_FILE", plan});
-  FaultRun r = stream(o, [&](const std::function<void()>& mark) {
+  StreamRun r = stream(o, [&](const std::function<void()>& mark) {
     sleepMs(1500);
     mark();
     writeFaultPlan(plan, "rail " + verbsRail(true, 0) + " qp-reset 1\n");
@@ -279,5 +232,16 @@ TEST_CASE("rdma: the receiver's queue pair destroyed silently; the sender recove
   CHECK(railLine(r.receiverLog, "recv", 0, verbsRail(true, 0), "-> failed: SIMULATED"));
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "-> failed"));
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "failed -> probing"));
-  CHECK(r.stream.markToFirstCompletionSec < 3.0);
+  CHECK(r.result.markToFirstCompletionSec < 3.0);
+}
+
+TEST_CASE("rdma: autopilot ibbench runs (figures under emulation mean nothing)", "[verbs]") {
+  REQUIRE_TESTBED();
+  int rc = std::system("autopilot ibbench --quick --hca rxe0:1,rxe2:1 --peer-hca rxe1:1,rxe3:1 "
+                       "--json /tmp/ibbench.json");
+  CHECK(rc == 0);
+  std::ifstream f("/tmp/ibbench.json");
+  std::string json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  INFO(json);
+  CHECK(json.find("\"name\": \"all 2 NICs (striped)\"") != std::string::npos);
 }
