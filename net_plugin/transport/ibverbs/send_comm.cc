@@ -513,9 +513,10 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
       replayFailedNs_ = nowNs;
       replayFailedRail_ = r;
     }
+    // The monotonic time lets tests and operators line the failover up with external events.
     AP_INFO(kFlags, "comm 0x%llx ib send: replaying %u unacknowledged chunk%s (%s) of rail %d on "
-            "the other rails", (unsigned long long)commId_, moved, moved == 1 ? "" : "s",
-            fmtBytes(bytes).c_str(), r);
+            "the other rails (failed at monotonic %.6f s)", (unsigned long long)commId_, moved,
+            moved == 1 ? "" : "s", fmtBytes(bytes).c_str(), r, double(nowNs) * 1e-9);
   }
   if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
 }

@@ -70,23 +70,28 @@ StreamRun stream(const PairOptions& options,
   return runStream(options, 1 << 20, 8, Verify::kFull, script, true);
 }
 
-// The text after `key` up to the end of its line in `log` ("?" when absent).
-std::string after(const std::string& log, const std::string& key) {
-  size_t at = log.find(key);
+// The text after the first `key` that follows `from` in `log` ("?" when absent), to the end of
+// its line.
+std::string after(const std::string& log, const std::string& from, const std::string& key) {
+  size_t at = log.find(from);
+  if (at != std::string::npos) at = log.find(key, at);
   if (at == std::string::npos) return "?";
   at += key.size();
   return log.substr(at, log.find('\n', at) - at);
 }
 
-void report(const char* name, const StreamRun& run) {
-  std::printf("FIGURE %s: sender's rail 0 failed: %s; failure -> first replayed chunk completed: "
-              "%s; fault -> first receive completion %.1f ms, longest gap after the fault %.1f "
-              "ms, longest gap overall %.1f ms, %llu messages (%.1f MiB) in %.2f s, %llu "
-              "corrupt\n",
-              name, after(run.senderLog, "send rail 0 (" + verbsRail(false, 0) + "): healthy -> failed: ").c_str(),
-              after(run.senderLog, "the first replayed chunk completed on rail 1 ").c_str(),
-              run.result.markToFirstCompletionSec * 1e3,
-              run.result.maxGapAfterMarkSec * 1e3, run.result.maxGapSec * 1e3,
+// `faultAt`: when the fault was in place (the command that injects it returned; steady clock =
+// CLOCK_MONOTONIC, as the plugin's log uses). A failure found by an event can precede it.
+void report(const char* name, const StreamRun& run, double faultAt) {
+  std::string rail0 = "send rail 0 (" + verbsRail(false, 0) + "): ";
+  double failedAt = std::atof(after(run.senderLog, "replaying", "failed at monotonic ").c_str());
+  std::printf("FIGURE %s: fault -> sender's rail 0 failed %.1f ms (%s); -> first replayed chunk "
+              "completed on rail 1: %s; receiver: fault -> first completion %.1f ms, longest gap "
+              "after the fault %.1f ms; %llu messages (%.1f MiB) in %.2f s, %llu corrupt\n",
+              name, failedAt > 0 ? (failedAt - faultAt) * 1e3 : -1.0,
+              after(run.senderLog, rail0, "-> failed: ").c_str(),
+              after(run.senderLog, "the first replayed chunk completed on rail 1 ", "").c_str(),
+              run.result.markToFirstCompletionSec * 1e3, run.result.maxGapAfterMarkSec * 1e3,
               (unsigned long long)run.result.messages, double(run.result.bytes) / (1 << 20),
               run.result.seconds, (unsigned long long)run.result.corrupt);
   std::fflush(stdout);
@@ -175,15 +180,17 @@ TEST_CASE("rdma: closing with requests in flight is clean, and the process keeps
 TEST_CASE("rdma: a NIC's link taken down mid-transfer loses nothing; restored, it re-joins",
           "[verbs][fault]") {
   REQUIRE_TESTBED();
-  StreamRun r = stream(verbsPair(2), [](const std::function<void()>& mark) {
+  double faultAt = 0;
+  StreamRun r = stream(verbsPair(2), [&](const std::function<void()>& mark) {
     sleepMs(1500);
     mark();
     run("/usr/bin/ip link set veth1 down");
+    faultAt = nowSeconds();  // the link is down by now (the command takes ~0.1-0.5 s under TCG)
     sleepMs(1500);
     run("rxe-net-up");
     sleepMs(3000);
   });
-  report("link down (veth1)", r);
+  report("link down (veth1)", r, faultAt);
   checkLossless(r);
   INFO("sender log:\n" << r.senderLog);
   // Failed by its own port event, or by the receiver's (which saw it first) RAIL_DOWN.
@@ -196,15 +203,17 @@ TEST_CASE("rdma: a NIC's link taken down mid-transfer loses nothing; restored, i
 
 TEST_CASE("rdma: 100% loss on one NIC loses nothing; healed, it re-joins", "[verbs][fault]") {
   REQUIRE_TESTBED();
-  StreamRun r = stream(verbsPair(2), [](const std::function<void()>& mark) {
+  double faultAt = 0;
+  StreamRun r = stream(verbsPair(2), [&](const std::function<void()>& mark) {
     sleepMs(1500);
     mark();
     run("/usr/bin/tc qdisc add dev veth0 root netem loss 100%");
+    faultAt = nowSeconds();
     sleepMs(1500);
     run("/usr/bin/tc qdisc del dev veth0 root");
     sleepMs(4000);
   });
-  report("100% loss (netem on veth0)", r);
+  report("100% loss (netem on veth0)", r, faultAt);
   checkLossless(r);
   INFO("sender log:\n" << r.senderLog);
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "-> failed"));
@@ -219,13 +228,15 @@ TEST_CASE("rdma: the receiver's queue pair destroyed silently; the sender recove
   writeFaultPlan(plan, "");
   PairOptions o = verbsPair(2);
   o.receiverEnv.push_back({"NCCL_AUTOPILOT_FAULT_FILE", plan});
+  double faultAt = 0;
   StreamRun r = stream(o, [&](const std::function<void()>& mark) {
     sleepMs(1500);
     mark();
+    faultAt = nowSeconds();
     writeFaultPlan(plan, "rail " + verbsRail(true, 0) + " qp-reset 1\n");
     sleepMs(3500);
   });
-  report("remote QP destroyed (receiver's rxe1:1)", r);
+  report("remote QP destroyed (receiver's rxe1:1)", r, faultAt);
   checkLossless(r);
   INFO("sender log:\n" << r.senderLog);
   INFO("receiver log:\n" << r.receiverLog);
