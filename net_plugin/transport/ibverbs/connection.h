@@ -33,6 +33,7 @@ namespace autopilot::net::ib {
 class ListenComm final : public CommBase {
  public:
   static constexpr uint32_t kMagic = 0x4c494941;  // "AIIL"
+  static constexpr const char* kKind = "listen";
   static constexpr int kMaxPending = 4;
   static constexpr uint64_t kHelloTimeoutNs = 2'000'000'000;
 

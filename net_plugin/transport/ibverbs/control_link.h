@@ -39,6 +39,15 @@ class ControlLink {
                std::string* error);
   bool idle() const { return outCount_ == 0; }
 
+  // One progress step of a comm's control link: writes what is queued, then hands each complete
+  // message, decoded and checked to belong to `connectionId`, to onMessage(const ControlMessage&),
+  // which returns false to stop. kOk, or why the link is unusable: kClosed / kError with *error
+  // set (the peer closed it or the socket failed), or kError with *protocolError set (garbage or
+  // another connection's message: the caller fails the comm).
+  template <typename OnMessage>
+  Status service(uint64_t connectionId, OnMessage&& onMessage, std::string* error,
+                 bool* protocolError);
+
  private:
   tcp::Fd fd_;
   uint8_t out_[kQueue][wire::kControlBytes];
@@ -47,5 +56,27 @@ class ControlLink {
   uint8_t in_[wire::kControlBytes];
   size_t inBytes_ = 0;
 };
+
+template <typename OnMessage>
+ControlLink::Status ControlLink::service(uint64_t connectionId, OnMessage&& onMessage,
+                                         std::string* error, bool* protocolError) {
+  *protocolError = false;
+  if (!up()) return Status::kOk;
+  Status status = flush(error);
+  if (status != Status::kOk) return status;
+  wire::ControlMessage m;
+  wire::DecodeError decodeError;
+  while (receive(&m, &decodeError, &status, error)) {
+    if (decodeError != wire::DecodeError::kOk || m.connectionId != connectionId) {
+      *protocolError = true;
+      *error = std::string("protocol error on the control connection: ") +
+               (decodeError != wire::DecodeError::kOk ? wire::decodeErrorText(decodeError)
+                                                      : "another connection's message");
+      return Status::kError;
+    }
+    if (!onMessage(static_cast<const wire::ControlMessage&>(m))) return Status::kOk;
+  }
+  return status;
+}
 
 }  // namespace autopilot::net::ib

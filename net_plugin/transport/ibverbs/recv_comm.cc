@@ -303,42 +303,28 @@ void RecvComm::progress(uint64_t nowNs) {
 }
 
 void RecvComm::pollControl(uint64_t nowNs) {
-  if (!control_->up()) return;
   std::string error;
-  if (control_->flush(&error) != ControlLink::Status::kOk) {
-    control_->close();
-    peerClosedNs_ = nowNs;
-    AP_INFO(kFlags, "comm 0x%llx ib recv: %s", (unsigned long long)commId_, error.c_str());
-    return;
-  }
-  wire::ControlMessage m;
-  wire::DecodeError decodeError;
-  ControlLink::Status status;
-  while (control_->receive(&m, &decodeError, &status, &error)) {
-    if (decodeError != wire::DecodeError::kOk || m.connectionId != connectionId_) {
-      failComm(abi::kRemoteError, std::string("protocol error on the control connection: ") +
-                                      (decodeError != wire::DecodeError::kOk
-                                           ? wire::decodeErrorText(decodeError)
-                                           : "another connection's message"));
-      return;
-    }
-    switch (m.type) {
-      case wire::ControlType::kReplace:
-        replace(m, nowNs);
-        break;
-      case wire::ControlType::kRailDown:
-        if (m.rail < nRails_ && m.generation == rails_[m.rail].generation &&
-            health_.live(m.rail)) {
-          failRail(m.rail, nowNs, "the sender gave the rail up", false);
+  bool protocolError = false;
+  ControlLink::Status status = control_->service(
+      connectionId_,
+      [&](const wire::ControlMessage& m) {
+        if (m.type == wire::ControlType::kReplace) {
+          replace(m, nowNs);
+        } else if (m.type == wire::ControlType::kRailDown) {
+          if (m.rail < nRails_ && m.generation == rails_[m.rail].generation &&
+              rails_[m.rail].qp) {
+            // Live: the sender lost it; not live: its re-creation attempt failed (quietly).
+            failRail(m.rail, nowNs, "the sender gave the rail up", false);
+          }
+        } else {
+          failComm(abi::kRemoteError, "protocol error: unexpected control message");
         }
-        break;
-      default:
-        failComm(abi::kRemoteError, "protocol error: unexpected control message from the sender");
-        return;
-    }
-    if (failed_ != abi::kSuccess) return;
-  }
-  if (status != ControlLink::Status::kOk) {
+        return failed_ == abi::kSuccess;
+      },
+      &error, &protocolError);
+  if (protocolError) {
+    failComm(abi::kRemoteError, error);
+  } else if (status != ControlLink::Status::kOk) {
     control_->close();
     peerClosedNs_ = nowNs;
     AP_INFO(kFlags, "comm 0x%llx ib recv: %s", (unsigned long long)commId_, error.c_str());
@@ -395,6 +381,11 @@ bool RecvComm::landed(int r, const ibv_wc& c, uint64_t nowNs) {
       !wire::decodeImm(ntohl(c.imm_data), &f)) {
     failRail(r, nowNs, "protocol error: a receive completion without a valid immediate");
     return false;
+  }
+  if (!health_.live(r)) {
+    // A re-created rail: the sender verified it with its probe write before sending data.
+    rails_[r].seenDown = IbRails::instance().events().downEvents(rails_[r].global);
+    health_.rejoin(r, nowNs);
   }
   health_.failure(r).onProgress(nowNs);
   lastDataRail_ = r;
@@ -481,7 +472,8 @@ void RecvComm::announce(uint64_t nowNs) {
 void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer,
                         bool warn) {
   Rail& rail = rails_[r];
-  if (!health_.fail(r, nowNs, reason, warn)) return;
+  // A rail re-created by the sender is not live until data crosses it, yet has a QP to drop.
+  bool wasLive = health_.fail(r, nowNs, reason, warn);
   rail.qp.reset();
   rail.recvsPosted = 0;
   rail.ctsInFlight = 0;
@@ -493,7 +485,7 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
     q.ctsRail = -1;
     if (q.state == RecvRequest::State::kPosted && !q.ctsLanded) q.ctsPending = true;
   }
-  if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
+  if (notifyPeer && wasLive) control_->sendRailDown(connectionId_, r, rail.generation);
 }
 
 void RecvComm::replace(const wire::ControlMessage& m, uint64_t nowNs) {
@@ -514,7 +506,7 @@ void RecvComm::replace(const wire::ControlMessage& m, uint64_t nowNs) {
     control_->send(answer);
     return;
   }
-  if (health_.live(r)) {
+  if (rail.qp) {
     // The sender gave up on this QP (it saw no progress): follow it.
     failRail(r, nowNs, "the sender re-creates the rail", false, false);
   }
@@ -536,8 +528,7 @@ void RecvComm::replace(const wire::ControlMessage& m, uint64_t nowNs) {
   if (!rail.qp) return;
   answer.endpoints[0] = rail.qp->endpoint(area_->memory().rkey[r]);
   control_->send(answer);
-  rail.seenDown = IbRails::instance().events().downEvents(rail.global);
-  health_.rejoin(r, nowNs);
+  // The rail re-joins when data crosses it (landed()): the sender's probe comes first.
 }
 
 void RecvComm::checkHealth(uint64_t nowNs) {

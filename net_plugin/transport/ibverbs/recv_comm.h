@@ -14,7 +14,8 @@
 // clear-to-send write without completion for the software timeout), its QP is destroyed and
 // every entry whose write was in flight on it is written again on another rail (identical
 // bytes in the same FIFO slot). The sender re-creates failed rails: on its REPLACE message this
-// side builds a new QP, connects it and answers REPLACED; the sender's probe write verifies it.
+// side builds a new QP, connects it and answers REPLACED; the sender's probe write verifies it,
+// and this side counts the rail live again when data lands through it.
 //
 // Threading: one NCCL thread at a time per comm; no locks; hot paths allocate nothing.
 #pragma once
@@ -51,6 +52,7 @@ struct RecvCommSetup {
 class RecvComm : public CommBase {
  public:
   static constexpr uint32_t kMagic = 0x52494941;  // "AIIR"
+  static constexpr const char* kKind = "receive";
   static constexpr int kSlots = wire::kSlots;
   static constexpr int kRecvDepth = 256;  // receives posted per rail (writes in flight to us)
   static constexpr int kSendDepth = kSlots + 8;  // entry writes (at most one per slot)

@@ -1,7 +1,6 @@
-// The verbs transport's requests. They share the TCP transport's opaque-pointer scheme
-// (tcp/requests.h: a comm or request starts with a magic word that is checked before NCCL's
-// pointer is converted back) and live in fixed pools inside their comm, so a full pool makes
-// isend/irecv return a NULL request ("retry later"), never an allocation.
+// The verbs transport's requests (core/opaque_handles.h: how they are handed to NCCL). They live
+// in fixed pools inside their comm, so a full pool makes isend/irecv/iflush return a NULL
+// request ("retry later"), never an allocation.
 #pragma once
 
 #include <cstdint>
@@ -10,15 +9,15 @@
 #include "net_plugin/core/chunk_bitmap.h"
 #include "net_plugin/core/receive_matcher.h"
 #include "net_plugin/transport/ibverbs/memory.h"
-#include "net_plugin/transport/tcp/requests.h"
+#include "net_plugin/core/opaque_handles.h"
 
 namespace autopilot::net::ib {
 
-using tcp::CommBase;
-using tcp::FlushRequest;
-using tcp::RequestHeader;
-using tcp::RequestKind;
-using tcp::kRequestMagic;
+using core::CommBase;
+using core::FlushRequest;
+using core::RequestHeader;
+using core::RequestKind;
+using core::kRequestMagic;
 
 struct SendRequest : RequestHeader {
   enum class State : uint8_t { kFree, kWaitingForReceive, kActive, kDone, kFailed };

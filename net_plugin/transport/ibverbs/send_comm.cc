@@ -114,10 +114,12 @@ SendComm::~SendComm() {
   std::string summary;
   for (int r = 0; r < nRails_; ++r) {
     char part[160];
-    std::snprintf(part, sizeof(part), "%s rail %d %s %s, %.2f Gbit/s, %llu failure%s",
-                  r ? ";" : "", r, telemetry::railStateName(health_.state(r)),
+    std::snprintf(part, sizeof(part),
+                  "%s rail %d %s %s, %.2f Gbit/s (%llu samples), %llu failure%s", r ? ";" : "", r,
+                  telemetry::railStateName(health_.state(r)),
                   fmtBytes(striper_.assignedBytes(r)).c_str(), striper_.bandwidth(r) * 8e-9,
-                  (unsigned long long)health_.failures(r), health_.failures(r) == 1 ? "" : "s");
+                  (unsigned long long)striper_.samples(r), (unsigned long long)health_.failures(r),
+                  health_.failures(r) == 1 ? "" : "s");
     summary += part;
     rails_[r].qp.reset();  // QPs (and their CQs) before the registered area they write from
   }
@@ -128,6 +130,17 @@ int SendComm::usableRails() const {
   int n = 0;
   for (int r = 0; r < nRails_; ++r) n += striper_.mode(r) == core::RailMode::kActive;
   return std::max(n, 1);
+}
+
+double SendComm::measuredPeerBandwidth(int r) const {
+  double bw[core::RailStriper::kMaxRails];
+  int n = 0;
+  for (int q = 0; q < nRails_; ++q) {
+    if (q != r && health_.live(q) && striper_.samples(q) > 0) bw[n++] = striper_.bandwidth(q);
+  }
+  if (n == 0) return striper_.bandwidth(r);
+  std::nth_element(bw, bw + n / 2, bw + n);
+  return bw[n / 2];
 }
 
 double SendComm::medianLiveBandwidth() const {
@@ -229,45 +242,30 @@ void SendComm::progress(uint64_t nowNs) {
 }
 
 void SendComm::pollControl(uint64_t nowNs) {
-  if (!control_->up()) return;
   std::string error;
-  if (control_->flush(&error) != ControlLink::Status::kOk) {
-    control_->close();
-    peerClosedNs_ = nowNs;
-    AP_INFO(kFlags, "comm 0x%llx ib send: %s", (unsigned long long)commId_, error.c_str());
-    return;
-  }
-  wire::ControlMessage m;
-  wire::DecodeError decodeError;
-  ControlLink::Status status;
-  while (control_->receive(&m, &decodeError, &status, &error)) {
-    if (decodeError != wire::DecodeError::kOk || m.connectionId != connectionId_) {
-      failComm(abi::kRemoteError, std::string("protocol error on the control connection: ") +
-                                      (decodeError != wire::DecodeError::kOk
-                                           ? wire::decodeErrorText(decodeError)
-                                           : "another connection's message"));
-      return;
-    }
-    switch (m.type) {
-      case wire::ControlType::kReplaced:
-        replaced(m, nowNs);
-        break;
-      case wire::ControlType::kRailDown:
-        if (m.rail < nRails_ && m.generation == rails_[m.rail].generation) {
-          if (health_.live(m.rail)) {
-            failRail(m.rail, nowNs, "the receiver gave the rail up", false);
-          } else if (rails_[m.rail].failback != Failback::kIdle) {
-            abandonReplace(m.rail, nowNs, "the receiver gave the new queue pair up", false);
+  bool protocolError = false;
+  ControlLink::Status status = control_->service(
+      connectionId_,
+      [&](const wire::ControlMessage& m) {
+        if (m.type == wire::ControlType::kReplaced) {
+          replaced(m, nowNs);
+        } else if (m.type == wire::ControlType::kRailDown) {
+          if (m.rail < nRails_ && m.generation == rails_[m.rail].generation) {
+            if (health_.live(m.rail)) {
+              failRail(m.rail, nowNs, "the receiver gave the rail up", false);
+            } else {
+              abandonReplace(m.rail, nowNs, "the receiver gave the new queue pair up", false);
+            }
           }
+        } else {
+          failComm(abi::kRemoteError, "protocol error: unexpected control message");
         }
-        break;
-      default:
-        failComm(abi::kRemoteError, "protocol error: unexpected control message from the receiver");
-        return;
-    }
-    if (failed_ != abi::kSuccess) return;
-  }
-  if (status != ControlLink::Status::kOk) {
+        return failed_ == abi::kSuccess;
+      },
+      &error, &protocolError);
+  if (protocolError) {
+    failComm(abi::kRemoteError, error);
+  } else if (status != ControlLink::Status::kOk) {
     control_->close();
     peerClosedNs_ = nowNs;
     AP_INFO(kFlags, "comm 0x%llx ib send: %s", (unsigned long long)commId_, error.c_str());
@@ -409,6 +407,9 @@ bool SendComm::pollCompletions(uint64_t nowNs) {
       failRail(r, nowNs, "ibv_poll_cq failed");
       continue;
     }
+    // The pass's clock can be old by now (posting can complete work synchronously on some
+    // providers): the bandwidth estimate needs when these completions were seen.
+    if (n > 0) nowNs = monotonicNs();
     for (int i = 0; i < n; ++i) {
       const ibv_wc& c = wc[i];
       CompletionClass cls = classifyCompletion(c.status);
@@ -513,11 +514,11 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
       replayFailedNs_ = nowNs;
       replayFailedRail_ = r;
     }
-    // The monotonic time lets tests and operators line the failover up with external events.
-    AP_INFO(kFlags, "comm 0x%llx ib send: replaying %u unacknowledged chunk%s (%s) of rail %d on "
-            "the other rails (failed at monotonic %.6f s)", (unsigned long long)commId_, moved,
-            moved == 1 ? "" : "s", fmtBytes(bytes).c_str(), r, double(nowNs) * 1e-9);
   }
+  // The monotonic time lets tests and operators line the failover up with external events.
+  AP_INFO(kFlags, "comm 0x%llx ib send: rail %d failed at monotonic %.6f s; replaying %u "
+          "unacknowledged chunk%s (%s) on the other rails", (unsigned long long)commId_, r,
+          double(nowNs) * 1e-9, moved, moved == 1 ? "" : "s", fmtBytes(bytes).c_str());
   if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
 }
 
@@ -656,9 +657,10 @@ void SendComm::checkHealth(uint64_t nowNs) {
     fd.setOutstanding(outstanding, nowNs);
     if (!outstanding) continue;
     uint64_t held = tracker_.queuedBytes(r);
-    // Until the rail's first measurement its estimate is a guess (the port's nominal speed):
-    // allow it to be as slow as the striper's floor rather than fail it on a guess.
-    double bw = striper_.samples(r) > 0 ? striper_.bandwidth(r) : config_.striper.minBandwidth;
+    // Until the rail's first measurement its estimate is the port's nominal speed: what its
+    // measured peers deliver is a better guess of the path (a guess too high would fail a rail
+    // that is merely as slow as the others; far too low would hide a dead one for long).
+    double bw = striper_.samples(r) > 0 ? striper_.bandwidth(r) : measuredPeerBandwidth(r);
     if (!fd.failed(nowNs, held, bw)) continue;
     if (!health_.stallBlamesRail(r, nowNs)) {
       requestLiveness(r, nowNs);

@@ -74,6 +74,7 @@ struct SendCommSetup {
 class SendComm : public CommBase {
  public:
   static constexpr uint32_t kMagic = 0x53494941;  // "AIIS"
+  static constexpr const char* kKind = "send";
   static constexpr uint32_t kQueueDepth = 64;     // chunks posted per rail
   static constexpr int kSendDepth = int(kQueueDepth) + 4;  // + probes
   // The registered area: the FIFO (one clear-to-send entry per receive slot), then 64 bytes the
@@ -131,6 +132,9 @@ class SendComm : public CommBase {
   bool replayOverlaps(const core::SendTracker::Entry& e) const;
   int usableRails() const;
   double medianLiveBandwidth() const;
+  // The median bandwidth of the other live rails that have been measured (rail r's own
+  // estimate when none has).
+  double measuredPeerBandwidth(int r) const;
 
   uint64_t commId_;
   uint64_t connectionId_;

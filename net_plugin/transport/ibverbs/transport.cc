@@ -15,19 +15,8 @@ namespace {
 constexpr unsigned long kFlags = abi::subsys::kNet;
 FlushRequest gFlushDone;  // iflush with nothing to read: complete at once
 
-template <typename T>
-T* commOf(void* p, const char* what) {
-  auto* base = static_cast<CommBase*>(p);
-  if (base == nullptr || base->magic != T::kMagic) {
-    AP_WARN(kFlags, "%s: not a %s comm of this plugin's RDMA transport (%p)", what,
-            T::kMagic == SendComm::kMagic   ? "send"
-            : T::kMagic == RecvComm::kMagic ? "receive"
-                                            : "listen",
-            p);
-    return nullptr;
-  }
-  return static_cast<T*>(base);
-}
+using core::closeComm;
+using core::commOf;
 
 // The comm's rails, for a registration on either end.
 bool commRails(void* comm, const int** rails, int* n) {
@@ -244,28 +233,10 @@ abi::Result test(void* request, int* done, int* sizes) {
   return abi::kInvalidArgument;
 }
 
-abi::Result closeSend(void* sendComm) {
-  if (sendComm == nullptr) return abi::kSuccess;
-  SendComm* c = commOf<SendComm>(sendComm, "closeSend");
-  if (c == nullptr) return abi::kInvalidArgument;
-  delete c;
-  return abi::kSuccess;
-}
-
-abi::Result closeRecv(void* recvComm) {
-  if (recvComm == nullptr) return abi::kSuccess;
-  RecvComm* c = commOf<RecvComm>(recvComm, "closeRecv");
-  if (c == nullptr) return abi::kInvalidArgument;
-  delete c;
-  return abi::kSuccess;
-}
-
+abi::Result closeSend(void* sendComm) { return closeComm<SendComm>(sendComm, "closeSend"); }
+abi::Result closeRecv(void* recvComm) { return closeComm<RecvComm>(recvComm, "closeRecv"); }
 abi::Result closeListen(void* listenComm) {
-  if (listenComm == nullptr) return abi::kSuccess;
-  ListenComm* c = commOf<ListenComm>(listenComm, "closeListen");
-  if (c == nullptr) return abi::kInvalidArgument;
-  delete c;
-  return abi::kSuccess;
+  return closeComm<ListenComm>(listenComm, "closeListen");
 }
 
 }  // namespace autopilot::net::ib

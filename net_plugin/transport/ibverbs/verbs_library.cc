@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <cstring>
-#include <memory>
 #include <mutex>
 
 namespace autopilot::net::ib {
@@ -35,14 +34,14 @@ int VerbsLibrary::queryPort(ibv_context* context, uint8_t port, ibv_port_attr* a
   return vctx->query_port(context, port, attr, sizeof(*attr));
 }
 
-std::unique_ptr<VerbsLibrary> VerbsLibrary::open(const char* soname, std::string* why) {
+bool VerbsLibrary::open(const char* soname, VerbsLibrary* out, std::string* why) {
   void* handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
     if (why) *why = std::string(soname) + ": " + (err ? err : "cannot be opened");
-    return nullptr;
+    return false;
   }
-  auto lib = std::make_unique<VerbsLibrary>();
+  VerbsLibrary* lib = out;
   std::string missing;
   resolve(handle, "ibv_get_device_list", &lib->getDeviceList, true, &missing);
   resolve(handle, "ibv_free_device_list", &lib->freeDeviceList, true, &missing);
@@ -70,21 +69,23 @@ std::unique_ptr<VerbsLibrary> VerbsLibrary::open(const char* soname, std::string
   resolve(handle, "ibv_event_type_str", &lib->eventTypeStr, true, &missing);
   if (!missing.empty()) {
     if (why) *why = std::string(soname) + " lacks " + missing;
+    *out = VerbsLibrary{};
     dlclose(handle);
-    return nullptr;
+    return false;
   }
-  return lib;
+  return true;
 }
 
 const VerbsLibrary* verbs(std::string* why) {
   static std::once_flag once;
-  static const VerbsLibrary* lib = nullptr;
+  // Function pointers only (trivially destructible): still valid for the static destructors of
+  // the transport's process-wide verbs objects, whatever their order.
+  static VerbsLibrary lib;
+  static bool ok = false;
   static std::string reason;
-  // Never freed: the transport's process-wide verbs objects are released by static destructors
-  // that may run after this function's statics would be.
-  std::call_once(once, [] { lib = VerbsLibrary::open("libibverbs.so.1", &reason).release(); });
+  std::call_once(once, [] { ok = VerbsLibrary::open("libibverbs.so.1", &lib, &reason); });
   if (why) *why = reason;
-  return lib;
+  return ok ? &lib : nullptr;
 }
 
 }  // namespace autopilot::net::ib

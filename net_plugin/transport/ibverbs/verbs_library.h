@@ -14,7 +14,6 @@
 
 #include <infiniband/verbs.h>
 
-#include <memory>
 #include <string>
 
 namespace autopilot::net::ib {
@@ -70,9 +69,9 @@ struct VerbsLibrary {
     return wcStatusStr ? wcStatusStr(status) : "unknown status";
   }
 
-  // Opens `soname` and resolves every symbol; NULL (with the reason in *why) when the library
-  // is missing or lacks a required symbol. Exposed for tests; the plugin uses verbs().
-  static std::unique_ptr<VerbsLibrary> open(const char* soname, std::string* why);
+  // Opens `soname` and resolves every symbol into *out; false (with the reason in *why) when
+  // the library is missing or lacks a required symbol. Exposed for tests; the plugin uses verbs().
+  static bool open(const char* soname, VerbsLibrary* out, std::string* why);
 };
 
 // The process's libibverbs, opened once (thread-safe); NULL when unavailable. *why (optional)

@@ -34,6 +34,7 @@ class RecvComm;
 class ListenComm final : public CommBase, private RailAcceptor::Owner {
  public:
   static constexpr uint32_t kMagic = 0x4c504e41;  // "ANPL"
+  static constexpr const char* kKind = "listen";
 
   ListenComm(uint64_t commId, int device);
   ~ListenComm();

@@ -43,6 +43,7 @@ struct RecvCommSetup {
 class RecvComm final : public CommBase, private RailAcceptor::Owner {
  public:
   static constexpr uint32_t kMagic = 0x52504e41;  // "ANPR"
+  static constexpr const char* kKind = "receive";
   static constexpr int kSlots = abi::kNetMaxRequests;
 
   explicit RecvComm(RecvCommSetup setup);

@@ -1,7 +1,4 @@
-// Objects handed to NCCL as opaque pointers. Comms derive from CommBase and requests from
-// RequestHeader, and NCCL gets the base-class pointer: converting back is a static_cast after
-// the magic was checked, so a pointer of the wrong kind (a recv comm given to isend, a stale
-// request) is recognised instead of misused. Requests
+// The TCP transport's requests (core/opaque_handles.h: how they are handed to NCCL). Requests
 // live in fixed pools inside their comm: NCCL_NET_MAX_REQUESTS (32) receives per receive comm,
 // 32 x maxRecvs sends per send comm; a full pool makes isend/irecv return a NULL request
 // ("retry later"), never an allocation.
@@ -11,27 +8,19 @@
 
 #include "common/abi/net_abi.h"
 #include "net_plugin/core/chunk_bitmap.h"
+#include "net_plugin/core/opaque_handles.h"
 #include "net_plugin/core/receive_matcher.h"
 
 namespace autopilot::net::tcp {
 
-struct CommBase {
-  explicit CommBase(uint32_t m) : magic(m) {}
-  ~CommBase() { magic = 0; }
-  uint32_t magic;
-};
-
-inline constexpr uint32_t kRequestMagic = 0x51504e41;  // "ANPQ"
-enum class RequestKind : uint8_t { kSend = 1, kRecv = 2, kFlush = 3 };
+using core::CommBase;
+using core::FlushRequest;
+using core::RequestHeader;
+using core::RequestKind;
+using core::kRequestMagic;
 
 class SendComm;
 class RecvComm;
-
-struct RequestHeader {
-  uint32_t magic = kRequestMagic;
-  RequestKind kind = RequestKind::kSend;
-  CommBase* owner = nullptr;  // the comm
-};
 
 struct SendRequest : RequestHeader {
   enum class State : uint8_t { kFree, kWaitingForReceive, kActive, kDone, kFailed };
@@ -56,11 +45,6 @@ struct RecvRequest : RequestHeader {
   uint64_t received[core::kMaxRecvsPerRequest] = {};
   uint8_t completeMask = 0;
   core::ChunkBitmap bitmaps[core::kMaxRecvsPerRequest];
-};
-
-// iflush on host memory has nothing to do: one shared, already-complete request.
-struct FlushRequest : RequestHeader {
-  FlushRequest() { kind = RequestKind::kFlush; }
 };
 
 }  // namespace autopilot::net::tcp

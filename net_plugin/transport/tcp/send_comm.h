@@ -56,6 +56,7 @@ struct SendCommSetup {
 class SendComm : public CommBase {
  public:
   static constexpr uint32_t kMagic = 0x53504e41;  // "ANPS"
+  static constexpr const char* kKind = "send";
 
   explicit SendComm(SendCommSetup setup);
   ~SendComm();

@@ -84,7 +84,8 @@ std::string after(const std::string& log, const std::string& from, const std::st
 // CLOCK_MONOTONIC, as the plugin's log uses). A failure found by an event can precede it.
 void report(const char* name, const StreamRun& run, double faultAt) {
   std::string rail0 = "send rail 0 (" + verbsRail(false, 0) + "): ";
-  double failedAt = std::atof(after(run.senderLog, "replaying", "failed at monotonic ").c_str());
+  double failedAt =
+      std::atof(after(run.senderLog, "ib send: rail 0 failed at monotonic ", "").c_str());
   std::printf("FIGURE %s: fault -> sender's rail 0 failed %.1f ms (%s); -> first replayed chunk "
               "completed on rail 1: %s; receiver: fault -> first completion %.1f ms, longest gap "
               "after the fault %.1f ms; %llu messages (%.1f MiB) in %.2f s, %llu corrupt\n",
