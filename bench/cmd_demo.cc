@@ -1,0 +1,484 @@
+// `autopilot demo`: the main job. A GPU-free mini-cluster on this machine shows the closed loop
+// (net + profiler + tuner plugins) against a static configuration through a scripted scenario:
+// healthy, one rail degraded, the rail failed, the rail healed.
+//
+// N rank processes (default 4), each in its own network namespace with one veth NIC per rail
+// when root (real rate limits with tc tbf, real link failures), load the three plugins exactly
+// as NCCL does and run all-reduce, all-gather, reduce-scatter and broadcast on host buffers
+// (bench/demo/rank.cc). The static mode is what stock NCCL with an equal-split transport would
+// do: NCCL's own choices, equal split over the rails, no failover.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/commands.h"
+#include "bench/demo/cluster.h"
+#include "bench/demo/collectives.h"
+#include "bench/demo/orchestrator.h"
+#include "bench/demo/report.h"
+#include "common/clock.h"
+
+namespace autopilot::demo {
+namespace {
+
+struct DemoOptions {
+  int ranks = 4;
+  int rails = 3;
+  int railMbit = 250;
+  int degradedMbit = 25;
+  double phaseSeconds = 7.0;
+  double stallSeconds = 4.0;
+  std::string sizes = "262144,1048576,4194304";
+  std::string mode = "both";
+  std::string outDir = "demo-out";
+  std::string json;
+  bool quick = false;
+  bool noNetns = false;
+  bool plot = true;
+};
+
+const char* kPhaseNames[] = {"healthy", "degraded", "failed", "healed"};
+constexpr int kFaultRail = 1;
+
+void usage() {
+  std::printf(
+      "usage: autopilot demo [options]\n"
+      "  --ranks N          rank processes (default 4)\n"
+      "  --rails N          rails (NICs) per rank (default 3)\n"
+      "  --rail-mbit M      line rate of each rail, Mbit/s (default 250)\n"
+      "  --degraded-mbit M  rate of the degraded rail (default 25)\n"
+      "  --phase-seconds S  length of each phase (default 7)\n"
+      "  --sizes LIST       collective sizes in bytes (default 262144,1048576,4194304)\n"
+      "  --mode both|closed|static\n"
+      "  --out DIR          trace, plot, logs (default demo-out)\n"
+      "  --json FILE        the phase table as JSON\n"
+      "  --quick            short run for tests (2 s phases, small sizes)\n"
+      "  --no-plot          skip the PNG plot\n");
+}
+
+bool parse(int argc, char** argv, DemoOptions* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      usage();
+      std::exit(0);
+    } else if (a == "--ranks") {
+      o->ranks = std::stoi(next());
+    } else if (a == "--rails") {
+      o->rails = std::stoi(next());
+    } else if (a == "--rail-mbit") {
+      o->railMbit = std::stoi(next());
+    } else if (a == "--degraded-mbit") {
+      o->degradedMbit = std::stoi(next());
+    } else if (a == "--phase-seconds") {
+      o->phaseSeconds = std::stod(next());
+    } else if (a == "--sizes") {
+      o->sizes = next();
+    } else if (a == "--mode") {
+      o->mode = next();
+    } else if (a == "--out") {
+      o->outDir = next();
+    } else if (a == "--json") {
+      o->json = next();
+    } else if (a == "--quick") {
+      o->quick = true;
+    } else if (a == "--no-netns") {
+      o->noNetns = true;
+    } else if (a == "--no-plot") {
+      o->plot = false;
+    } else {
+      throw std::runtime_error("unknown option " + a);
+    }
+  }
+  if (o->quick) {
+    o->phaseSeconds = std::min(o->phaseSeconds, 2.5);
+    o->sizes = "65536,524288";
+    o->stallSeconds = 2.0;
+  }
+  if (o->ranks < 2 || o->ranks > 16 || o->rails < 2 || o->rails > 8 || o->railMbit <= 0 ||
+      o->degradedMbit <= 0 || o->phaseSeconds <= 0 ||
+      (o->mode != "both" && o->mode != "closed" && o->mode != "static")) {
+    throw std::runtime_error("invalid options (see --help)");
+  }
+  return true;
+}
+
+// Faults, real (veth cluster) or simulated inside the plugin (loopback rails).
+class FaultControl {
+ public:
+  FaultControl(VethCluster* cluster, const DemoOptions& o) : cluster_(cluster), o_(o) {}
+  void apply(int phase) {
+    if (cluster_ == nullptr) return;
+    switch (phase) {
+      case 0: break;
+      case 1: cluster_->setRailRate(kFaultRail, o_.degradedMbit); break;
+      case 2: cluster_->setRailUp(kFaultRail, false); break;
+      case 3:
+        cluster_->setRailUp(kFaultRail, true);
+        cluster_->setRailRate(kFaultRail, 0);
+        break;
+    }
+  }
+  void reset() { apply(3); }
+  std::string describe(int phase) const {
+    switch (phase) {
+      case 1: return "rail " + std::to_string(kFaultRail) + " rate-limited to " +
+                     std::to_string(o_.degradedMbit) + " Mbit/s (tc tbf)";
+      case 2: return "rail " + std::to_string(kFaultRail) + " down (ip link set down)";
+      case 3: return "rail " + std::to_string(kFaultRail) + " up again, full rate";
+    }
+    return "all rails healthy";
+  }
+
+ private:
+  VethCluster* cluster_;
+  const DemoOptions& o_;
+};
+
+std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* cluster,
+                                           const DemoOptions& o) {
+  std::map<std::string, std::string> env{
+      {"NCCL_NET_PLUGIN", "autopilot"},
+      {"NCCL_TUNER_PLUGIN", "autopilot"},
+      {"NCCL_PROFILER_PLUGIN", "autopilot"},
+  };
+  if (cluster) env["NCCL_AUTOPILOT_IFNAME"] = cluster->ifnameList();
+  if (!closedLoop) {
+    // What stock NCCL with an equal-split multi-rail transport does: NCCL's own choices,
+    // equal split, no failover.
+    env["NCCL_AUTOPILOT_TUNER_ENABLE"] = "0";
+  }
+  (void)o;
+  return env;
+}
+
+class Scenario {
+ public:
+  Scenario(const DemoOptions& o, VethCluster* cluster)
+      : o_(o), cluster_(cluster), faults_(cluster, o) {
+    for (int p = 0; p < 4; ++p) {
+      phases_.push_back(Phase{kPhaseNames[p], p * o.phaseSeconds, (p + 1) * o.phaseSeconds});
+    }
+  }
+
+  ModeRecord run(bool closedLoop) {
+    ModeRecord record(closedLoop ? "closed-loop" : "static", phases_, o_.ranks);
+    faults_.reset();
+    double offset = 0;
+    int startPhase = 0;
+    while (startPhase < 4) {
+      int failedAt = runJob(closedLoop, &record, startPhase, &offset);
+      if (failedAt < 0) break;
+      // The job died (static mode has no failover). A real job would be restarted once the
+      // network is repaired: wait for the healed phase and measure a restarted job there.
+      if (closedLoop || failedAt >= 3) break;
+      for (int p = failedAt + 1; p < 3; ++p) record.markFailed(kPhaseNames[p], "job stopped");
+      double waitUntil = 3 * o_.phaseSeconds;
+      sleepUntil(waitUntil);
+      faults_.apply(3);
+      record.markRestarted("healed");
+      startPhase = 3;
+      offset = waitUntil;
+    }
+    faults_.reset();
+    return record;
+  }
+
+ private:
+  void sleepUntil(double scenarioS) {
+    double now = double(monotonicNs() - scenarioStartNs_) / 1e9;
+    if (scenarioS > now) usleep(useconds_t((scenarioS - now) * 1e6));
+  }
+
+  // Runs one job from `startPhase` to the end of the scenario. Returns -1 when it finished, or
+  // the phase in which it failed.
+  int runJob(bool closedLoop, ModeRecord* record, int startPhase, double* offset) {
+    JobSpec spec;
+    spec.nRanks = o_.ranks;
+    spec.commId = std::random_device{}() | (uint64_t(std::random_device{}()) << 32) | 1;
+    spec.rails = o_.rails;
+    spec.railMbit = o_.railMbit;
+    spec.sizes = o_.sizes;
+    spec.env = modeEnv(closedLoop, cluster_, o_);
+    spec.cluster = cluster_;
+    spec.logDir = o_.outDir + "/" + record->mode();
+    mkdir(spec.logDir.c_str(), 0755);
+    Job job(spec);
+    if (!job.waitReady(60000)) {
+      std::fprintf(stderr, "\n[%s] setup failed: %s\n", record->mode().c_str(),
+                   job.error().c_str());
+      record->markFailed(kPhaseNames[startPhase], "setup failed: " + job.error());
+      return startPhase;
+    }
+    job.go();
+    const uint64_t t0 = monotonicNs();
+    if (startPhase == 0) scenarioStartNs_ = t0;
+    const double jobOffset = *offset;
+    uint64_t maxIteration = 0;
+    uint64_t lastProgress = t0;
+    double lastStatus = -1;
+    int phase = startPhase;
+    std::string lastArm;
+    auto onIteration = [&](const wire::Iteration& it) {
+      record->add(it, t0, jobOffset);
+      maxIteration = std::max(maxIteration, it.iteration);
+      lastProgress = monotonicNs();
+      if (it.h.rank == 0) {
+        lastArm = std::string(collectiveName(CollectiveKind(it.kind))) + " " +
+                  std::to_string(it.tunerBytes >> 10) + "K " +
+                  algorithmName(Algorithm(it.algo)) + "/" + protocolByIndex(it.proto).name;
+      }
+    };
+    int failedAt = -1;
+    const double end = 4 * o_.phaseSeconds;
+    for (;;) {
+      double s = jobOffset + double(monotonicNs() - t0) / 1e9;
+      if (s >= end) break;
+      int want = std::min(3, int(s / o_.phaseSeconds));
+      while (phase < want) {
+        ++phase;
+        faults_.apply(phase);
+        std::fprintf(stderr, "\n[%s] t=%5.1fs  %s: %s\n", record->mode().c_str(), s,
+                     kPhaseNames[phase], faults_.describe(phase).c_str());
+      }
+      job.pump(50, onIteration);
+      if (job.failed()) {
+        record->markFailed(kPhaseNames[phase], job.error());
+        std::fprintf(stderr, "\n[%s] t=%5.1fs  job failed: %s\n", record->mode().c_str(), s,
+                     job.error().c_str());
+        failedAt = phase;
+        break;
+      }
+      double stalled = double(monotonicNs() - lastProgress) / 1e9;
+      if (stalled > o_.stallSeconds) {
+        std::string why = "stopped: no collective completed for " +
+                          std::to_string(int(o_.stallSeconds)) + " s";
+        record->markFailed(kPhaseNames[phase], why);
+        std::fprintf(stderr, "\n[%s] t=%5.1fs  %s\n", record->mode().c_str(), s, why.c_str());
+        failedAt = phase;
+        break;
+      }
+      if (s - lastStatus >= 0.5) {
+        lastStatus = s;
+        const PhaseStats& st = record->stats(kPhaseNames[phase]);
+        double phaseElapsed = s - phase * o_.phaseSeconds;
+        std::fprintf(stderr, "\r[%s] t=%5.1fs %-8s iter %6llu  %6.3f Gbit/s  last %-32s",
+                     record->mode().c_str(), s, kPhaseNames[phase],
+                     static_cast<unsigned long long>(maxIteration),
+                     st.gbps(std::max(0.1, phaseElapsed)), lastArm.c_str());
+        std::fflush(stderr);
+      }
+    }
+    if (failedAt >= 0) {
+      job.kill();
+      *offset = jobOffset + double(monotonicNs() - t0) / 1e9;
+      return failedAt;
+    }
+    if (!job.stop(maxIteration + 4, 20000, onIteration)) {
+      record->markFailed("healed", "ranks did not stop cleanly: " + job.error());
+    }
+    std::fprintf(stderr, "\n");
+    return -1;
+  }
+
+  const DemoOptions& o_;
+  VethCluster* cluster_;
+  FaultControl faults_;
+  std::vector<Phase> phases_;
+  uint64_t scenarioStartNs_ = monotonicNs();
+};
+
+std::string fmtGbps(double v, bool failed) {
+  char buf[32];
+  if (failed && v <= 0) return "stopped";
+  std::snprintf(buf, sizeof(buf), "%.3f", v);
+  return buf;
+}
+
+void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* closed,
+               const ModeRecord* stat, bool identical) {
+  std::ofstream f(path);
+  f << "{\n  \"ranks\": " << o.ranks << ", \"rails\": " << o.rails
+    << ", \"rail_mbit\": " << o.railMbit << ", \"degraded_mbit\": " << o.degradedMbit
+    << ", \"phase_seconds\": " << o.phaseSeconds << ",\n  \"identical_decisions\": "
+    << (identical ? "true" : "false") << ",\n  \"phases\": [\n";
+  for (int p = 0; p < 4; ++p) {
+    std::string name = kPhaseNames[p];
+    double c = closed ? closed->stats(name).gbps(o.phaseSeconds) : 0;
+    double s = stat ? stat->stats(name).gbps(o.phaseSeconds) : 0;
+    bool sf = stat && stat->stats(name).failed;
+    uint64_t lost = (closed ? closed->stats(name).wrongElements : 0) * sizeof(float);
+    f << "    {\"name\": \"" << name << "\", \"closed_loop_gbps\": " << c
+      << ", \"static_gbps\": " << s << ", \"speedup\": ";
+    if (s > 0) {
+      f << c / s;
+    } else {
+      f << "null";
+    }
+    f << ", \"bytes_lost\": " << lost << ", \"static_failed\": " << (sf ? "true" : "false")
+      << ", \"closed_loop_failed\": "
+      << (closed && closed->stats(name).failed ? "true" : "false")
+      << ", \"static_restarted\": " << (stat && stat->stats(name).restarted ? "true" : "false")
+      << "}" << (p < 3 ? "," : "") << "\n";
+  }
+  f << "  ]\n}\n";
+}
+
+// Matplotlib (Debian's python3-matplotlib) draws the throughput timeline with the fault events.
+const char* kPlotScript = R"PY(
+import csv, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+data, events = {}, []
+with open(sys.argv[1]) as f:
+    for row in csv.reader(f):
+        if row[0] == "event":
+            events.append((float(row[1]), row[2]))
+        else:
+            data.setdefault(row[0], ([], []))
+            data[row[0]][0].append(float(row[1])); data[row[0]][1].append(float(row[2]))
+fig, ax = plt.subplots(figsize=(10, 4.5))
+for mode, (t, v) in data.items():
+    ax.plot(t, v, label=mode, linewidth=1.6)
+for t, label in events:
+    ax.axvline(t, color="grey", linestyle="--", linewidth=0.8)
+    ax.text(t + 0.1, ax.get_ylim()[1] * 0.95, label, fontsize=8, va="top")
+ax.set_xlabel("time (s)"); ax.set_ylabel("bus bandwidth (Gbit/s)")
+ax.set_title("nccl-autopilot demo: closed loop vs static")
+ax.legend(loc="lower left"); fig.tight_layout(); fig.savefig(sys.argv[2], dpi=110)
+)PY";
+
+void writePlot(const DemoOptions& o, const std::vector<const ModeRecord*>& records,
+               const FaultControl& faults) {
+  std::string csv = o.outDir + "/timeline.csv";
+  std::ofstream f(csv);
+  for (const ModeRecord* r : records) {
+    for (const auto& [t, g] : r->timeline(0.5)) f << r->mode() << "," << t << "," << g << "\n";
+  }
+  for (int p = 1; p < 4; ++p) {
+    f << "event," << p * o.phaseSeconds << "," << kPhaseNames[p] << "\n";
+  }
+  f.close();
+  (void)faults;
+  std::string script = o.outDir + "/plot_demo.py";
+  std::ofstream(script) << kPlotScript;
+  std::string png = o.outDir + "/demo.png";
+  // Debian's interpreter carries python3-matplotlib; a python3 earlier on PATH may not.
+  std::string python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  std::string cmd = python + " " + script + " " + csv + " " + png + " 2>" + o.outDir + "/plot.log";
+  if (std::system(cmd.c_str()) == 0) {
+    std::printf("plot:  %s\n", png.c_str());
+  } else {
+    std::printf("plot:  skipped (python3-matplotlib unavailable? see %s/plot.log)\n",
+                o.outDir.c_str());
+  }
+}
+
+int cmdDemo(int argc, char** argv) {
+  DemoOptions o;
+  try {
+    parse(argc, argv, &o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "autopilot demo: %s\n", e.what());
+    return 2;
+  }
+  mkdir(o.outDir.c_str(), 0755);
+  std::unique_ptr<VethCluster> cluster;
+  std::string why;
+  if (!o.noNetns && VethCluster::available(&why)) {
+    VethCluster::cleanupStale();
+    try {
+      cluster = std::make_unique<VethCluster>(VethCluster::Config{o.ranks, o.rails, o.railMbit});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "autopilot demo: cannot build the veth cluster: %s\n", e.what());
+      return 1;
+    }
+    std::printf("mini-cluster: %d hosts (network namespaces) x %d rails of %d Mbit/s (veth + "
+                "tc tbf, addresses 127.32.<rail>.<host>)\n",
+                o.ranks, o.rails, o.railMbit);
+  } else {
+    std::fprintf(stderr, "autopilot demo: needs root for its veth mini-cluster (%s)\n",
+                 why.c_str());
+    return 1;
+  }
+  Scenario scenario(o, cluster.get());
+  FaultControl faults(cluster.get(), o);
+  std::printf("scenario: %.0f s per phase: healthy | %s | %s | %s\n", o.phaseSeconds,
+              faults.describe(1).c_str(), faults.describe(2).c_str(), faults.describe(3).c_str());
+  std::unique_ptr<ModeRecord> closed, stat;
+  if (o.mode != "static") closed = std::make_unique<ModeRecord>(scenario.run(true));
+  if (o.mode != "closed") stat = std::make_unique<ModeRecord>(scenario.run(false));
+
+  bool identical = true;
+  std::printf("\n%-9s | %12s | %12s | %8s | %10s | %s\n", "phase", "closed Gbit/s",
+              "static Gbit/s", "speedup", "bytes lost", "static");
+  for (int p = 0; p < 4; ++p) {
+    std::string name = kPhaseNames[p];
+    double c = closed ? closed->stats(name).gbps(o.phaseSeconds) : 0;
+    double s = stat ? stat->stats(name).gbps(o.phaseSeconds) : 0;
+    uint64_t lost = (closed ? closed->stats(name).wrongElements : 0) * sizeof(float);
+    std::string st = !stat ? "-" : stat->stats(name).failed ? stat->stats(name).failure
+                                 : stat->stats(name).restarted ? "restarted after repair" : "ok";
+    char speed[16] = "-";
+    if (s > 0 && c > 0) std::snprintf(speed, sizeof(speed), "%.2fx", c / s);
+    std::printf("%-9s | %12s | %12s | %8s | %10llu | %s\n", name.c_str(),
+                fmtGbps(c, closed && closed->stats(name).failed).c_str(),
+                fmtGbps(s, stat && stat->stats(name).failed).c_str(), speed,
+                static_cast<unsigned long long>(lost), st.c_str());
+  }
+  for (const ModeRecord* r : {closed.get(), stat.get()}) {
+    if (r == nullptr) continue;
+    std::printf("\n%s: latency per size (median us) and decisions per phase\n",
+                r->mode().c_str());
+    for (int p = 0; p < 4; ++p) {
+      const PhaseStats& st = r->stats(kPhaseNames[p]);
+      std::printf("  %-9s", kPhaseNames[p]);
+      for (auto [bytes, lat] : st.latencyUs) {
+        std::sort(lat.begin(), lat.end());
+        std::printf("  %lluK: %.0f", static_cast<unsigned long long>(bytes >> 10),
+                    lat[lat.size() / 2]);
+      }
+      std::printf("\n            decisions:");
+      for (const auto& [arm, n] : st.decisions) {
+        std::printf(" %s x%llu", arm.c_str(), static_cast<unsigned long long>(n));
+      }
+      std::printf("\n");
+    }
+    std::printf("  identical decisions on all ranks: %s (%llu calls compared, %llu differ)\n",
+                r->decisionMismatches() == 0 ? "yes" : "NO",
+                static_cast<unsigned long long>(r->decisionsCompared()),
+                static_cast<unsigned long long>(r->decisionMismatches()));
+    identical = identical && r->decisionMismatches() == 0 && r->decisionsCompared() > 0;
+  }
+  if (!o.json.empty()) writeJson(o.json, o, closed.get(), stat.get(), identical);
+  if (o.plot) {
+    std::vector<const ModeRecord*> recs;
+    if (closed) recs.push_back(closed.get());
+    if (stat) recs.push_back(stat.get());
+    writePlot(o, recs, faults);
+  }
+  std::printf("logs:  %s/<mode>/rank<N>.log\n", o.outDir.c_str());
+  return 0;
+}
+
+cli::CommandRegistrar registerDemo("demo", cmdDemo,
+                                   "the main job: closed loop vs static on a mini-cluster");
+
+}  // namespace
+}  // namespace autopilot::demo
