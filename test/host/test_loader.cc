@@ -87,15 +87,15 @@ TEST_CASE("every exported net version loads and is driven through its adapter", 
       CHECK(host.net()->hasMakeVDevice() == (v >= 9));
       CommSession session(host, {});
       REQUIRE(session.init() == abi::kSuccess);
-      // No transport in this build: zero devices, so NCCL would fall back to IB/Socket.
-      CHECK_FALSE(session.netUsable());
+      // A device the plugin never reported is rejected, through every adapter.
+      int ndev = session.netDevices();
       abi::NetPropertiesV11 props;
-      CHECK(host.net()->getProperties(0, &props) == abi::kInvalidArgument);
+      CHECK(host.net()->getProperties(ndev, &props) == abi::kInvalidArgument);
       char handle[abi::kNetHandleMaxSize] = {};
       void* listenComm = reinterpret_cast<void*>(0xdead);
       void* ctx = nullptr;
       REQUIRE(host.net()->init(&ctx, 7, nullptr, LogCapture::logger(), nullptr) == abi::kSuccess);
-      CHECK(host.net()->listen(ctx, 0, handle, &listenComm) == abi::kInvalidArgument);
+      CHECK(host.net()->listen(ctx, ndev, handle, &listenComm) == abi::kInvalidArgument);
       CHECK(listenComm == nullptr);
       CHECK(host.net()->finalize(ctx) == abi::kSuccess);
     }

@@ -1,0 +1,74 @@
+#include "net_plugin/core/comm_config.h"
+
+#include <algorithm>
+
+#include "common/params.h"
+
+namespace autopilot::net::core {
+
+namespace {
+
+params::StringParam gStriping(
+    "NCCL_AUTOPILOT_NET_STRIPING", "measured",
+    "How chunks are spread over rails: 'measured' (earliest predicted completion from measured "
+    "bandwidth) or 'equal' (rotation, what NCCL and aws-ofi-nccl do; a baseline).",
+    {"measured", "equal"});
+params::IntParam gChunkBytes("NCCL_AUTOPILOT_NET_CHUNK_BYTES", 1 << 20, 64 << 10, 64 << 20,
+                             "Largest chunk a message is cut into (the unit of striping, "
+                             "acknowledgement and re-sending).",
+                             true);
+params::IntParam gMinChunkBytes("NCCL_AUTOPILOT_NET_MIN_CHUNK_BYTES", 64 << 10, 4 << 10, 16 << 20,
+                                "Smallest chunk; messages under twice this size travel whole on "
+                                "one rail.",
+                                true);
+params::IntParam gRailWindow("NCCL_AUTOPILOT_NET_RAIL_WINDOW", 4 << 20, 256 << 10, 256 << 20,
+                             "Bytes a rail may hold unacknowledged before chunks wait for it.",
+                             true);
+params::IntParam gStallMs("NCCL_AUTOPILOT_NET_STALL_TIMEOUT_MS", 100, 10, 60000,
+                          "A rail holding data with no progress for this long (plus the time "
+                          "its queued bytes need at its measured rate) is declared failed.");
+params::IntParam gFailbackMinMs("NCCL_AUTOPILOT_NET_FAILBACK_MIN_MS", 50, 1, 60000,
+                                "First re-connection attempt of a failed rail after this long; "
+                                "doubles per failed attempt.");
+params::IntParam gFailbackMaxMs("NCCL_AUTOPILOT_NET_FAILBACK_MAX_MS", 2000, 10, 3600000,
+                                "Longest wait between re-connection attempts (they never stop).");
+params::IntParam gPeerTimeoutMs("NCCL_AUTOPILOT_NET_PEER_TIMEOUT_MS", 2000, 100, 3600000,
+                                "With no rail left for this long, requests fail (NCCL gets an "
+                                "error only then).");
+params::IntParam gConnectTimeoutMs("NCCL_AUTOPILOT_NET_CONNECT_TIMEOUT_MS", 30000, 100, 3600000,
+                                   "connect() gives up on a peer that does not answer after "
+                                   "this long.");
+params::IntParam gMaxRecvs("NCCL_AUTOPILOT_NET_MAX_RECVS", 8, 1, 8,
+                           "maxRecvs reported to NCCL: buffers one grouped receive may carry.");
+params::DoubleParam gDegradedRatio("NCCL_AUTOPILOT_NET_DEGRADED_RATIO", 0.5, 0.01, 0.95,
+                                   "A rail persistently below this fraction of its peers' median "
+                                   "bandwidth is reported degraded.");
+
+CommConfig load() {
+  CommConfig c;
+  c.striper.policy =
+      gStriping.get() == "equal" ? StripingPolicy::kEqualSplit : StripingPolicy::kMeasured;
+  c.striper.windowBytes = uint64_t(gRailWindow.get());
+  c.chunks.maxChunkBytes = uint64_t(gChunkBytes.get());
+  c.chunks.minChunkBytes = uint64_t(gMinChunkBytes.get());
+  c.chunks.wholeBelowBytes = 2 * c.chunks.minChunkBytes;
+  c.striper.measureMinBytes = c.chunks.minChunkBytes;
+  c.health.failure.stallTimeoutNs = uint64_t(gStallMs.get()) * 1'000'000;
+  c.health.failback.initialBackoffNs = uint64_t(gFailbackMinMs.get()) * 1'000'000;
+  c.health.failback.maxBackoffNs = uint64_t(gFailbackMaxMs.get()) * 1'000'000;
+  c.health.degradation.degradeBelow = gDegradedRatio.get();
+  c.health.degradation.recoverAbove = std::min(0.99, gDegradedRatio.get() * 1.4);
+  c.peerTimeoutNs = uint64_t(gPeerTimeoutMs.get()) * 1'000'000;
+  c.connectTimeoutNs = uint64_t(gConnectTimeoutMs.get()) * 1'000'000;
+  c.maxRecvs = int(gMaxRecvs.get());
+  return c;
+}
+
+}  // namespace
+
+const CommConfig& commConfig() {
+  static const CommConfig config = load();
+  return config;
+}
+
+}  // namespace autopilot::net::core

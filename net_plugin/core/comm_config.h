@@ -1,0 +1,28 @@
+// The tunables of a connection, from the NCCL_AUTOPILOT_NET_* parameters, shared by every
+// transport. Resolved once per load of the library (parameters are frozen after first read);
+// each comm copies what it needs at creation, so the data path reads no parameter.
+#pragma once
+
+#include <cstdint>
+
+#include "net_plugin/core/chunk_plan.h"
+#include "net_plugin/core/rail_health.h"
+#include "net_plugin/core/rail_striper.h"
+
+namespace autopilot::net::core {
+
+struct CommConfig {
+  RailStriper::Config striper;
+  ChunkPolicy chunks;
+  RailHealthConfig health;
+  uint64_t peerTimeoutNs = 2'000'000'000;    // no rail at all for this long: error to NCCL
+  uint64_t connectTimeoutNs = 30'000'000'000;
+  uint64_t probeTimeoutNs = 1'000'000'000;   // one background re-connection attempt
+  uint64_t stragglerNs = 500'000'000;        // connect/accept wait this long for slow rails
+  double rejoinShare = 0.125;  // a re-joined rail starts at this fraction of its peers' bandwidth
+  int maxRecvs = 8;
+};
+
+const CommConfig& commConfig();
+
+}  // namespace autopilot::net::core

@@ -1,0 +1,60 @@
+// FaultInjector: applies the simulated-fault plan (fault_plan.h) named by
+// NCCL_AUTOPILOT_FAULT_FILE to this process's rails. A process that loads the library with
+// RTLD_LOCAL (the demo, NCCL itself) cannot call into it, so the plan is a file that anyone can
+// rewrite; the data path calls refresh(), which looks at the file's identity and mtime at most
+// every kRefreshNs and re-reads it only when it changed. Every change is logged as SIMULATED.
+//
+// Thread-safe: refresh() may run on several progress threads at once (one reloads, the others
+// return at once, never blocking); down()/rateBytesPerSec() are relaxed atomic loads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "net_plugin/core/pacer.h"
+
+namespace autopilot::net::core {
+
+class FaultInjector {
+ public:
+  static constexpr int kMaxRails = 16;
+  static constexpr uint64_t kRefreshNs = 75'000'000;
+
+  static FaultInjector& instance();
+
+  // The rails of this process in index order (at device discovery). Reads the parameter.
+  void setRails(const std::vector<std::string>& names);
+  // Same, with an explicit plan file (tests); "" disables injection.
+  void configure(const std::vector<std::string>& names, const std::string& path);
+
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
+  void refresh(uint64_t nowNs);
+  bool down(int rail) const {
+    return rail >= 0 && rail < kMaxRails && down_[rail].load(std::memory_order_relaxed);
+  }
+  // 0: unlimited.
+  double rateBytesPerSec(int rail) const {
+    return rail >= 0 && rail < kMaxRails
+               ? double(rateBytesPerSec_[rail].load(std::memory_order_relaxed))
+               : 0.0;
+  }
+  Pacer* pacer(int rail) { return rail >= 0 && rail < kMaxRails ? &pacers_[rail] : nullptr; }
+
+ private:
+  void reload();
+  std::mutex reloadMutex_;  // try_lock only on the data path
+  std::string path_;
+  std::vector<std::string> names_;
+  std::atomic<bool> enabled_{false};
+  std::atomic<uint64_t> nextCheckNs_{0};
+  bool haveStamp_ = false;
+  uint64_t stamp_[4] = {};  // dev, ino, size, mtime of the last file read
+  std::atomic<bool> down_[kMaxRails] = {};
+  std::atomic<uint64_t> rateBytesPerSec_[kMaxRails] = {};
+  Pacer pacers_[kMaxRails];
+};
+
+}  // namespace autopilot::net::core

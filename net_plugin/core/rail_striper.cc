@@ -1,0 +1,132 @@
+#include "net_plugin/core/rail_striper.h"
+
+#include <algorithm>
+
+namespace autopilot::net::core {
+
+RailStriper::RailStriper(const Config& config) : config_(config) { reset(0); }
+
+void RailStriper::reset(int n) {
+  n_ = std::clamp(n, 0, kMaxRails);
+  for (Rail& r : rails_) {
+    r = Rail{};
+    r.bandwidth = clampBandwidth(config_.initialBandwidth);
+  }
+  picks_ = 0;
+  nextEqual_ = 0;
+}
+
+double RailStriper::clampBandwidth(double bw) const {
+  if (!(bw > 0)) bw = config_.minBandwidth;  // also catches NaN
+  return std::clamp(bw, config_.minBandwidth, config_.maxBandwidth);
+}
+
+void RailStriper::setMode(int rail, RailMode mode) {
+  if (rail < 0 || rail >= n_) return;
+  rails_[rail].mode = mode;
+}
+
+void RailStriper::setBandwidth(int rail, double bytesPerSec) {
+  if (rail < 0 || rail >= n_) return;
+  Rail& r = rails_[rail];
+  r.bandwidth = clampBandwidth(bytesPerSec);
+  r.sampleBytes = r.sampleNs = 0;
+}
+
+bool RailStriper::usable(int rail, bool standbyPass) const {
+  RailMode m = rails_[rail].mode;
+  return standbyPass ? m == RailMode::kStandby : m == RailMode::kActive;
+}
+
+bool RailStriper::fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) const {
+  if (excludedMask & (1u << rail)) return false;
+  const Rail& r = rails_[rail];
+  // An empty rail always takes one chunk, however large: otherwise a chunk bigger than the
+  // window could never be sent.
+  return r.inFlight == 0 || r.inFlight + chunkBytes <= config_.windowBytes;
+}
+
+int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask) {
+  // Standby rails are a second pass: used only while no active rail is usable at all.
+  bool standbyPass = true;
+  for (int i = 0; i < n_; ++i) {
+    if (usable(i, false)) standbyPass = false;
+  }
+  ++picks_;
+  if (config_.policy == StripingPolicy::kEqualSplit) {
+    // Strict rotation: wait for the next rail in turn even if another has room, which is what
+    // makes an equal split as slow as its slowest member.
+    for (int step = 0; step < n_; ++step) {
+      int i = (nextEqual_ + step) % n_;
+      if (!usable(i, standbyPass)) continue;
+      if (!fits(i, chunkBytes, excludedMask)) return -1;
+      nextEqual_ = (i + 1) % n_;
+      return i;
+    }
+    return -1;
+  }
+  if (config_.probeEvery != 0 && picks_ % config_.probeEvery == 0) {
+    int probe = -1;
+    for (int i = 0; i < n_; ++i) {
+      const Rail& r = rails_[i];
+      if (!usable(i, standbyPass) || r.inFlight != 0 || (excludedMask & (1u << i))) continue;
+      if (nowNs - r.lastAssignedNs < config_.probeIdleNs) continue;
+      if (probe < 0 || r.lastAssignedNs < rails_[probe].lastAssignedNs) probe = i;
+    }
+    if (probe >= 0) return probe;
+  }
+  int best = -1;
+  double bestFinish = 0;
+  for (int i = 0; i < n_; ++i) {
+    if (!usable(i, standbyPass)) continue;
+    const Rail& r = rails_[i];
+    double finish = double(r.inFlight + chunkBytes) / r.bandwidth;
+    if (best < 0 || finish < bestFinish) {
+      best = i;
+      bestFinish = finish;
+    }
+  }
+  // If the rail that would finish first is full, waiting for it beats a slower rail.
+  if (best < 0 || !fits(best, chunkBytes, excludedMask)) return -1;
+  return best;
+}
+
+void RailStriper::onAssigned(int rail, uint64_t bytes, uint64_t nowNs) {
+  if (rail < 0 || rail >= n_) return;
+  Rail& r = rails_[rail];
+  r.inFlight += bytes;
+  r.assignedBytes += bytes;
+  r.lastAssignedNs = nowNs;
+  if (measurable(bytes)) {
+    if (r.measuredInFlight == 0) r.busyMarkNs = nowNs;
+    r.measuredInFlight += bytes;
+  }
+}
+
+void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
+  if (rail < 0 || rail >= n_) return;
+  Rail& r = rails_[rail];
+  r.inFlight -= std::min(r.inFlight, bytes);
+  if (!measurable(bytes)) return;
+  r.measuredInFlight -= std::min(r.measuredInFlight, bytes);
+  // Throughput while busy: acknowledged bytes over the time the rail held measurable data.
+  if (nowNs > r.busyMarkNs) r.sampleNs += nowNs - r.busyMarkNs;
+  r.busyMarkNs = nowNs;
+  r.sampleBytes += bytes;
+  if (r.sampleNs >= config_.sampleMinNs) {
+    double sample = clampBandwidth(double(r.sampleBytes) * 1e9 / double(r.sampleNs));
+    r.bandwidth = clampBandwidth(config_.ewmaAlpha * sample + (1 - config_.ewmaAlpha) * r.bandwidth);
+    r.sampleBytes = r.sampleNs = 0;
+    ++r.samples;
+  }
+}
+
+void RailStriper::onRailLost(int rail) {
+  if (rail < 0 || rail >= n_) return;
+  Rail& r = rails_[rail];
+  r.inFlight = 0;
+  r.measuredInFlight = 0;
+  r.sampleBytes = r.sampleNs = 0;
+}
+
+}  // namespace autopilot::net::core

@@ -1,0 +1,99 @@
+// RailStriper: which rail carries the next chunk. A pure policy (no sockets, no clock: time is
+// an argument), shared by every transport.
+//
+// Measured mode (default): a chunk goes to the usable rail with the earliest predicted
+// completion, (bytes in flight on the rail + chunk) / measured bandwidth. Bandwidth is an EWMA
+// of what the rail really delivered while it was busy with measurable (large) chunks, clamped
+// to [minBandwidth, maxBandwidth]. Every `probeEvery`-th pick, a usable rail that has been
+// idle for `probeIdleNs` gets the chunk instead, so that idle or slow rails stay measured and
+// a healed rail's share can grow again. A rail never holds more than `windowBytes` (unless it
+// is empty), which keeps the assignment adaptive: chunks are placed as acknowledgements free
+// room, with up-to-date estimates.
+//
+// Equal-split mode: chunks rotate over the usable rails regardless of bandwidth (what NCCL's
+// own multi-NIC merge and aws-ofi-nccl do); kept as a baseline for benchmarks.
+//
+// Rail modes: kActive rails carry data; kStandby rails (configured weight 0) carry data only
+// while no active rail is usable; kDown rails carry nothing.
+#pragma once
+
+#include <cstdint>
+
+namespace autopilot::net::core {
+
+enum class RailMode : uint8_t { kDown = 0, kActive = 1, kStandby = 2 };
+enum class StripingPolicy : uint8_t { kMeasured = 0, kEqualSplit = 1 };
+
+class RailStriper {
+ public:
+  static constexpr int kMaxRails = 16;
+
+  struct Config {
+    StripingPolicy policy = StripingPolicy::kMeasured;
+    double initialBandwidth = 1.25e9;  // bytes/s before the first measurement
+    double minBandwidth = 1.0e6;
+    double maxBandwidth = 1.0e12;
+    double ewmaAlpha = 0.3;                    // weight of a new sample
+    uint64_t windowBytes = 4u << 20;           // in-flight cap per rail
+    uint64_t measureMinBytes = 64u << 10;      // smaller chunks do not feed the estimate
+    uint64_t sampleMinNs = 2'000'000;          // a sample spans at least this much busy time
+    uint32_t probeEvery = 32;                  // probe cadence, in picks (0: never)
+    uint64_t probeIdleNs = 50'000'000;         // a rail idle this long is due for a probe
+  };
+
+  RailStriper() : RailStriper(Config{}) {}
+  explicit RailStriper(const Config& config);
+
+  // Forgets everything and manages `n` rails (<= kMaxRails), all kDown.
+  void reset(int n);
+  int railCount() const { return n_; }
+  const Config& config() const { return config_; }
+
+  void setMode(int rail, RailMode mode);
+  RailMode mode(int rail) const { return rails_[rail].mode; }
+  // Replaces the estimate (start-up from the nominal speed; a re-joined rail starts small).
+  void setBandwidth(int rail, double bytesPerSec);
+
+  // The rail for a chunk of `chunkBytes`, or -1 when the chosen rail is at its window (wait
+  // for acknowledgements) or no rail is usable. Rails whose bit is set in `excludedMask` (e.g.
+  // their queue is full) are treated as full.
+  int pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask = 0);
+
+  // Bookkeeping the transport reports back. `measurable` chunks (>= measureMinBytes) feed the
+  // bandwidth estimate; the flag must be the same on both calls for one chunk.
+  void onAssigned(int rail, uint64_t bytes, uint64_t nowNs);
+  void onCompleted(int rail, uint64_t bytes, uint64_t nowNs);
+  // The rail's in-flight chunks are gone (they are re-sent elsewhere).
+  void onRailLost(int rail);
+
+  double bandwidth(int rail) const { return rails_[rail].bandwidth; }
+  uint64_t inFlight(int rail) const { return rails_[rail].inFlight; }
+  uint64_t assignedBytes(int rail) const { return rails_[rail].assignedBytes; }
+  uint64_t samples(int rail) const { return rails_[rail].samples; }
+  bool measurable(uint64_t bytes) const { return bytes >= config_.measureMinBytes; }
+
+ private:
+  struct Rail {
+    RailMode mode = RailMode::kDown;
+    double bandwidth = 0;
+    uint64_t inFlight = 0;
+    uint64_t measuredInFlight = 0;  // bytes of measurable chunks in flight
+    uint64_t busyMarkNs = 0;        // start of the busy time not yet accounted
+    uint64_t sampleBytes = 0;
+    uint64_t sampleNs = 0;
+    uint64_t lastAssignedNs = 0;
+    uint64_t assignedBytes = 0;
+    uint64_t samples = 0;
+  };
+  bool usable(int rail, bool standbyPass) const;
+  bool fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) const;
+  double clampBandwidth(double bw) const;
+
+  Config config_;
+  int n_ = 0;
+  Rail rails_[kMaxRails];
+  uint64_t picks_ = 0;
+  int nextEqual_ = 0;
+};
+
+}  // namespace autopilot::net::core

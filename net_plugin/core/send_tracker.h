@@ -1,0 +1,117 @@
+// SendTracker: the sender's bookkeeping of chunks between "placed on a rail" and
+// "acknowledged by the receiver", shared by every transport. Bounded: fixed numbers of
+// messages and queue entries, set at construction; nothing allocates afterwards.
+//
+// Lossless by construction: a chunk stays in its rail's queue until the receiver acknowledges
+// it, so when a rail fails every chunk it held (sent or not) moves to the re-send queue and is
+// placed on another rail. A message is done only when every chunk is acknowledged, which is
+// when the caller may report the send complete (NCCL reuses the buffer right away).
+//
+// Each chunk is in exactly one place at any time: not yet placed, in the re-send queue, in one
+// rail queue, or acknowledged. Acknowledgements of a rail arrive in its queue order (one
+// ordered connection per rail), so acknowledging means popping the oldest entries.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "net_plugin/core/chunk_plan.h"
+
+namespace autopilot::net::core {
+
+class SendTracker {
+ public:
+  struct Entry {
+    uint32_t message;
+    uint32_t chunk;
+    uint64_t bytes;
+    bool resend;  // placed again after its first rail failed
+  };
+
+  SendTracker(int rails, uint32_t messages, uint32_t queueCapacity);
+
+  int rails() const { return rails_; }
+  uint32_t messages() const { return messages_; }
+
+  // Message `message` (< messages()) starts: its chunks are placed after those of messages
+  // started earlier. The slot must not be in use.
+  void start(uint32_t message, const ChunkPlan& plan);
+  // Releases a finished message's slot.
+  void release(uint32_t message);
+  bool inUse(uint32_t message) const { return state_[message].inUse; }
+  const ChunkPlan& plan(uint32_t message) const { return state_[message].plan; }
+  bool done(uint32_t message) const;
+  uint32_t acknowledged(uint32_t message) const { return state_[message].acked; }
+
+  // The next chunk to place (re-sends first), without taking it. False when nothing waits.
+  bool peek(Entry* out) const;
+  // Places the chunk peek() returned at the tail of `rail`'s queue. False (and nothing
+  // changes) when that queue is full or nothing waits.
+  bool placeNext(int rail);
+
+  // A rail queue, oldest first. The transport keeps how many leading entries it has fully
+  // transmitted (`posted`); acknowledgements can only cover those.
+  uint32_t queued(int rail) const { return queue_[rail].size; }
+  uint64_t queuedBytes(int rail) const { return queue_[rail].bytes; }
+  bool queueFull(int rail) const { return queue_[rail].size == capacity_; }
+  const Entry& entry(int rail, uint32_t i) const;
+  uint32_t posted(int rail) const { return queue_[rail].posted; }
+  void setPosted(int rail, uint32_t posted);
+  uint64_t postedBytes(int rail) const { return queue_[rail].postedBytes; }
+
+  // The receiver acknowledged the `count` oldest chunks of `rail`. Calls onChunk(const Entry&)
+  // for each, oldest first. False (nothing changes) when count exceeds the posted entries:
+  // a protocol violation by the peer.
+  template <typename OnChunk>
+  bool acknowledge(int rail, uint32_t count, OnChunk&& onChunk);
+
+  // The rail failed: every chunk it held goes to the re-send queue (oldest first). Returns the
+  // number of chunks moved; *bytes gets their size.
+  uint32_t railFailed(int rail, uint64_t* bytes);
+  uint32_t resendQueued() const { return resend_.size; }
+
+ private:
+  struct MessageState {
+    ChunkPlan plan;
+    uint32_t nextNew = 0;  // next chunk never placed
+    uint32_t acked = 0;
+    bool inUse = false;
+  };
+  struct Ring {
+    std::unique_ptr<Entry[]> items;
+    uint32_t head = 0, size = 0;
+    uint32_t posted = 0;
+    uint64_t bytes = 0, postedBytes = 0;
+  };
+  static const Entry& at(const Ring& r, uint32_t cap, uint32_t i) {
+    return r.items[(r.head + i) % cap];
+  }
+  static void push(Ring& r, uint32_t cap, const Entry& e);
+  static Entry pop(Ring& r, uint32_t cap);
+
+  int rails_;
+  uint32_t messages_;
+  uint32_t capacity_;        // per rail queue
+  uint32_t resendCapacity_;  // holds every rail's queue at once
+  std::unique_ptr<MessageState[]> state_;
+  std::unique_ptr<uint32_t[]> order_;  // messages with chunks never placed, in start order
+  uint32_t orderHead_ = 0, orderSize_ = 0;
+  std::unique_ptr<Ring[]> queue_;
+  Ring resend_;
+};
+
+template <typename OnChunk>
+bool SendTracker::acknowledge(int rail, uint32_t count, OnChunk&& onChunk) {
+  Ring& q = queue_[rail];
+  if (count > q.posted) return false;
+  for (uint32_t i = 0; i < count; ++i) {
+    Entry e = pop(q, capacity_);
+    q.posted--;
+    q.postedBytes -= e.bytes;
+    state_[e.message].acked++;
+    onChunk(static_cast<const Entry&>(e));
+  }
+  return true;
+}
+
+}  // namespace autopilot::net::core

@@ -1,0 +1,253 @@
+#include "net_plugin/transport/tcp/connection.h"
+
+#include <algorithm>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/fault_injector.h"
+#include "net_plugin/transport/tcp/discovery.h"
+#include "net_plugin/transport/tcp/recv_comm.h"
+
+namespace autopilot::net::tcp {
+
+namespace {
+
+constexpr unsigned long kFlags = abi::subsys::kNet;
+
+// The device's rails (indices into the process's rail list), at most a connection's worth.
+int deviceRails(int device, int* out) {
+  const core::NetDevice* dev = TcpRails::instance().devices().device(device);
+  if (dev == nullptr) return -1;
+  int n = std::min<int>(int(dev->rails.size()), wire::kMaxRails);
+  for (int i = 0; i < n; ++i) out[i] = dev->rails[size_t(i)];
+  return n;
+}
+
+RailSetup railSetup(int globalIndex) {
+  const TcpRail& rail = TcpRails::instance().rails()[size_t(globalIndex)];
+  RailSetup rs;
+  rs.name = rail.name;
+  rs.globalIndex = globalIndex;
+  rs.telemetryId = rail.telemetryId;
+  rs.standby = rail.standby;
+  rs.speedMbps = rail.speedMbps;
+  rs.local = rail.address;
+  return rs;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------- ListenComm
+
+ListenComm::ListenComm(uint64_t commId, int device)
+    : CommBase(kMagic), commId_(commId), device_(device) {
+  acceptor_.role = "accept";
+}
+
+ListenComm::~ListenComm() = default;
+
+abi::Result ListenComm::listen(void* handle) {
+  nRails_ = deviceRails(device_, railIds_);
+  if (nRails_ <= 0) {
+    AP_WARN(kFlags, "listen: device %d does not exist", device_);
+    return abi::kInvalidArgument;
+  }
+  const auto& rails = TcpRails::instance().rails();
+  SockAddr addrs[wire::kMaxRails];
+  for (int r = 0; r < nRails_; ++r) addrs[r] = rails[size_t(railIds_[r])].address;
+  std::string error;
+  if (!acceptor_.open(addrs, nRails_, &error)) {
+    AP_WARN(kFlags, "listen on device %d: %s", device_, error.c_str());
+    return abi::kSystemError;
+  }
+  Handle h;
+  if (!randomBytes(h.secret, sizeof(h.secret))) {
+    AP_WARN(kFlags, "listen: no random bytes for the connection secret");
+    return abi::kSystemError;
+  }
+  acceptor_.setSecret(h.secret);
+  h.railCount = nRails_;
+  for (int r = 0; r < nRails_; ++r) h.rails[r] = acceptor_.bound(r);
+  if (!encodeHandle(h, static_cast<uint8_t*>(handle), &error)) {
+    AP_WARN(kFlags, "listen on device %d: %s", device_, error.c_str());
+    return abi::kInternalError;
+  }
+  return abi::kSuccess;
+}
+
+wire::AckStatus ListenComm::decide(const wire::Hello& hello, const SockAddr&) {
+  if (done_) return wire::AckStatus::kWrongConnection;
+  if (connectionId_ == 0) {
+    if (hello.railCount > nRails_) return wire::AckStatus::kBadRail;
+    // The first valid rail defines the connection; the handle went to one peer only.
+    connectionId_ = hello.connectionId;
+    expectedRails_ = hello.railCount;
+  }
+  if (hello.connectionId != connectionId_) return wire::AckStatus::kWrongConnection;
+  if (hello.railCount != expectedRails_ || hello.railIndex >= expectedRails_) {
+    return wire::AckStatus::kBadRail;
+  }
+  if (hello.generation <= generations_[hello.railIndex]) return wire::AckStatus::kStaleGeneration;
+  return wire::AckStatus::kAccepted;
+}
+
+void ListenComm::install(const wire::Hello& hello, Fd fd, const SockAddr&) {
+  accepted_[hello.railIndex] = std::move(fd);
+  generations_[hello.railIndex] = hello.generation;
+  if (firstRailNs_ == 0) firstRailNs_ = monotonicNs();
+}
+
+abi::Result ListenComm::accept(RecvComm** recvComm) {
+  if (done_) {
+    AP_WARN(kFlags, "accept called again on a listen comm that already accepted");
+    return abi::kInvalidUsage;
+  }
+  uint64_t now = monotonicNs();
+  auto& injector = core::FaultInjector::instance();
+  injector.refresh(now);
+  uint32_t paused = 0;
+  for (int r = 0; r < nRails_; ++r) {
+    if (injector.down(railIds_[r])) paused |= 1u << r;
+  }
+  acceptor_.progress(now, paused, *this);
+  if (connectionId_ == 0) return abi::kSuccess;
+  int have = 0;
+  for (int r = 0; r < expectedRails_; ++r) have += accepted_[r].valid();
+  bool late = now - firstRailNs_ >= core::commConfig().stragglerNs;
+  if (have < expectedRails_ && !late) return abi::kSuccess;
+
+  RecvCommSetup setup;
+  setup.commId = commId_;
+  setup.connectionId = connectionId_;
+  setup.acceptor = &acceptor_;
+  for (int r = 0; r < expectedRails_; ++r) {
+    RailSetup rs = railSetup(railIds_[r]);
+    rs.fd = std::move(accepted_[r]);
+    rs.generation = generations_[r];
+    setup.rails.push_back(std::move(rs));
+  }
+  AP_INFO(kFlags, "comm 0x%llx: accepted a connection on %d of %d rails",
+          (unsigned long long)commId_, have, expectedRails_);
+  done_ = true;
+  *recvComm = new RecvComm(std::move(setup));
+  return abi::kSuccess;
+}
+
+// ---------------------------------------------------------------------------- Connector
+
+Connector::Connector(uint64_t commId, int device) : commId_(commId), device_(device) {}
+
+abi::Result Connector::start(const uint8_t* handle) {
+  wire::DecodeError e = decodeHandle(handle, kHandleBytes, &peer_);
+  if (e == wire::DecodeError::kBadVersion) {
+    AP_WARN(kFlags, "connect: the peer's handle is protocol version %u, we speak %u (a different "
+            "nccl-autopilot version on the other side?)", peer_.version, wire::kProtocolVersion);
+    return abi::kInvalidUsage;
+  }
+  if (e != wire::DecodeError::kOk) {
+    AP_WARN(kFlags, "connect: the handle is not from this plugin's listen(): %s",
+            wire::decodeErrorText(e));
+    return abi::kInvalidUsage;
+  }
+  int local[wire::kMaxRails];
+  int nLocal = deviceRails(device_, local);
+  if (nLocal <= 0) {
+    AP_WARN(kFlags, "connect: device %d does not exist", device_);
+    return abi::kInvalidArgument;
+  }
+  nRails_ = std::min(nLocal, peer_.railCount);
+  std::copy(local, local + nRails_, railIds_);
+  if (!randomBytes(&connectionId_, sizeof(connectionId_))) return abi::kSystemError;
+  connectionId_ |= 1;  // never 0
+  uint64_t now = monotonicNs();
+  const auto& rails = TcpRails::instance().rails();
+  for (int r = 0; r < nRails_; ++r) {
+    wire::Hello hello;
+    std::copy(peer_.secret, peer_.secret + wire::kSecretBytes, hello.secret);
+    hello.railIndex = uint8_t(r);
+    hello.railCount = uint8_t(nRails_);
+    hello.connectionId = connectionId_;
+    hello.generation = 1;
+    dialers_[r].start(rails[size_t(railIds_[r])].address, peer_.rails[r], hello, now,
+                      core::commConfig().connectTimeoutNs);
+  }
+  return abi::kSuccess;
+}
+
+abi::Result Connector::progress(SendComm** sendComm) {
+  uint64_t now = monotonicNs();
+  int connected = 0, resolved = 0;
+  for (int r = 0; r < nRails_; ++r) {
+    if (!resolved_[r]) {
+      RailDialer::State s = dialers_[r].progress(now);
+      if (s == RailDialer::State::kDone) {
+        connected_[r] = dialers_[r].take();
+        resolved_[r] = true;
+        if (firstConnectedNs_ == 0) firstConnectedNs_ = now;
+      } else if (s == RailDialer::State::kFailed) {
+        errors_[r] = dialers_[r].error();
+        resolved_[r] = true;
+      }
+    }
+    resolved += resolved_[r];
+    connected += connected_[r].valid();
+  }
+  bool late = connected > 0 && now - firstConnectedNs_ >= core::commConfig().stragglerNs;
+  if (resolved < nRails_ && !late) return abi::kSuccess;
+  const auto& rails = TcpRails::instance().rails();
+  if (connected == 0) {
+    std::string why;
+    for (int r = 0; r < nRails_; ++r) {
+      why += (r ? "; " : "") + std::string("rail ") + std::to_string(r) + " (" +
+             rails[size_t(railIds_[r])].name + " -> " + peer_.rails[r].str() + "): " + errors_[r];
+    }
+    AP_WARN(kFlags, "connect: no rail could connect to the peer: %s", why.c_str());
+    return abi::kSystemError;
+  }
+  SendCommSetup setup;
+  setup.commId = commId_;
+  setup.connectionId = connectionId_;
+  std::copy(peer_.secret, peer_.secret + wire::kSecretBytes, setup.secret);
+  for (int r = 0; r < nRails_; ++r) {
+    RailSetup rs = railSetup(railIds_[r]);
+    rs.remote = peer_.rails[r];
+    rs.generation = 1;
+    if (connected_[r].valid()) {
+      rs.fd = std::move(connected_[r]);
+    } else {
+      dialers_[r].abandon();
+      rs.error = resolved_[r] ? errors_[r] : "no answer within the straggler time";
+    }
+    setup.rails.push_back(std::move(rs));
+  }
+  AP_INFO(kFlags, "comm 0x%llx: connected on %d of %d rails", (unsigned long long)commId_,
+          connected, nRails_);
+  *sendComm = new SendComm(std::move(setup));
+  return abi::kSuccess;
+}
+
+// ---------------------------------------------------------------------------- PendingConnects
+
+Connector* PendingConnects::find(uint64_t token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = connectors_.find(token);
+  return it == connectors_.end() ? nullptr : it->second.get();
+}
+
+uint64_t PendingConnects::add(std::unique_ptr<Connector> c) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t token = 0;
+  while (token == 0 || connectors_.count(token)) {
+    if (!randomBytes(&token, sizeof(token))) token = uint64_t(connectors_.size()) + 0x9e3779b9;
+  }
+  connectors_.emplace(token, std::move(c));
+  return token;
+}
+
+void PendingConnects::remove(uint64_t token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  connectors_.erase(token);
+}
+
+}  // namespace autopilot::net::tcp

@@ -1,0 +1,78 @@
+#include "net_plugin/transport/tcp/rail_link.h"
+
+#include <cstring>
+
+namespace autopilot::net::tcp {
+
+RailLink::RailLink()
+    : staging_(new uint8_t[kStagingBytes]), out_(new uint8_t[kControlBytes]) {}
+
+void RailLink::attach(Fd fd, uint32_t generation) {
+  detach(false);
+  fd_ = std::move(fd);
+  generation_ = generation;
+}
+
+void RailLink::detach(bool abort) {
+  if (abort) {
+    fd_.abort();
+  } else {
+    fd_.reset();
+  }
+  head_ = tail_ = 0;
+  outHead_ = outTail_ = 0;
+  inPayload = false;
+  dst = nullptr;
+  remaining = 0;
+  landingSlot = -1;
+  framesConsumed = framesAckSent = peerAcked = 0;
+  partialBytes = 0;
+  tcpAcked_ = tcpUnacked_ = 0;
+  lastTcpSampleNs_ = 0;
+}
+
+IoResult RailLink::fill() {
+  if (head_ == tail_) head_ = tail_ = 0;
+  // Keep room for a whole control frame at the end; move the unparsed bytes to the front.
+  if (kStagingBytes - tail_ < wire::kFrameHeaderBytes + wire::kMaxCtsBodyBytes && head_ > 0) {
+    std::memmove(staging_.get(), staging_.get() + head_, tail_ - head_);
+    tail_ -= head_;
+    head_ = 0;
+  }
+  if (tail_ == kStagingBytes) return {Io::kOk, 0, 0};
+  IoResult r = readSome(fd_.get(), staging_.get() + tail_, kStagingBytes - tail_);
+  tail_ += r.bytes;
+  return r;
+}
+
+bool RailLink::queueControl(const uint8_t* bytes, size_t n) {
+  if (outHead_ == outTail_) outHead_ = outTail_ = 0;
+  if (kControlBytes - outTail_ < n && outHead_ > 0) {
+    std::memmove(out_.get(), out_.get() + outHead_, outTail_ - outHead_);
+    outTail_ -= outHead_;
+    outHead_ = 0;
+  }
+  if (kControlBytes - outTail_ < n) return false;
+  std::memcpy(out_.get() + outTail_, bytes, n);
+  outTail_ += n;
+  return true;
+}
+
+IoResult RailLink::flushControl() {
+  if (outHead_ == outTail_ || !fd_.valid()) return {Io::kOk, 0, 0};
+  IoResult r = writeSome(fd_.get(), out_.get() + outHead_, outTail_ - outHead_);
+  outHead_ += r.bytes;
+  return r;
+}
+
+bool RailLink::sampleTcp(uint64_t nowNs) {
+  lastTcpSampleNs_ = nowNs;
+  uint64_t acked = 0, unacked = 0;
+  if (!fd_.valid() || !tcpCounters(fd_.get(), &acked, &unacked)) return false;
+  bool advanced = acked > tcpAcked_;
+  tcpAcked_ = acked;
+  tcpUnacked_ = unacked;
+  return advanced;
+}
+
+}  // namespace autopilot::net::tcp

@@ -1,0 +1,78 @@
+// RailLink: one rail's TCP connection during the data phase, as seen by one comm: the socket,
+// an inbound staging buffer (frames are parsed from it; large DATA payloads bypass it and are
+// read straight into the user's buffer), an outbound queue for small control frames, the
+// inbound frame being parsed, and the TCP-level progress counters the failure detector uses.
+// Buffers are allocated once when the comm is created, never on the data path.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "net_plugin/transport/tcp/socket.h"
+#include "net_plugin/transport/tcp/wire.h"
+
+namespace autopilot::net::tcp {
+
+class RailLink {
+ public:
+  static constexpr size_t kStagingBytes = 64 << 10;
+  static constexpr size_t kControlBytes = 16 << 10;
+
+  RailLink();
+  RailLink(const RailLink&) = delete;
+  RailLink& operator=(const RailLink&) = delete;
+
+  // A new connection replaces whatever was there; all per-connection state starts over.
+  void attach(Fd fd, uint32_t generation);
+  // Closes the connection: `abort` sends a reset (the rail was declared failed) instead of an
+  // orderly end.
+  void detach(bool abort);
+  bool up() const { return fd_.valid(); }
+  int fd() const { return fd_.get(); }
+  uint32_t generation() const { return generation_; }
+
+  // ---- inbound
+  // Reads what is available into the staging buffer.
+  IoResult fill();
+  const uint8_t* staged() const { return staging_.get() + head_; }
+  size_t stagedBytes() const { return tail_ - head_; }
+  void consume(size_t n) { head_ += n; }
+  // Reads directly into `dst` (large payloads).
+  IoResult readInto(void* dst, size_t len) { return readSome(fd_.get(), dst, len); }
+
+  // The inbound frame being parsed: after its header, `remaining` payload bytes go to `dst`
+  // (or are discarded when dst is NULL).
+  bool inPayload = false;
+  wire::FrameHeader frame;
+  uint8_t* dst = nullptr;
+  uint64_t remaining = 0;
+  int landingSlot = -1;  // receiver: request slot the payload lands in (-1: discarded)
+
+  // ---- outbound control frames
+  bool queueControl(const uint8_t* bytes, size_t n);
+  size_t controlQueued() const { return outTail_ - outHead_; }
+  IoResult flushControl();
+
+  // ---- acknowledgement bookkeeping (per connection)
+  uint64_t framesConsumed = 0;  // receiver: DATA frames fully read on this connection
+  uint64_t framesAckSent = 0;   // receiver: the count last announced to the sender
+  uint64_t peerAcked = 0;       // sender: the count the receiver last announced
+  uint64_t partialBytes = 0;    // sender: bytes of the next frame already written
+
+  // ---- TCP-level progress (checked every few milliseconds, not per call)
+  // Re-reads the kernel counters; returns true when the peer's TCP acknowledged new bytes.
+  bool sampleTcp(uint64_t nowNs);
+  uint64_t tcpUnacked() const { return tcpUnacked_; }
+  uint64_t lastTcpSampleNs() const { return lastTcpSampleNs_; }
+
+ private:
+  Fd fd_;
+  uint32_t generation_ = 0;
+  std::unique_ptr<uint8_t[]> staging_;
+  size_t head_ = 0, tail_ = 0;
+  std::unique_ptr<uint8_t[]> out_;
+  size_t outHead_ = 0, outTail_ = 0;
+  uint64_t tcpAcked_ = 0, tcpUnacked_ = 0, lastTcpSampleNs_ = 0;
+};
+
+}  // namespace autopilot::net::tcp

@@ -1,0 +1,505 @@
+#include "net_plugin/transport/tcp/send_comm.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "net_plugin/core/fault_injector.h"
+
+namespace autopilot::net::tcp {
+
+namespace {
+
+constexpr unsigned long kFlags = abi::subsys::kNet;
+constexpr int kMaxFramesPerWrite = 16;          // frames gathered into one sendmsg
+constexpr uint64_t kMaxBytesPerWrite = 8 << 20;  // per sendmsg
+constexpr uint64_t kWriteBudgetPerPass = 16 << 20;
+constexpr uint64_t kReadBudgetPerPass = 256 << 10;  // control traffic only
+constexpr uint64_t kTcpSampleNs = 5'000'000;
+constexpr uint64_t kEvaluateNs = 20'000'000;
+constexpr uint64_t kPacingBurstBytes = 256 << 10;
+
+std::string fmtBytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1u << 20)) {
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", double(b) / double(1 << 20));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)b);
+  }
+  return buf;
+}
+
+}  // namespace
+
+SendComm::SendComm(SendCommSetup setup)
+    : CommBase(kMagic),
+      commId_(setup.commId),
+      connectionId_(setup.connectionId),
+      config_(core::commConfig()),
+      nRails_(int(setup.rails.size())),
+      rails_(new Rail[setup.rails.size()]),
+      striper_(config_.striper),
+      tracker_(nRails_, uint32_t(abi::kNetMaxRequests * config_.maxRecvs), 512),
+      matcher_(uint32_t(abi::kNetMaxRequests)),
+      poolSize_(uint32_t(abi::kNetMaxRequests * config_.maxRecvs)),
+      pool_(new SendRequest[poolSize_]),
+      freeList_(new uint32_t[poolSize_]),
+      waiting_(new uint32_t[poolSize_]) {
+  std::copy(setup.secret, setup.secret + wire::kSecretBytes, secret_);
+  uint64_t now = monotonicNs();
+  std::vector<core::RailHealth::RailInfo> infos;
+  std::vector<int> telemetryIds;
+  for (const RailSetup& rs : setup.rails) {
+    infos.push_back({rs.telemetryId, rs.name, rs.standby});
+    telemetryIds.push_back(rs.telemetryId);
+  }
+  health_.init(commId_, "send", infos, config_.health, now);
+  metrics_.init(telemetryIds);
+  striper_.reset(nRails_);
+  for (int r = 0; r < nRails_; ++r) {
+    RailSetup& rs = setup.rails[size_t(r)];
+    Rail& rail = rails_[r];
+    rail.local = rs.local;
+    rail.remote = rs.remote;
+    rail.globalIndex = rs.globalIndex;
+    rail.generation = rs.generation;
+    rail.nominalBytesPerSec = double(rs.speedMbps > 0 ? rs.speedMbps : 10000) * 1e6 / 8;
+    striper_.setBandwidth(r, rail.nominalBytesPerSec);
+    if (rs.fd.valid()) {
+      rail.link.attach(std::move(rs.fd), rs.generation);
+      health_.connected(r, now);
+    } else {
+      health_.connectFailed(r, now, rs.error);
+    }
+    striper_.setMode(r, health_.mode(r));
+  }
+  for (uint32_t i = 0; i < poolSize_; ++i) {
+    pool_[i].owner = this;
+    pool_[i].kind = RequestKind::kSend;
+    pool_[i].index = i;
+    freeList_[i] = poolSize_ - 1 - i;
+  }
+  freeCount_ = poolSize_;
+}
+
+SendComm::~SendComm() {
+  for (int r = 0; r < nRails_; ++r) rails_[r].link.detach(false);
+}
+
+bool SendComm::simulatedDown(int r) const {
+  return core::FaultInjector::instance().down(rails_[r].globalIndex);
+}
+
+int SendComm::usableRails() const {
+  int n = 0;
+  for (int r = 0; r < nRails_; ++r) n += striper_.mode(r) == core::RailMode::kActive;
+  return std::max(n, 1);
+}
+
+double SendComm::medianLiveBandwidth() const {
+  double bw[core::RailStriper::kMaxRails];
+  int n = 0;
+  for (int r = 0; r < nRails_; ++r) {
+    if (health_.live(r)) bw[n++] = striper_.bandwidth(r);
+  }
+  if (n == 0) return 0;
+  std::nth_element(bw, bw + n / 2, bw + n);
+  return bw[n / 2];
+}
+
+// ---------------------------------------------------------------------------- requests
+
+abi::Result SendComm::isend(const void* data, size_t size, int tag, void** request) {
+  *request = nullptr;
+  if (failed_ != abi::kSuccess) return failed_;
+  if (size > wire::kMaxMessageBytes) {
+    AP_WARN(kFlags, "isend of %zu bytes: more than the %llu bytes a message may have", size,
+            (unsigned long long)wire::kMaxMessageBytes);
+    return abi::kInvalidArgument;
+  }
+  if (freeCount_ == 0) return abi::kSuccess;  // NULL request: NCCL retries later
+  SendRequest* q = &pool_[freeList_[--freeCount_]];
+  q->state = SendRequest::State::kWaitingForReceive;
+  q->data = static_cast<const uint8_t*>(data);
+  q->size = size;
+  q->tag = tag;
+  q->error = abi::kSuccess;
+  waiting_[(waitingHead_ + waitingSize_) % poolSize_] = q->index;
+  waitingSize_++;
+  *request = q;
+  progress(monotonicNs());
+  return abi::kSuccess;
+}
+
+void SendComm::freeRequest(SendRequest* q) {
+  if (tracker_.inUse(q->index)) tracker_.release(q->index);
+  q->state = SendRequest::State::kFree;
+  freeList_[freeCount_++] = q->index;
+}
+
+abi::Result SendComm::test(SendRequest* q, int* done, int* sizes) {
+  *done = 0;
+  if (q->state == SendRequest::State::kFree) {
+    AP_WARN_ONCE(kFlags, "test() on a send request that is not in flight");
+    return abi::kInvalidArgument;
+  }
+  progress(monotonicNs());
+  if (q->state == SendRequest::State::kDone) {
+    *done = 1;
+    if (sizes) *sizes = int(std::min<uint64_t>(q->size, INT_MAX));
+    freeRequest(q);
+    return abi::kSuccess;
+  }
+  if (q->state == SendRequest::State::kFailed) {
+    abi::Result e = q->error;
+    freeRequest(q);
+    return e;
+  }
+  return failed_;
+}
+
+void SendComm::failComm(abi::Result error, const std::string& reason) {
+  if (failed_ != abi::kSuccess) return;
+  failed_ = error;
+  AP_WARN(kFlags, "comm 0x%llx send: %s; every pending send fails", (unsigned long long)commId_,
+          reason.c_str());
+}
+
+// ---------------------------------------------------------------------------- progress
+
+void SendComm::progress(uint64_t nowNs) {
+  core::FaultInjector::instance().refresh(nowNs);
+  if (failed_ != abi::kSuccess) return;
+  for (int r = 0; r < nRails_; ++r) {
+    if (rails_[r].dialer.active()) pumpDialer(r, nowNs);
+    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) readRail(r, nowNs);
+  }
+  matchRequests();
+  placeChunks(nowNs);
+  for (int r = 0; r < nRails_; ++r) {
+    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r) &&
+        tracker_.posted(r) < tracker_.queued(r)) {
+      writeRail(r, nowNs);
+    }
+  }
+  checkHealth(nowNs);
+}
+
+void SendComm::readRail(int r, uint64_t nowNs) {
+  RailLink& link = rails_[r].link;
+  uint64_t budget = kReadBudgetPerPass;
+  while (budget > 0) {
+    IoResult res = link.fill();
+    if (res.status == Io::kError) {
+      failRail(r, nowNs, "read: " + errnoText(res.error));
+      return;
+    }
+    if (res.status == Io::kClosed) {
+      bool busy = tracker_.queued(r) > 0 || waitingSize_ > 0;
+      failRail(r, nowNs, "the receiver closed the connection", busy);
+      return;
+    }
+    budget -= std::min<uint64_t>(budget, res.bytes);
+    while (link.stagedBytes() >= wire::kFrameHeaderBytes) {
+      wire::FrameHeader h;
+      wire::DecodeError e = wire::decodeFrameHeader(link.staged(), link.stagedBytes(), &h);
+      if (e != wire::DecodeError::kOk) {
+        failRail(r, nowNs, std::string("protocol error from the receiver: ") +
+                               wire::decodeErrorText(e));
+        return;
+      }
+      size_t need = wire::kFrameHeaderBytes + wire::controlBodyBytes(h);
+      if (link.stagedBytes() < need) break;
+      if (!handleFrame(r, h, link.staged() + wire::kFrameHeaderBytes, nowNs)) return;
+      link.consume(need);
+    }
+    if (res.status == Io::kWouldBlock || res.bytes == 0) return;
+  }
+}
+
+// False when the rail was failed (the caller must stop using it).
+bool SendComm::handleFrame(int r, const wire::FrameHeader& h, const uint8_t* body,
+                           uint64_t nowNs) {
+  RailLink& link = rails_[r].link;
+  switch (h.type) {
+    case wire::FrameType::kCts: {
+      core::PostedReceive posted;
+      if (wire::decodeCtsBody(h, body, wire::controlBodyBytes(h), &posted) !=
+              wire::DecodeError::kOk ||
+          matcher_.offer(posted) == core::ReceiveMatcher::Offer::kInvalid) {
+        failRail(r, nowNs, "protocol error: malformed or out-of-window receive announcement");
+        return false;
+      }
+      return true;
+    }
+    case wire::FrameType::kAck: {
+      if (h.seq < link.peerAcked) {
+        failRail(r, nowNs, "protocol error: acknowledgement count went backwards");
+        return false;
+      }
+      uint64_t delta = h.seq - link.peerAcked;
+      bool ok = delta <= tracker_.posted(r) &&
+                tracker_.acknowledge(r, uint32_t(delta), [&](const core::SendTracker::Entry& e) {
+                  striper_.onCompleted(r, e.bytes, nowNs);
+                  if (tracker_.done(e.message)) pool_[e.message].state = SendRequest::State::kDone;
+                });
+      if (!ok) {
+        failRail(r, nowNs, "protocol error: acknowledgement of data never sent");
+        return false;
+      }
+      link.peerAcked = h.seq;
+      if (delta > 0) health_.failure(r).onProgress(nowNs);
+      return true;
+    }
+    default:
+      failRail(r, nowNs, "protocol error: unexpected frame type from the receiver");
+      return false;
+  }
+}
+
+void SendComm::matchRequests() {
+  while (waitingSize_ > 0) {
+    SendRequest* q = &pool_[waiting_[waitingHead_]];
+    core::ReceiveMatcher::Slot slot;
+    core::ReceiveMatcher::Match m = matcher_.match(q->tag, q->size, &slot);
+    if (m == core::ReceiveMatcher::Match::kWait) return;
+    waitingHead_ = (waitingHead_ + 1) % poolSize_;
+    waitingSize_--;
+    if (m != core::ReceiveMatcher::Match::kMatched) {
+      // The peer's receive cannot take this send: a usage error that breaks the ordering for
+      // every later send on this connection.
+      q->state = SendRequest::State::kFailed;
+      q->error = abi::kInvalidUsage;
+      failComm(abi::kInvalidUsage,
+               m == core::ReceiveMatcher::Match::kTooLarge
+                   ? "a send is larger than the receive buffer posted for it (" +
+                         std::to_string(q->size) + " bytes)"
+                   : "no posted receive buffer has the send's tag " + std::to_string(q->tag));
+      return;
+    }
+    q->recvSeq = slot.seq;
+    q->buffer = uint8_t(slot.buffer);
+    q->state = SendRequest::State::kActive;
+    tracker_.start(q->index, core::planChunks(q->size, usableRails(), config_.chunks));
+  }
+}
+
+void SendComm::placeChunks(uint64_t nowNs) {
+  uint32_t excluded = 0;
+  for (int r = 0; r < nRails_; ++r) {
+    if (tracker_.queueFull(r)) excluded |= 1u << r;
+  }
+  core::SendTracker::Entry e;
+  while (tracker_.peek(&e)) {
+    int r = striper_.pick(e.bytes, nowNs, excluded);
+    if (r < 0) return;
+    tracker_.placeNext(r);
+    striper_.onAssigned(r, e.bytes, nowNs);
+    if (e.resend) {
+      if (auto* c = metrics_.at(r)) {
+        core::RailMetrics::add(c->retransmittedChunks, 1);
+        core::RailMetrics::add(c->retransmittedBytes, e.bytes);
+      }
+    }
+    if (tracker_.queueFull(r)) excluded |= 1u << r;
+  }
+}
+
+void SendComm::writeRail(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  RailLink& link = rail.link;
+  auto& injector = core::FaultInjector::instance();
+  double rate = injector.rateBytesPerSec(rail.globalIndex);
+  core::Pacer* pacer = rate > 0 ? injector.pacer(rail.globalIndex) : nullptr;
+  uint64_t budget = kWriteBudgetPerPass;
+  if (pacer) budget = std::min(budget, pacer->allowance(nowNs, rate, kPacingBurstBytes));
+  uint8_t headers[kMaxFramesPerWrite][wire::kFrameHeaderBytes];
+  iovec iov[2 * kMaxFramesPerWrite];
+  while (budget > 0 && tracker_.posted(r) < tracker_.queued(r)) {
+    int iovs = 0;
+    uint64_t total = 0;
+    uint64_t skip = link.partialBytes;
+    uint32_t first = tracker_.posted(r);
+    for (int k = 0; k < kMaxFramesPerWrite && first + uint32_t(k) < tracker_.queued(r); ++k) {
+      const core::SendTracker::Entry& e = tracker_.entry(r, first + uint32_t(k));
+      const SendRequest& q = pool_[e.message];
+      const core::ChunkPlan& plan = tracker_.plan(e.message);
+      wire::FrameHeader h;
+      h.type = wire::FrameType::kData;
+      h.buffer = q.buffer;
+      h.length = uint32_t(e.bytes);
+      h.seq = q.recvSeq;
+      h.offset = plan.offset(e.chunk);
+      h.chunk = e.chunk;
+      h.chunks = plan.count;
+      wire::encodeFrameHeader(h, headers[k]);
+      // The first frame may be partly written already: skip what went out.
+      uint64_t hdrSkip = std::min<uint64_t>(skip, wire::kFrameHeaderBytes);
+      if (hdrSkip < wire::kFrameHeaderBytes) {
+        iov[iovs++] = {headers[k] + hdrSkip, wire::kFrameHeaderBytes - hdrSkip};
+        total += wire::kFrameHeaderBytes - hdrSkip;
+      }
+      uint64_t paySkip = skip - hdrSkip;
+      if (e.bytes > paySkip) {
+        iov[iovs++] = {const_cast<uint8_t*>(q.data + h.offset + paySkip), e.bytes - paySkip};
+        total += e.bytes - paySkip;
+      }
+      skip = 0;
+      if (total >= kMaxBytesPerWrite) break;
+    }
+    // Respect the byte budget (pacing) by trimming the tail of the gather list.
+    uint64_t allowed = std::min(total, budget);
+    uint64_t acc = 0;
+    int use = 0;
+    for (; use < iovs && acc < allowed; ++use) {
+      if (acc + iov[use].iov_len > allowed) iov[use].iov_len = allowed - acc;
+      acc += iov[use].iov_len;
+    }
+    if (use == 0) return;
+    IoResult res = writeVec(link.fd(), iov, use);
+    if (res.status == Io::kError) {
+      failRail(r, nowNs, "write: " + errnoText(res.error));
+      return;
+    }
+    if (res.status == Io::kWouldBlock || res.bytes == 0) return;
+    if (pacer) pacer->consume(res.bytes, nowNs, rate);
+    budget -= std::min<uint64_t>(budget, res.bytes);
+    uint64_t n = res.bytes;
+    auto* counters = metrics_.at(r);
+    while (n > 0) {
+      const core::SendTracker::Entry& e = tracker_.entry(r, tracker_.posted(r));
+      uint64_t frame = wire::kFrameHeaderBytes + e.bytes;
+      uint64_t left = frame - link.partialBytes;
+      if (n < left) {
+        link.partialBytes += n;
+        break;
+      }
+      n -= left;
+      link.partialBytes = 0;
+      if (counters) {
+        core::RailMetrics::add(counters->chunksSent, 1);
+        core::RailMetrics::add(counters->bytesSent, e.bytes);
+      }
+      tracker_.setPosted(r, tracker_.posted(r) + 1);
+    }
+    if (res.bytes < acc) return;  // the socket is full
+  }
+}
+
+// ---------------------------------------------------------------------------- failure handling
+
+void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool warn) {
+  Rail& rail = rails_[r];
+  if (!health_.fail(r, nowNs, reason, warn)) return;
+  rail.link.detach(true);
+  rail.dialer.abandon();
+  uint64_t bytes = 0;
+  uint32_t moved = tracker_.railFailed(r, &bytes);
+  striper_.onRailLost(r);
+  striper_.setMode(r, core::RailMode::kDown);
+  if (moved > 0) {
+    AP_INFO(kFlags, "comm 0x%llx send: re-sending %u unacknowledged chunk%s (%s) of rail %d on "
+            "the other rails", (unsigned long long)commId_, moved, moved == 1 ? "" : "s",
+            fmtBytes(bytes).c_str(), r);
+  }
+}
+
+void SendComm::startReconnect(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  core::FailbackScheduler& fb = health_.failback(r);
+  fb.onAttemptStarted();
+  rail.attempts++;
+  if (simulatedDown(r)) {
+    fb.onAttemptFailed(nowNs);  // a simulated dead link cannot be re-connected either
+    return;
+  }
+  wire::Hello hello;
+  std::copy(secret_, secret_ + wire::kSecretBytes, hello.secret);
+  hello.railIndex = uint8_t(r);
+  hello.railCount = uint8_t(nRails_);
+  hello.connectionId = connectionId_;
+  hello.generation = ++rail.generation;
+  rail.dialer.start(rail.local, rail.remote, hello, nowNs, config_.probeTimeoutNs);
+  pumpDialer(r, nowNs);
+}
+
+void SendComm::pumpDialer(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  RailDialer::State s = rail.dialer.progress(nowNs);
+  if (s == RailDialer::State::kDone) {
+    rail.link.attach(rail.dialer.take(), rail.generation);
+    rail.refused = false;
+    health_.rejoin(r, nowNs);
+    // Start small: a fraction of what the others deliver; measurements grow it from there.
+    double peers = medianLiveBandwidth();
+    double start = peers > 0 ? peers * config_.rejoinShare : rail.nominalBytesPerSec;
+    striper_.setMode(r, health_.mode(r));
+    striper_.setBandwidth(r, start);
+    return;
+  }
+  if (s == RailDialer::State::kFailed) {
+    rail.refused = rail.dialer.refused();
+    health_.failback(r).onAttemptFailed(nowNs);
+    // Attempts repeat for as long as the comm lives: log the 1st, 2nd, 4th, 8th, ...
+    if ((rail.attempts & (rail.attempts - 1)) == 0) {
+      AP_INFO(kFlags, "comm 0x%llx send rail %d: re-connection attempt %llu to %s failed: %s; "
+              "next in %llu ms", (unsigned long long)commId_, r,
+              (unsigned long long)rail.attempts, rail.remote.str().c_str(),
+              rail.dialer.error().c_str(),
+              (unsigned long long)(health_.failback(r).backoffNs() / 1000000));
+    }
+  }
+}
+
+void SendComm::checkHealth(uint64_t nowNs) {
+  bool allRefused = true;
+  for (int r = 0; r < nRails_; ++r) {
+    Rail& rail = rails_[r];
+    if (!health_.live(r)) {
+      allRefused = allRefused && rail.refused;
+      if (!rail.dialer.active() && health_.failback(r).due(nowNs)) startReconnect(r, nowNs);
+      continue;
+    }
+    allRefused = false;
+    core::FailureDetector& fd = health_.failure(r);
+    bool outstanding = tracker_.queued(r) > 0;
+    fd.setOutstanding(outstanding, nowNs);
+    if (!outstanding) continue;
+    // No acknowledgement for a while: ask the kernel whether the peer's TCP still takes bytes
+    // (a slow rail does; a dead one does not).
+    if (fd.stalledForNs(nowNs) > kTcpSampleNs && nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs &&
+        !simulatedDown(r) && rail.link.sampleTcp(nowNs)) {
+      fd.onProgress(nowNs);
+    }
+    uint64_t held = tracker_.queuedBytes(r);
+    double bw = striper_.bandwidth(r);
+    if (fd.failed(nowNs, held, bw)) {
+      char why[160];
+      std::snprintf(why, sizeof(why),
+                    "no progress for %llu ms while holding %s (allowed %llu ms at %.2f Gbit/s)",
+                    (unsigned long long)(fd.stalledForNs(nowNs) / 1000000), fmtBytes(held).c_str(),
+                    (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9);
+      failRail(r, nowNs, why);
+    }
+  }
+  if (nowNs >= nextEvaluateNs_) {
+    nextEvaluateNs_ = nowNs + kEvaluateNs;
+    double bw[core::RailStriper::kMaxRails];
+    for (int r = 0; r < nRails_; ++r) bw[r] = striper_.bandwidth(r);
+    health_.evaluate(nowNs, bw);
+    for (int r = 0; r < nRails_; ++r) striper_.setMode(r, health_.mode(r));
+    metrics_.publish(nowNs, striper_);
+  }
+  uint64_t since = health_.noLiveRailSinceNs();
+  if (since != 0 && allRefused) {
+    failComm(abi::kRemoteError, "every rail is down and the receiver refuses re-connections "
+                                "(its side is closed or its process is gone)");
+  } else if (since != 0 && nowNs - since >= config_.peerTimeoutNs) {
+    failComm(abi::kRemoteError, "no rail left for " +
+                                    std::to_string((nowNs - since) / 1000000) + " ms");
+  }
+}
+
+}  // namespace autopilot::net::tcp

@@ -1,0 +1,122 @@
+// SendComm: the sending end of a connection. isend() takes a request from a fixed pool; the
+// request waits until the receiver has announced the matching receive (a CTS frame: its
+// buffer sizes and tags), is cut into chunks (core/chunk_plan.h), and the striper places the
+// chunks on rails (earliest predicted completion). Chunks stay tracked until the receiver
+// acknowledges them (core/send_tracker.h); a rail that errors or stops making progress is
+// failed and its unacknowledged chunks are re-sent on the others; a request completes only
+// when every chunk is acknowledged, because NCCL reuses the buffer at once.
+//
+// Failed rails are re-connected in the background (from test()/isend() calls, with backoff,
+// forever) and re-join with a small share that grows as they deliver. NCCL sees an error only
+// when no rail has been left for NCCL_AUTOPILOT_NET_PEER_TIMEOUT_MS, or at once when every
+// rail's re-connection is refused (the receiving side is gone).
+//
+// Threading: NCCL drives a comm from one thread at a time (its proxy threads); nothing here
+// takes a lock. Hot paths (isend, test) allocate nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/abi/net_abi.h"
+#include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/rail_health.h"
+#include "net_plugin/core/rail_metrics.h"
+#include "net_plugin/core/rail_striper.h"
+#include "net_plugin/core/receive_matcher.h"
+#include "net_plugin/core/send_tracker.h"
+#include "net_plugin/transport/tcp/handshake.h"
+#include "net_plugin/transport/tcp/rail_link.h"
+#include "net_plugin/transport/tcp/requests.h"
+
+namespace autopilot::net::tcp {
+
+// One rail as connection setup leaves it.
+struct RailSetup {
+  std::string name;
+  int globalIndex = -1;  // index in the process's rail list (fault injection)
+  int telemetryId = -1;
+  bool standby = false;
+  int speedMbps = 0;
+  SockAddr local, remote;
+  Fd fd;                 // invalid when the rail could not be connected
+  uint32_t generation = 0;
+  std::string error;     // why it could not be connected
+};
+
+struct SendCommSetup {
+  uint64_t commId = 0;
+  uint64_t connectionId = 0;
+  uint8_t secret[wire::kSecretBytes] = {};
+  std::vector<RailSetup> rails;
+};
+
+class SendComm : public CommBase {
+ public:
+  static constexpr uint32_t kMagic = 0x53504e41;  // "ANPS"
+
+  explicit SendComm(SendCommSetup setup);
+  ~SendComm();
+  SendComm(const SendComm&) = delete;
+  SendComm& operator=(const SendComm&) = delete;
+
+  abi::Result isend(const void* data, size_t size, int tag, void** request);
+  abi::Result test(SendRequest* request, int* done, int* sizes);
+
+  // For tests and benchmarks (through the journal and telemetry in production).
+  const core::RailHealth& health() const { return health_; }
+
+ private:
+  struct Rail {
+    RailLink link;
+    RailDialer dialer;
+    SockAddr local, remote;
+    int globalIndex = -1;
+    uint32_t generation = 0;
+    double nominalBytesPerSec = 0;
+    bool refused = false;  // the last re-connection attempt was refused outright
+    uint64_t attempts = 0;
+  };
+
+  void progress(uint64_t nowNs);
+  void readRail(int r, uint64_t nowNs);
+  bool handleFrame(int r, const wire::FrameHeader& h, const uint8_t* body, uint64_t nowNs);
+  void matchRequests();
+  void placeChunks(uint64_t nowNs);
+  void writeRail(int r, uint64_t nowNs);
+  void checkHealth(uint64_t nowNs);
+  void failRail(int r, uint64_t nowNs, const std::string& reason, bool warn = true);
+  void startReconnect(int r, uint64_t nowNs);
+  void pumpDialer(int r, uint64_t nowNs);
+  void failComm(abi::Result error, const std::string& reason);
+  bool simulatedDown(int r) const;
+  void freeRequest(SendRequest* q);
+  int usableRails() const;
+  double medianLiveBandwidth() const;
+
+  uint64_t commId_;
+  uint64_t connectionId_;
+  uint8_t secret_[wire::kSecretBytes];
+  core::CommConfig config_;
+  int nRails_;
+  std::unique_ptr<Rail[]> rails_;
+  core::RailHealth health_;
+  core::RailStriper striper_;
+  core::SendTracker tracker_;
+  core::ReceiveMatcher matcher_;
+  core::RailMetrics metrics_;
+
+  uint32_t poolSize_;
+  std::unique_ptr<SendRequest[]> pool_;
+  std::unique_ptr<uint32_t[]> freeList_;
+  uint32_t freeCount_ = 0;
+  std::unique_ptr<uint32_t[]> waiting_;  // requests not yet matched, in posting order
+  uint32_t waitingHead_ = 0, waitingSize_ = 0;
+
+  abi::Result failed_ = abi::kSuccess;  // sticky comm error
+  uint64_t nextEvaluateNs_ = 0;
+};
+
+}  // namespace autopilot::net::tcp

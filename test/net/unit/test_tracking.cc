@@ -1,0 +1,185 @@
+// Sender bookkeeping (placement, acknowledgement, migration on rail failure) and the receive
+// matcher (clear-to-send descriptors, tags, multi-receive).
+#include <map>
+#include <set>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "net_plugin/core/receive_matcher.h"
+#include "net_plugin/core/send_tracker.h"
+
+using namespace autopilot::net::core;
+
+namespace {
+ChunkPlan plan(uint64_t total, uint64_t chunk) {
+  ChunkPlan p;
+  p.totalBytes = total;
+  p.chunkBytes = chunk;
+  p.count = uint32_t(total == 0 ? 1 : (total + chunk - 1) / chunk);
+  return p;
+}
+}  // namespace
+
+TEST_CASE("tracker: chunks are placed in message order and complete on acknowledgement",
+          "[net][tracker]") {
+  SendTracker t(2, 4, 8);
+  t.start(2, plan(300, 100));
+  t.start(0, plan(0, 1));
+  SendTracker::Entry e;
+  REQUIRE(t.peek(&e));
+  CHECK(e.message == 2);
+  CHECK(e.chunk == 0);
+  CHECK(e.bytes == 100);
+  REQUIRE(t.placeNext(0));
+  REQUIRE(t.placeNext(1));
+  REQUIRE(t.placeNext(0));
+  REQUIRE(t.peek(&e));
+  CHECK(e.message == 0);
+  CHECK(e.bytes == 0);
+  REQUIRE(t.placeNext(1));
+  CHECK_FALSE(t.peek(&e));
+  CHECK_FALSE(t.placeNext(0));
+  CHECK(t.queued(0) == 2);
+  CHECK(t.queuedBytes(0) == 200);
+  // Only posted (transmitted) entries can be acknowledged.
+  CHECK_FALSE(t.acknowledge(0, 1, [](const SendTracker::Entry&) {}));
+  t.setPosted(0, 2);
+  CHECK(t.postedBytes(0) == 200);
+  std::vector<uint32_t> acked;
+  REQUIRE(t.acknowledge(0, 2, [&](const SendTracker::Entry& x) { acked.push_back(x.chunk); }));
+  CHECK(acked == std::vector<uint32_t>{0, 2});
+  CHECK_FALSE(t.done(2));
+  t.setPosted(1, 2);
+  REQUIRE(t.acknowledge(1, 2, [](const SendTracker::Entry&) {}));
+  CHECK(t.done(2));
+  CHECK(t.done(0));
+  t.release(2);
+  CHECK_FALSE(t.inUse(2));
+}
+
+TEST_CASE("tracker: a failed rail's chunks are re-sent first, on other rails", "[net][tracker]") {
+  SendTracker t(2, 2, 16);
+  t.start(0, plan(1000, 100));
+  for (int i = 0; i < 10; ++i) REQUIRE(t.placeNext(i % 2));
+  t.setPosted(1, 3);  // rail 1 transmitted 3 of its 5
+  uint64_t bytes = 0;
+  CHECK(t.railFailed(1, &bytes) == 5);
+  CHECK(bytes == 500);
+  CHECK(t.queued(1) == 0);
+  CHECK(t.posted(1) == 0);
+  SendTracker::Entry e;
+  REQUIRE(t.peek(&e));
+  CHECK(e.chunk == 1);  // oldest first
+  for (int i = 0; i < 5; ++i) REQUIRE(t.placeNext(0));
+  CHECK(t.entry(0, 5).resend);
+  CHECK_FALSE(t.entry(0, 0).resend);
+  t.setPosted(0, 10);
+  std::set<uint32_t> chunks;
+  REQUIRE(t.acknowledge(0, 10, [&](const SendTracker::Entry& x) { chunks.insert(x.chunk); }));
+  CHECK(chunks.size() == 10);
+  CHECK(t.done(0));
+}
+
+TEST_CASE("tracker: queue capacity is respected", "[net][tracker]") {
+  SendTracker t(1, 1, 3);
+  t.start(0, plan(1000, 100));
+  CHECK(t.placeNext(0));
+  CHECK(t.placeNext(0));
+  CHECK(t.placeNext(0));
+  CHECK(t.queueFull(0));
+  CHECK_FALSE(t.placeNext(0));
+  t.setPosted(0, 99);
+  CHECK(t.posted(0) == 3);
+}
+
+TEST_CASE("tracker: random failures and acknowledgements deliver every chunk exactly once",
+          "[net][tracker]") {
+  uint64_t seed = 99;
+  auto rnd = [&] {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return uint32_t(seed >> 33);
+  };
+  for (int round = 0; round < 50; ++round) {
+    const int rails = 4;
+    SendTracker t(rails, 8, 32);
+    std::map<std::pair<uint32_t, uint32_t>, int> acks;  // (message, chunk) -> times acked
+    uint32_t expected = 0;
+    for (uint32_t m = 0; m < 8; ++m) {
+      ChunkPlan p = plan(100 * (1 + rnd() % 40), 100);
+      t.start(m, p);
+      expected += p.count;
+    }
+    int guard = 0;
+    while (true) {
+      bool allDone = true;
+      for (uint32_t m = 0; m < 8; ++m) allDone = allDone && t.done(m);
+      if (allDone) break;
+      REQUIRE(++guard < 100000);
+      int r = int(rnd() % rails);
+      switch (rnd() % 4) {
+        case 0:
+        case 1:
+          t.placeNext(r);
+          break;
+        case 2:
+          t.setPosted(r, t.posted(r) + rnd() % 4);
+          REQUIRE(t.acknowledge(r, rnd() % (t.posted(r) + 1), [&](const SendTracker::Entry& e) {
+            acks[{e.message, e.chunk}]++;
+          }));
+          break;
+        case 3:
+          if (rnd() % 8 == 0) t.railFailed(r, nullptr);
+          break;
+      }
+    }
+    CHECK(acks.size() == expected);
+    for (auto& [key, n] : acks) REQUIRE(n == 1);
+  }
+}
+
+TEST_CASE("matcher: sends match receives in order; descriptors may arrive in any order",
+          "[net][matcher]") {
+  ReceiveMatcher m(4);
+  ReceiveMatcher::Slot s;
+  CHECK(m.match(0, 10, &s) == ReceiveMatcher::Match::kWait);
+  PostedReceive r1{1, 1, {100}, {7}};
+  PostedReceive r0{0, 1, {50}, {7}};
+  CHECK(m.offer(r1) == ReceiveMatcher::Offer::kStored);
+  CHECK(m.match(7, 10, &s) == ReceiveMatcher::Match::kWait);  // receive 0 not announced yet
+  CHECK(m.offer(r0) == ReceiveMatcher::Offer::kStored);
+  CHECK(m.offer(r0) == ReceiveMatcher::Offer::kDuplicate);
+  REQUIRE(m.match(7, 50, &s) == ReceiveMatcher::Match::kMatched);
+  CHECK(s.seq == 0);
+  CHECK(s.capacity == 50);
+  CHECK(m.offer(r0) == ReceiveMatcher::Offer::kStale);
+  CHECK(m.match(7, 101, &s) == ReceiveMatcher::Match::kTooLarge);
+  CHECK(m.match(8, 10, &s) == ReceiveMatcher::Match::kTagMismatch);
+  REQUIRE(m.match(7, 0, &s) == ReceiveMatcher::Match::kMatched);
+  CHECK(s.seq == 1);
+  CHECK(m.nextSeq() == 2);
+}
+
+TEST_CASE("matcher: multi-receive buffers are picked by tag", "[net][matcher]") {
+  ReceiveMatcher m(32);
+  PostedReceive r{0, 3, {10, 20, 30}, {5, 6, 5}};
+  REQUIRE(m.offer(r) == ReceiveMatcher::Offer::kStored);
+  ReceiveMatcher::Slot s;
+  REQUIRE(m.match(6, 20, &s) == ReceiveMatcher::Match::kMatched);
+  CHECK(s.buffer == 1);
+  REQUIRE(m.match(5, 10, &s) == ReceiveMatcher::Match::kMatched);
+  CHECK(s.buffer == 0);
+  CHECK(m.match(6, 1, &s) == ReceiveMatcher::Match::kTagMismatch);  // tag 6 already used
+  REQUIRE(m.match(5, 30, &s) == ReceiveMatcher::Match::kMatched);
+  CHECK(s.buffer == 2);
+  CHECK(m.nextSeq() == 1);
+}
+
+TEST_CASE("matcher: malformed or out-of-window descriptors are rejected", "[net][matcher]") {
+  ReceiveMatcher m(4);
+  CHECK(m.offer(PostedReceive{0, 0, {}, {}}) == ReceiveMatcher::Offer::kInvalid);
+  CHECK(m.offer(PostedReceive{0, 9, {}, {}}) == ReceiveMatcher::Offer::kInvalid);
+  CHECK(m.offer(PostedReceive{4, 1, {1}, {0}}) == ReceiveMatcher::Offer::kInvalid);
+  CHECK(m.offer(PostedReceive{3, 1, {1}, {0}}) == ReceiveMatcher::Offer::kStored);
+  CHECK(m.offer(PostedReceive{~uint64_t(0), 1, {1}, {0}}) == ReceiveMatcher::Offer::kInvalid);
+}
