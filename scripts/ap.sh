@@ -2,7 +2,8 @@
 # One entry point for people and CI: installs what is missing (Debian 12, as root, apt-get),
 # builds, and runs the main job or the tests.
 #   scripts/ap.sh demo   build, then run the main job
-#   scripts/ap.sh test   build, run every test, then the unit tests again under ASan+UBSan
+#   scripts/ap.sh test   build, run every test, then the unit tests again under ASan+UBSan, and
+#                        the profiler's concurrency test under TSan
 #   scripts/ap.sh build  build only (build/ holds bin/autopilot and lib/libnccl-*-autopilot.so)
 set -euo pipefail
 
@@ -62,6 +63,13 @@ case "$cmd" in
     build "$BUILD-asan" -DAUTOPILOT_SANITIZE=ON
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
       ctest --test-dir "$BUILD-asan" --output-on-failure -L 'unit|host' --timeout 900
+    # The profiler's application/proxy/service-thread test under ThreadSanitizer: only the
+    # targets it needs are built (about a minute on two cores).
+    log "profiler concurrency test under ThreadSanitizer"
+    cmake -S "$ROOT" -B "$BUILD-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAUTOPILOT_TSAN=ON >/dev/null
+    cmake --build "$BUILD-tsan" -j "$JOBS" --target profiler_concurrency_test
+    TSAN_OPTIONS=halt_on_error=1 \
+      ctest --test-dir "$BUILD-tsan" --output-on-failure -R '^profiler_concurrency_test$' --timeout 300
     ;;
   *)
     echo "usage: $0 demo|test|build" >&2

@@ -144,7 +144,7 @@ TEST_CASE("every exported profiler version loads", "[loader][profiler]") {
       d.coll.func = "AllReduce";
       void* handle = reinterpret_cast<void*>(0x1);
       CHECK(host.profiler()->startEvent(session.profilerContext(), &handle, &d) == abi::kSuccess);
-      CHECK(handle == nullptr);
+      CHECK(handle != reinterpret_cast<void*>(0x1));  // always written (NULL: not tracked)
       CHECK(host.profiler()->stopEvent(handle) == abi::kSuccess);
     }
   }

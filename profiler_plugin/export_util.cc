@@ -1,0 +1,116 @@
+#include "profiler_plugin/export_util.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+namespace autopilot::profiler {
+
+void appendJsonEscaped(std::string* out, const char* text) {
+  if (text == nullptr) return;
+  for (const char* p = text; *p != '\0'; ++p) {
+    unsigned char c = static_cast<unsigned char>(*p);
+    switch (c) {
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\r': *out += "\\r"; break;
+      case '\t': *out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          *out += buf;
+        } else {
+          *out += char(c);
+        }
+    }
+  }
+}
+
+void appendLabelEscaped(std::string* out, const char* text) {
+  if (text == nullptr) return;
+  for (const char* p = text; *p != '\0'; ++p) {
+    switch (*p) {
+      case '\\': *out += "\\\\"; break;
+      case '"': *out += "\\\""; break;
+      case '\n': *out += "\\n"; break;
+      default: *out += *p;
+    }
+  }
+}
+
+std::string hostName() {
+  char buf[256];
+  if (gethostname(buf, sizeof(buf)) != 0) return "unknown";
+  buf[sizeof(buf) - 1] = '\0';
+  return buf;
+}
+
+std::string expandPathPattern(const std::string& pattern, const PathFields& fields) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c != '%' || i + 1 == pattern.size()) {
+      out += c;
+      continue;
+    }
+    char buf[32];
+    switch (pattern[i + 1]) {
+      case 'r': std::snprintf(buf, sizeof(buf), "%d", fields.rank); out += buf; break;
+      case 'c':
+        std::snprintf(buf, sizeof(buf), "%llx", static_cast<unsigned long long>(fields.commId));
+        out += buf;
+        break;
+      case 'p': std::snprintf(buf, sizeof(buf), "%d", int(getpid())); out += buf; break;
+      case 'h': out += hostName(); break;
+      case '%': out += '%'; break;
+      default: out += c; out += pattern[i + 1]; break;
+    }
+    ++i;
+  }
+  return out;
+}
+
+bool writeFileAtomically(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int saved = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      errno = saved;
+      return false;
+    }
+    done += size_t(n);
+  }
+  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    return false;
+  }
+  return true;
+}
+
+std::string humanBytes(uint64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, kUnits[u]);
+  return buf;
+}
+
+}  // namespace autopilot::profiler

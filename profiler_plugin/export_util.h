@@ -1,0 +1,32 @@
+// Small helpers shared by the exporters (trace, Inspector JSON lines, Prometheus, summary).
+// Used off the hot path only (service thread, init, finalize).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace autopilot::profiler {
+
+// Appends `text` as the body of a JSON string (quotes not included), escaping as RFC 8259 asks.
+void appendJsonEscaped(std::string* out, const char* text);
+// Appends `text` as a Prometheus label value body (escapes backslash, quote and newline).
+void appendLabelEscaped(std::string* out, const char* text);
+
+struct PathFields {
+  int rank = 0;
+  uint64_t commId = 0;
+};
+// Expands %r (rank), %c (communicator id, hex), %p (pid), %h (host name) and %% in a path
+// pattern. Unknown % sequences are kept verbatim.
+std::string expandPathPattern(const std::string& pattern, const PathFields& fields);
+
+std::string hostName();
+
+// Writes `text` to `path` atomically: a temporary file in the same directory, then rename(2),
+// so a reader (node_exporter) never sees a partial file. Returns false (errno kept) on failure.
+bool writeFileAtomically(const std::string& path, const std::string& text);
+
+// "4.0 KiB", "16 MiB": for logs.
+std::string humanBytes(uint64_t bytes);
+
+}  // namespace autopilot::profiler

@@ -1,0 +1,86 @@
+#include "profiler_plugin/inspector_writer.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "profiler_plugin/export_util.h"
+#include "profiler_plugin/nccl_names.h"
+
+namespace autopilot::profiler {
+
+std::unique_ptr<InspectorWriter> InspectorWriter::open(const std::string& path,
+                                                       uint64_t maxRecords,
+                                                       const ProfilerContext& ctx) {
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) {
+    AP_WARN(abi::subsys::kProfile,
+            "Inspector JSON file '%s' cannot be opened (%s): that export is off", path.c_str(),
+            std::strerror(errno));
+    return nullptr;
+  }
+  std::unique_ptr<InspectorWriter> w(new InspectorWriter(f, path, maxRecords));
+  char buf[160];
+  std::snprintf(buf, sizeof(buf),
+                "{\"header\":{\"id\":\"0x%llx\",\"rank\":%d,\"n_ranks\":%d,\"nnodes\":%d},",
+                static_cast<unsigned long long>(ctx.commId), ctx.rank, ctx.nRanks, ctx.nNodes);
+  w->headerPrefix_ = buf;
+  w->headerPrefix_ +=
+      "\"metadata\":{\"inspector_output_format_version\":\"v4.0\",\"git_rev\":\"\","
+      "\"rec_mechanism\":\"profiler_plugin\",\"hostname\":\"";
+  appendJsonEscaped(&w->headerPrefix_, hostName().c_str());
+  w->headerPrefix_ += "\",\"pid\":" + std::to_string(getpid());
+  appendJsonEscaped(&w->commName_, ctx.name.c_str());
+  w->nRanks_ = ctx.nRanks;
+  return w;
+}
+
+InspectorWriter::InspectorWriter(std::FILE* file, std::string path, uint64_t maxRecords)
+    : file_(file), path_(std::move(path)), maxRecords_(maxRecords) {}
+
+InspectorWriter::~InspectorWriter() { close(); }
+
+void InspectorWriter::record(const CompletedColl& c, bool gpuClock, uint64_t wallNowUs) {
+  if (file_ == nullptr) return;
+  if (written_ >= maxRecords_) {
+    ++dropped_;
+    return;
+  }
+  bool gpu = gpuClock && c.gpuTimed;
+  double hostUs = double(c.hostEndNs - c.hostStartNs) / 1e3;
+  double execUs = gpu ? double(c.gpuEndNs - c.gpuStartNs) / 1e3 : hostUs;
+  double algBw = execUs > 0 ? double(c.nBytes) / (execUs * 1e3) : 0.0;  // GB/s
+  double busBw = algBw * busBandwidthFactor(c.func, nRanks_);
+  line_ = headerPrefix_;
+  char buf[640];
+  std::snprintf(buf, sizeof(buf),
+                ",\"dump_timestamp_us\":%llu},\"coll_perf\":{\"coll\":\"%s\",\"coll_sn\":%llu,"
+                "\"coll_msg_size_bytes\":%llu,\"coll_exec_time_us\":%.3f,"
+                "\"coll_timing_source\":\"%s\",\"coll_algobw_gbs\":%.6f,\"coll_busbw_gbs\":%.6f},"
+                "\"autopilot\":{\"algo\":\"%s\",\"proto\":\"%s\",\"nchannels\":%d,"
+                "\"datatype\":\"%s\",\"count\":%llu,\"host_time_us\":%.3f,\"comm_name\":\"",
+                static_cast<unsigned long long>(wallNowUs), funcName(c.func),
+                static_cast<unsigned long long>(c.seqNumber),
+                static_cast<unsigned long long>(c.nBytes), execUs, gpu ? "kernel_gpu" : "host",
+                algBw, busBw, algoName(c.algo), protoName(c.proto), int(c.nChannels),
+                datatypeName(c.datatype), static_cast<unsigned long long>(c.count), hostUs);
+  line_ += buf;
+  line_ += commName_;
+  line_ += "\"}}\n";
+  std::fwrite(line_.data(), 1, line_.size(), file_);
+  ++written_;
+}
+
+void InspectorWriter::flush() {
+  if (file_ != nullptr) std::fflush(file_);
+}
+
+void InspectorWriter::close() {
+  if (file_ == nullptr) return;
+  std::fclose(file_);
+  file_ = nullptr;
+}
+
+}  // namespace autopilot::profiler

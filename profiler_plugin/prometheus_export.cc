@@ -1,0 +1,186 @@
+#include "profiler_plugin/prometheus_export.h"
+
+#include <cstdio>
+
+#include "profiler_plugin/export_util.h"
+#include "profiler_plugin/nccl_names.h"
+#include "profiler_plugin/service.h"
+
+namespace autopilot::profiler {
+namespace {
+
+class Exposition {
+ public:
+  explicit Exposition(const PrometheusInput& in) {
+    common_ = "hostname=\"";
+    appendLabelEscaped(&common_, in.hostname.c_str());
+    common_ += "\",pid=\"" + std::to_string(in.pid) + "\"";
+  }
+  // Every sample of a family must follow its HELP and TYPE lines, contiguously.
+  void family(const char* name, const char* type, const char* help) {
+    out_ += "# HELP ";
+    out_ += name;
+    out_ += ' ';
+    out_ += help;
+    out_ += "\n# TYPE ";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+  void sample(const char* name, const std::string& labels, double value) {
+    out_ += name;
+    out_ += '{';
+    out_ += common_;
+    if (!labels.empty()) {
+      out_ += ',';
+      out_ += labels;
+    }
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), "} %.17g\n", value);
+    out_ += buf;
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string common_;
+  std::string out_;
+};
+
+std::string label(const char* key, const char* value) {
+  std::string s = key;
+  s += "=\"";
+  appendLabelEscaped(&s, value);
+  s += '"';
+  return s;
+}
+
+std::string commLabels(const ProfilerContext& ctx) {
+  char id[32];
+  std::snprintf(id, sizeof(id), "0x%llx", static_cast<unsigned long long>(ctx.commId));
+  return label("comm_id", id) + "," + label("comm_name", ctx.name.c_str()) + "," +
+         label("rank", std::to_string(ctx.rank).c_str()) + "," +
+         label("n_ranks", std::to_string(ctx.nRanks).c_str());
+}
+
+std::string armLabels(const ProfilerContext& ctx, const ArmStats& a) {
+  return commLabels(ctx) + "," + label("collective", funcName(a.key.func)) + "," +
+         label("size_bucket", std::to_string(a.key.bucketBytes()).c_str()) + "," +
+         label("algo", algoName(a.key.algo)) + "," + label("proto", protoName(a.key.proto));
+}
+
+std::string railLabels(const telemetry::RailSnapshot& r) {
+  return label("rail", r.identity.name) + "," + label("transport", r.identity.transport) + "," +
+         label("device", std::to_string(r.identity.device).c_str());
+}
+
+}  // namespace
+
+std::string renderPrometheus(const PrometheusInput& in) {
+  Exposition x(in);
+  struct ArmMetric {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const ArmStats&);
+  };
+  static const ArmMetric kArmMetrics[] = {
+      {"nccl_autopilot_collective_count_total", "counter", "Completed collectives.",
+       [](const ArmStats& a) { return double(a.count); }},
+      {"nccl_autopilot_collective_bytes_total", "counter",
+       "Bytes of completed collectives (the size NCCL's tuner sees).",
+       [](const ArmStats& a) { return double(a.bytes); }},
+      {"nccl_autopilot_collective_exec_time_seconds_total", "counter",
+       "Total execution time of completed collectives (GPU clock when kernel timers exist).",
+       [](const ArmStats& a) { return a.sumUs / 1e6; }},
+      {"nccl_autopilot_collective_exec_time_seconds", "gauge",
+       "Mean execution time of a collective.", [](const ArmStats& a) { return a.meanUs() / 1e6; }},
+      {"nccl_autopilot_collective_last_exec_time_seconds", "gauge",
+       "Execution time of the latest collective.",
+       [](const ArmStats& a) { return a.lastUs / 1e6; }},
+      {"nccl_autopilot_collective_algo_bandwidth_bytes_per_second", "gauge",
+       "Algorithm bandwidth (bytes / time) over all samples.",
+       [](const ArmStats& a) { return a.algBwGbs() * 1e9; }},
+      {"nccl_autopilot_collective_bus_bandwidth_bytes_per_second", "gauge",
+       "Bus bandwidth (algorithm bandwidth times the nccl-tests factor) over all samples.",
+       [](const ArmStats& a) { return a.busBwGbs() * 1e9; }},
+      {"nccl_autopilot_collective_latency_shifts_total", "counter",
+       "Persistent latency shifts detected (change-point detection).",
+       [](const ArmStats& a) { return double(a.shifts); }},
+  };
+  for (const ArmMetric& m : kArmMetrics) {
+    x.family(m.name, m.type, m.help);
+    for (const ProfilerContext* ctx : in.contexts) {
+      if (!ctx->state) continue;
+      for (const ArmStats* a : ctx->state->stats.byTotalTime()) {
+        x.sample(m.name, armLabels(*ctx, *a), m.value(*a));
+      }
+    }
+  }
+
+  x.family("nccl_autopilot_profiler_events_dropped_total", "counter",
+           "Profiler events or samples dropped because a bounded pool or queue was full.");
+  for (const ProfilerContext* ctx : in.contexts) {
+    const ContextCounters& c = ctx->counters;
+    std::pair<const char*, uint64_t> reasons[] = {
+        {"coll_pool_full", c.collPoolFull.load()},
+        {"child_pool_full", c.childPoolFull.load()},
+        {"completion_queue_full", c.completedQueueFull.load()},
+        {"trace_queue_full", c.traceQueueFull.load()},
+        {"bus_full", c.busRejected.load()},
+        {"stale_reclaimed", c.reclaimed.load()}};
+    for (const auto& [reason, value] : reasons) {
+      x.sample("nccl_autopilot_profiler_events_dropped_total",
+               commLabels(*ctx) + "," + label("reason", reason), double(value));
+    }
+  }
+
+  struct RailMetric {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const telemetry::RailSnapshot&);
+  };
+  static const RailMetric kRailMetrics[] = {
+      {"nccl_autopilot_rail_sent_bytes_total", "counter", "Bytes sent on the rail.",
+       [](const telemetry::RailSnapshot& r) { return double(r.bytesSent); }},
+      {"nccl_autopilot_rail_received_bytes_total", "counter", "Bytes received on the rail.",
+       [](const telemetry::RailSnapshot& r) { return double(r.bytesReceived); }},
+      {"nccl_autopilot_rail_retransmitted_bytes_total", "counter",
+       "Bytes re-sent on the rail after another rail failed.",
+       [](const telemetry::RailSnapshot& r) { return double(r.retransmittedBytes); }},
+      {"nccl_autopilot_rail_failovers_total", "counter", "Times the rail was declared failed.",
+       [](const telemetry::RailSnapshot& r) { return double(r.failovers); }},
+      {"nccl_autopilot_rail_recoveries_total", "counter", "Times the rail re-joined.",
+       [](const telemetry::RailSnapshot& r) { return double(r.recoveries); }},
+      {"nccl_autopilot_rail_bandwidth_bytes_per_second", "gauge",
+       "Measured transfer bandwidth of the rail (estimate kept by its writer).",
+       [](const telemetry::RailSnapshot& r) { return double(r.bandwidthBytesPerSec); }},
+      {"nccl_autopilot_rail_share_ratio", "gauge", "Share of striped bytes given to the rail.",
+       [](const telemetry::RailSnapshot& r) { return double(r.sharePermille) / 1000.0; }},
+  };
+  for (const RailMetric& m : kRailMetrics) {
+    x.family(m.name, m.type, m.help);
+    for (size_t i = 0; i < in.nRails; ++i) x.sample(m.name, railLabels(in.rails[i]), m.value(in.rails[i]));
+  }
+  x.family("nccl_autopilot_rail_throughput_bytes_per_second", "gauge",
+           "Bytes moved on the rail per second over the profiler's last interval.");
+  for (size_t i = 0; i < in.nRails; ++i) {
+    const telemetry::RailSnapshot& r = in.rails[i];
+    double v = size_t(r.id) < in.nRailThroughput ? in.railThroughput[r.id] : 0.0;
+    x.sample("nccl_autopilot_rail_throughput_bytes_per_second", railLabels(r), v);
+  }
+  x.family("nccl_autopilot_rail_state", "gauge", "Rail state (1 for the current state).");
+  for (size_t i = 0; i < in.nRails; ++i) {
+    const telemetry::RailSnapshot& r = in.rails[i];
+    for (int s = 0; s < telemetry::kNumRailStates; ++s) {
+      auto state = telemetry::RailState(s);
+      x.sample("nccl_autopilot_rail_state",
+               railLabels(r) + "," + label("state", telemetry::railStateName(state)),
+               r.state == state ? 1.0 : 0.0);
+    }
+  }
+  return x.take();
+}
+
+}  // namespace autopilot::profiler

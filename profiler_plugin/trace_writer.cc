@@ -1,0 +1,206 @@
+#include "profiler_plugin/trace_writer.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "profiler_plugin/export_util.h"
+#include "profiler_plugin/nccl_names.h"
+
+namespace autopilot::profiler {
+namespace {
+
+constexpr int kTrackCollectives = 1;
+constexpr int kTrackDecisions = 2;
+constexpr int kTrackKernelChannel = 100;
+constexpr int kTrackProxyOp = 200;
+
+void appendUs(std::string* out, uint64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%llu.%03llu", static_cast<unsigned long long>(ns / 1000),
+                static_cast<unsigned long long>(ns % 1000));
+  *out += buf;
+}
+
+}  // namespace
+
+std::unique_ptr<TraceWriter> TraceWriter::open(const std::string& path, uint64_t maxEvents,
+                                               const ProfilerContext& ctx) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    AP_WARN(abi::subsys::kProfile, "trace file '%s' cannot be created (%s): tracing is off",
+            path.c_str(), std::strerror(errno));
+    return nullptr;
+  }
+  std::unique_ptr<TraceWriter> w(new TraceWriter(f, path, maxEvents));
+  std::fputs("[\n", f);
+  std::string name = "nccl-autopilot rank " + std::to_string(ctx.rank) + " comm ";
+  if (!ctx.name.empty()) name += ctx.name + " ";
+  char id[32];
+  std::snprintf(id, sizeof(id), "0x%llx", static_cast<unsigned long long>(ctx.commId));
+  name += id;
+  std::string ev = "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(w->pid_) +
+                   ",\"tid\":0,\"args\":{\"name\":\"";
+  appendJsonEscaped(&ev, name.c_str());
+  ev += "\"}}";
+  w->emit(ev);
+  w->nameTrack(kTrackCollectives, "collectives (host clock)");
+  w->nameTrack(kTrackDecisions, "autopilot decisions and state changes");
+  return w;
+}
+
+TraceWriter::TraceWriter(std::FILE* file, std::string path, uint64_t maxEvents)
+    : file_(file), path_(std::move(path)), maxEvents_(maxEvents), pid_(int(getpid())) {}
+
+TraceWriter::~TraceWriter() { close(); }
+
+bool TraceWriter::admit() {
+  if (file_ == nullptr) return false;
+  if (written_ >= maxEvents_) {
+    ++dropped_;
+    return false;
+  }
+  return true;
+}
+
+void TraceWriter::emit(const std::string& event) {
+  if (!first_) std::fputs(",\n", file_);
+  first_ = false;
+  std::fwrite(event.data(), 1, event.size(), file_);
+  ++written_;
+}
+
+void TraceWriter::nameTrack(int tid, const std::string& name) {
+  if (tid < 0 || tid >= int(sizeof(namedTracks_)) || namedTracks_[tid] || file_ == nullptr) return;
+  namedTracks_[tid] = true;
+  std::string ev = "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid_) +
+                   ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":\"";
+  appendJsonEscaped(&ev, name.c_str());
+  ev += "\"}}";
+  emit(ev);  // metadata is not counted against the bound: it is a few events per file
+  --written_;
+}
+
+void TraceWriter::collective(const CompletedColl& c, bool gpuClock) {
+  if (!admit()) return;
+  std::string& e = scratch_;
+  e.clear();
+  e += "{\"name\":\"";
+  e += funcName(c.func);
+  e += "\",\"cat\":\"collective\",\"ph\":\"X\",\"pid\":";
+  e += std::to_string(pid_);
+  e += ",\"tid\":1,\"ts\":";
+  appendUs(&e, c.hostStartNs);
+  e += ",\"dur\":";
+  appendUs(&e, c.hostEndNs - c.hostStartNs);
+  char buf[320];
+  std::snprintf(buf, sizeof(buf),
+                ",\"args\":{\"seq\":%llu,\"bytes\":%llu,\"count\":%llu,\"datatype\":\"%s\","
+                "\"algo\":\"%s\",\"proto\":\"%s\",\"nChannels\":%d,\"host_us\":%.3f,"
+                "\"gpu_us\":%.3f,\"tuner_clock\":\"%s\"}}",
+                static_cast<unsigned long long>(c.seqNumber),
+                static_cast<unsigned long long>(c.nBytes),
+                static_cast<unsigned long long>(c.count), datatypeName(c.datatype),
+                algoName(c.algo), protoName(c.proto), int(c.nChannels),
+                double(c.hostEndNs - c.hostStartNs) / 1e3,
+                c.gpuTimed ? double(c.gpuEndNs - c.gpuStartNs) / 1e3 : 0.0,
+                gpuClock ? "gpu" : "host");
+  e += buf;
+  emit(e);
+}
+
+void TraceWriter::span(const TraceSpan& s) {
+  if (!admit()) return;
+  int tid;
+  uint64_t startHost, endHost;
+  char name[48];
+  if (s.kind == TraceSpan::kKernelChannel) {
+    tid = kTrackKernelChannel + s.channelId;
+    nameTrack(tid, "kernel channel " + std::to_string(s.channelId) + " (GPU timer)");
+    // Align the collective's last GPU stop with its host completion time.
+    startHost = s.anchorHostNs - (s.anchorGpuNs - s.startNs);
+    endHost = s.anchorHostNs - (s.anchorGpuNs - s.endNs);
+    std::snprintf(name, sizeof(name), "%s ch%d", funcName(s.func), int(s.channelId));
+  } else {
+    tid = kTrackProxyOp + s.channelId;
+    nameTrack(tid, "proxy ops channel " + std::to_string(s.channelId));
+    startHost = s.startNs;
+    endHost = s.endNs;
+    std::snprintf(name, sizeof(name), "%s %s peer %d", s.isSend ? "send" : "recv",
+                  funcName(s.func), int(s.peer));
+  }
+  std::string& e = scratch_;
+  e.clear();
+  e += "{\"name\":\"";
+  e += name;
+  e += "\",\"cat\":\"";
+  e += s.kind == TraceSpan::kKernelChannel ? "kernel" : "proxy";
+  e += "\",\"ph\":\"X\",\"pid\":";
+  e += std::to_string(pid_);
+  e += ",\"tid\":";
+  e += std::to_string(tid);
+  e += ",\"ts\":";
+  appendUs(&e, startHost);
+  e += ",\"dur\":";
+  appendUs(&e, endHost >= startHost ? endHost - startHost : 0);
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), ",\"args\":{\"seq\":%llu,\"start\":%llu,\"stop\":%llu}}",
+                static_cast<unsigned long long>(s.seqNumber),
+                static_cast<unsigned long long>(s.startNs),
+                static_cast<unsigned long long>(s.endNs));
+  e += buf;
+  emit(e);
+}
+
+void TraceWriter::railCounter(const char* railName, double megabytesPerSec, uint64_t atNs) {
+  if (!admit()) return;
+  std::string& e = scratch_;
+  e.clear();
+  e += "{\"name\":\"rail ";
+  appendJsonEscaped(&e, railName);
+  e += " MB/s\",\"cat\":\"rail\",\"ph\":\"C\",\"pid\":";
+  e += std::to_string(pid_);
+  e += ",\"tid\":0,\"ts\":";
+  appendUs(&e, atNs);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), ",\"args\":{\"MB/s\":%.3f}}", megabytesPerSec);
+  e += buf;
+  emit(e);
+}
+
+void TraceWriter::instant(const char* category, const char* name, const char* detail,
+                          uint64_t atNs) {
+  if (!admit()) return;
+  std::string& e = scratch_;
+  e.clear();
+  e += "{\"name\":\"";
+  appendJsonEscaped(&e, name);
+  e += "\",\"cat\":\"";
+  appendJsonEscaped(&e, category);
+  e += "\",\"ph\":\"i\",\"s\":\"p\",\"pid\":";
+  e += std::to_string(pid_);
+  e += ",\"tid\":2,\"ts\":";
+  appendUs(&e, atNs);
+  e += ",\"args\":{\"detail\":\"";
+  appendJsonEscaped(&e, detail);
+  e += "\"}}";
+  emit(e);
+}
+
+void TraceWriter::flush() {
+  if (file_ != nullptr) std::fflush(file_);
+}
+
+void TraceWriter::close() {
+  if (file_ == nullptr) return;
+  std::fputs("\n]\n", file_);
+  if (std::fclose(file_) != 0) {
+    AP_WARN(abi::subsys::kProfile, "trace file '%s' incomplete: %s", path_.c_str(),
+            std::strerror(errno));
+  }
+  file_ = nullptr;
+}
+
+}  // namespace autopilot::profiler

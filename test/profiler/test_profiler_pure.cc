@@ -1,0 +1,236 @@
+// Pure pieces of the profiler: NCCL name mapping, the rail monitor, the bounded queue and pool,
+// the export helpers, and the Prometheus exposition (checked by a strict format checker).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "profiler_plugin/bounded_queue.h"
+#include "profiler_plugin/context.h"
+#include "profiler_plugin/event_records.h"
+#include "profiler_plugin/export_util.h"
+#include "profiler_plugin/nccl_names.h"
+#include "profiler_plugin/prometheus_export.h"
+#include "profiler_plugin/rail_monitor.h"
+#include "profiler_plugin/service.h"
+#include "test/profiler/prom_check.h"
+
+using namespace autopilot;
+using namespace autopilot::profiler;
+
+TEST_CASE("NCCL names map to the tuner's indices and back", "[names]") {
+  const char* funcs[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce",
+                         "SendRecv", "Send", "Recv", "AllToAll", "Scatter", "Gather"};
+  for (int i = 0; i < 11; ++i) {
+    CHECK(parseFunc(funcs[i]) == i);
+    CHECK(std::string(funcName(i)) == funcs[i]);
+  }
+  CHECK(parseAlgo("NVLSTree") == abi::kAlgoNvlsTree);
+  CHECK(parseAlgo("NVLS") == abi::kAlgoNvls);
+  CHECK(parseAlgo("PAT") == abi::kAlgoPat);
+  CHECK(parseProto("LL128") == abi::kProtoLL128);
+  CHECK(parseProto("LL") == abi::kProtoLL);
+  CHECK(parseAlgo(nullptr) == -1);
+  CHECK(parseProto("Simplex") == -1);
+  CHECK(parseDatatype("ncclFloat8e5m2") == 11);
+  CHECK(datatypeSize(parseDatatype("ncclBfloat16")) == 2);
+  CHECK(parseDatatype("nccl") == -1);
+  CHECK(parseDatatype("Float32") == -1);
+  CHECK(tunerBytes(abi::kFuncAllGather, 0, 100, 8) == 800);
+  CHECK(tunerBytes(abi::kFuncAllReduce, 7, 100, 8) == 400);
+  CHECK(busBandwidthFactor(abi::kFuncAllReduce, 4) == Approx(1.5));
+  CHECK(busBandwidthFactor(abi::kFuncAllGather, 4) == Approx(0.75));
+  CHECK(busBandwidthFactor(abi::kFuncBroadcast, 4) == Approx(1.0));
+  CHECK(sizeBucket(0) == 0);
+  CHECK(sizeBucket(1) == 0);
+  CHECK(sizeBucket(1024) == 10);
+  CHECK(sizeBucket(2047) == 10);
+}
+
+TEST_CASE("bounded queue and pool: full means drop, never grow", "[pool]") {
+  BoundedQueue<int> q(5);
+  CHECK(q.capacity() == 8);
+  for (int i = 0; i < 8; ++i) CHECK(q.push(i));
+  CHECK_FALSE(q.push(99));
+  int v;
+  for (int i = 0; i < 8; ++i) {
+    REQUIRE(q.pop(&v));
+    CHECK(v == i);
+  }
+  CHECK_FALSE(q.pop(&v));
+
+  FixedPool<NetRecord> pool(4);
+  NetRecord* a[4];
+  for (auto& p : a) REQUIRE((p = pool.acquire()) != nullptr);
+  CHECK(pool.acquire() == nullptr);
+  pool.release(a[2]);
+  CHECK(pool.acquire() == a[2]);
+  CHECK(pool.inUse() == 4);
+
+  // Producers and a consumer on separate threads: everything pushed is popped exactly once.
+  BoundedQueue<uint64_t> mq(1024);
+  std::atomic<uint64_t> sum{0}, popped{0};
+  constexpr uint64_t kPerThread = 100000;
+  std::thread consumer([&] {
+    uint64_t x;
+    while (popped.load() < 2 * kPerThread) {
+      if (mq.pop(&x)) {
+        sum += x;
+        ++popped;
+      }
+    }
+  });
+  auto produce = [&] {
+    for (uint64_t i = 1; i <= kPerThread; ++i) {
+      while (!mq.push(i)) std::this_thread::yield();
+    }
+  };
+  std::thread p1(produce), p2(produce);
+  p1.join();
+  p2.join();
+  consumer.join();
+  CHECK(sum.load() == 2 * kPerThread * (kPerThread + 1) / 2);
+}
+
+TEST_CASE("rail monitor: samples only active rails, flags state changes, detects a drop", "[rails]") {
+  RailMonitor m(/*minBytes=*/1 << 20);
+  telemetry::RailSnapshot r[2] = {};
+  r[0].id = 0;
+  std::snprintf(r[0].identity.name, sizeof(r[0].identity.name), "eth0");
+  r[1].id = 1;
+  std::snprintf(r[1].identity.name, sizeof(r[1].identity.name), "eth1");
+  std::vector<RailSample> out;
+  uint64_t t = 1000000000;
+  m.update(r, 2, t, &out);
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].bytesPerSec == 0);  // first snapshot: nothing to compare with
+  int fires = 0;
+  for (int i = 0; i < 100; ++i) {
+    t += 100000000;                     // 100 ms
+    r[0].bytesSent += 100000000;        // 1 GB/s from the byte counters (no estimate kept)
+    r[1].bytesSent += 1000;             // eth1 nearly idle: no samples
+    m.update(r, 2, t, &out);
+    CHECK(out[0].bytesPerSec == Approx(1e9));
+    CHECK(out[1].bytesPerSec == 0);
+    CHECK(out[1].throughputBytesPerSec == Approx(1e4));
+    fires += out[0].shift.fired;
+  }
+  CHECK(fires == 0);
+  r[1].state = telemetry::RailState::kDegraded;
+  Shift shift;
+  for (int i = 0; i < 10 && !shift.fired; ++i) {
+    t += 100000000;
+    r[0].bytesSent += 40000000;  // 0.4 GB/s
+    m.update(r, 2, t, &out);
+    if (i == 0) CHECK(out[1].stateChanged);
+    shift = out[0].shift;
+  }
+  CHECK(shift.fired);
+  CHECK(shift.ratio == Approx(0.4).epsilon(0.05));
+  CHECK(m.shifts(0) == 1);
+  CHECK(m.shifts(1) == 0);
+}
+
+TEST_CASE("export helpers: escaping, path patterns, atomic writes", "[exports]") {
+  std::string j;
+  appendJsonEscaped(&j, "a\"b\\c\nd\x01");
+  CHECK(j == "a\\\"b\\\\c\\nd\\u0001");
+  std::string l;
+  appendLabelEscaped(&l, "x\"y\\z\n");
+  CHECK(l == "x\\\"y\\\\z\\n");
+  PathFields f{3, 0xabc};
+  CHECK(expandPathPattern("/t/r%r-c%c-%%-%q", f) == "/t/r3-cabc-%-%q");
+  CHECK(expandPathPattern("/t/%p", f) == "/t/" + std::to_string(getpid()));
+  std::string dir = "/tmp/ap-prof-atomic-" + std::to_string(getpid());
+  REQUIRE(mkdir(dir.c_str(), 0755) == 0);
+  CHECK(writeFileAtomically(dir + "/m.prom", "a 1\n"));
+  CHECK(writeFileAtomically(dir + "/m.prom", "a 2\n"));
+  CHECK_FALSE(writeFileAtomically(dir + "/no/such/dir/m.prom", "x"));
+  std::FILE* fp = std::fopen((dir + "/m.prom").c_str(), "r");
+  REQUIRE(fp != nullptr);
+  char buf[16] = {};
+  CHECK(std::fread(buf, 1, sizeof(buf) - 1, fp) == 4);
+  std::fclose(fp);
+  CHECK(std::string(buf) == "a 2\n");
+  unlink((dir + "/m.prom").c_str());
+  rmdir(dir.c_str());
+  CHECK(humanBytes(1536) == "1.5 KiB");
+}
+
+TEST_CASE("Prometheus exposition is valid text format with the expected series", "[exports]") {
+  ProfilerContext ctx(16, 16, 16);
+  ctx.commId = 0xfeed;
+  ctx.rank = 3;
+  ctx.nRanks = 8;
+  ctx.name = "tp \"group\"\n1";  // hostile characters end up escaped
+  ctx.state = std::make_unique<ContextState>(8);
+  for (int i = 0; i < 10; ++i) ctx.state->stats.add(4, 1, 2, 1 << 20, 100000, i, nullptr);
+  ctx.state->stats.add(2, 0, 0, 4096, 8000, 0, nullptr);
+  ctx.counters.collPoolFull = 5;
+  telemetry::RailSnapshot rails[2] = {};
+  rails[0].id = 0;
+  std::snprintf(rails[0].identity.name, sizeof(rails[0].identity.name), "eth0");
+  std::snprintf(rails[0].identity.transport, sizeof(rails[0].identity.transport), "tcp");
+  rails[0].bytesSent = 123;
+  rails[0].state = telemetry::RailState::kFailed;
+  rails[0].failovers = 2;
+  rails[1].id = 1;
+  std::snprintf(rails[1].identity.name, sizeof(rails[1].identity.name), "mlx5_0:1");
+  std::snprintf(rails[1].identity.transport, sizeof(rails[1].identity.transport), "ib");
+  double throughput[2] = {1.5e9, 0};
+  PrometheusInput in;
+  in.hostname = "node-1";
+  in.pid = 42;
+  in.contexts = {&ctx};
+  in.rails = rails;
+  in.nRails = 2;
+  in.railThroughput = throughput;
+  in.nRailThroughput = 2;
+  std::string text = renderPrometheus(in);
+  INFO(text);
+  CHECK(test::checkExposition(text).empty());
+  CHECK(text.find("nccl_autopilot_collective_count_total{hostname=\"node-1\",pid=\"42\","
+                  "comm_id=\"0xfeed\",comm_name=\"tp \\\"group\\\"\\n1\",rank=\"3\","
+                  "n_ranks=\"8\",collective=\"AllReduce\",size_bucket=\"1048576\","
+                  "algo=\"Ring\",proto=\"Simple\"} 10\n") != std::string::npos);
+  CHECK(text.find("nccl_autopilot_collective_exec_time_seconds{") != std::string::npos);
+  CHECK(text.find("rail=\"eth0\",transport=\"tcp\",device=\"0\",state=\"failed\"} 1\n") !=
+        std::string::npos);
+  CHECK(text.find("nccl_autopilot_rail_failovers_total{hostname=\"node-1\",pid=\"42\","
+                  "rail=\"eth0\",transport=\"tcp\",device=\"0\"} 2\n") != std::string::npos);
+  CHECK(text.find("reason=\"coll_pool_full\"} 5\n") != std::string::npos);
+  CHECK(text.find("nccl_autopilot_rail_throughput_bytes_per_second{hostname=\"node-1\",pid=\"42\","
+                  "rail=\"eth0\",transport=\"tcp\",device=\"0\"} 1500000000\n") !=
+        std::string::npos);
+  // promtool, when installed (Debian's `prometheus` package), must agree.
+  if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
+    std::string path = "/tmp/ap-prof-promtool-" + std::to_string(getpid()) + ".prom";
+    REQUIRE(writeFileAtomically(path, text));
+    std::string cmd = "promtool check metrics < " + path + " 2>&1";
+    std::FILE* pipe = popen(cmd.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    char buf[4096];
+    std::string out;
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, got);
+    int status = pclose(pipe);
+    unlink(path.c_str());
+    INFO("promtool: " << out);
+    CHECK(status == 0);
+  } else {
+    WARN("promtool not installed: only the built-in exposition checker ran");
+  }
+  // The checker itself rejects what node_exporter would reject.
+  CHECK_FALSE(test::checkExposition("x_total 1\n").empty());                         // no TYPE
+  CHECK_FALSE(test::checkExposition("# HELP a h\n# TYPE a counter\na 1\n").empty());  // _total
+  CHECK_FALSE(test::checkExposition("# HELP a h\n# TYPE a gauge\na{b=\"1\"} 1\na{b=\"1\"} 2\n")
+                  .empty());  // duplicate series
+  CHECK_FALSE(test::checkExposition("# HELP a h\n# TYPE a gauge\na{b=1} 1\n").empty());
+  CHECK_FALSE(test::checkExposition("# HELP a h\n# TYPE a gauge\na 1").empty());
+}

@@ -1,0 +1,142 @@
+// The real library (libnccl-profiler-autopilot.so) loaded as NCCL loads it, with every export
+// turned on through NCCL_AUTOPILOT_* variables: the trace parses as Chrome trace-event JSON,
+// the Inspector lines carry the GPU durations within 1% of the replayed truth, the Prometheus
+// file is valid exposition text, and the finalize summary names the latency jump.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "bench/profiler/nccl_replay.h"
+#include "common/host/log_capture.h"
+#include "common/host/plugin_host.h"
+#include "test/host/host_test_util.h"
+#include "test/profiler/prom_check.h"
+
+using namespace autopilot;
+
+namespace {
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct ScopedEnv {
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { unsetenv(name_); }
+  const char* name_;
+};
+
+}  // namespace
+
+TEST_CASE("exports of the real library: trace, Inspector lines, Prometheus, summary", "[exports]") {
+  std::string dir = "/tmp/ap-prof-exports-" + std::to_string(getpid());
+  REQUIRE(mkdir(dir.c_str(), 0755) == 0);
+  ScopedEnv trace("NCCL_AUTOPILOT_TRACE_FILE", dir + "/trace-r%r.json");
+  ScopedEnv inspector("NCCL_AUTOPILOT_INSPECTOR_FILE", dir + "/inspector-r%r.jsonl");
+  ScopedEnv prom("NCCL_AUTOPILOT_PROM_FILE", dir + "/autopilot-%p.prom");
+  ScopedEnv events("NCCL_AUTOPILOT_PROFILER_EVENTS", "74");  // Coll | KernelCh | ProxyOp
+  host::LogCapture::clear();
+  constexpr uint64_t kGpuUs = 80;
+  {
+    host::PluginHost::Options o;
+    o.profilerPlugin = "autopilot";
+    host::PluginHost h(o);
+    REQUIRE(h.loadProfiler());
+    host::CommSession::Config cfg;
+    cfg.commId = 0xabcdef;
+    cfg.rank = 3;
+    cfg.nRanks = 4;
+    cfg.name = "exports \"test\"";
+    host::CommSession s(h, cfg);
+    REQUIRE(s.init() == abi::kSuccess);
+    replay::Replayer r(h.profiler(), s.profilerContext(), h.activationMask());
+    replay::CollSpec spec;
+    spec.nChannels = 4;
+    uint64_t gpu = 1000000;
+    for (int i = 0; i < 300; ++i) {
+      spec.seqNumber = uint64_t(i);
+      auto e = r.enqueue(spec);
+      void* op = r.proxyOpStart(e, i % 4, 1, true, getpid());
+      bool slow = i >= 250;  // a persistent 2.5x jump for the last 50
+      uint64_t dur = (slow ? kGpuUs * 5 / 2 : kGpuUs) * 1000;
+      for (int c = 0; c < 4; ++c) r.kernelChannel(e, c, gpu + uint64_t(c), gpu + dur);
+      r.stop(op);
+      gpu += 1000000;
+    }
+    s.finalize();
+  }
+  std::string tracePath = dir + "/trace-r3.json";
+  std::string inspectorPath = dir + "/inspector-r3.jsonl";
+  std::string promPath = dir + "/autopilot-" + std::to_string(getpid()) + ".prom";
+
+  // Trace and Inspector lines, checked by Python's json module.
+  std::string script = std::string(std::getenv("AUTOPILOT_SOURCE_DIR") ? std::getenv("AUTOPILOT_SOURCE_DIR") : ".") +
+                       "/test/profiler/check_exports.py";
+  int status = -1;
+  std::string out = test::runCommand("python3 " + script + " " + tracePath + " " + inspectorPath +
+                                         " " + std::to_string(kGpuUs) + " 2>&1",
+                                     &status);
+  INFO(out);
+  REQUIRE(status == 0);
+  CHECK(out.find("\"X:collective\": 300") != std::string::npos);
+  CHECK(out.find("\"X:kernel\": 1200") != std::string::npos);
+  CHECK(out.find("\"X:proxy\": 300") != std::string::npos);
+  CHECK(out.find("\"instant:latency_shift\": 1") != std::string::npos);
+  CHECK(out.find("\"inspector_records\": 300") != std::string::npos);
+  CHECK(out.find("\"inspector_within_1pct\": 250") != std::string::npos);
+
+  // Prometheus: valid exposition, the final counts of the finalized communicator.
+  std::string text = readFile(promPath);
+  INFO(text);
+  CHECK(test::checkExposition(text).empty());
+  CHECK(text.find("comm_id=\"0xabcdef\",comm_name=\"exports \\\"test\\\"\",rank=\"3\","
+                  "n_ranks=\"4\",collective=\"AllReduce\",size_bucket=\"4194304\",algo=\"Ring\","
+                  "proto=\"Simple\"} 300\n") != std::string::npos);
+  CHECK(text.find("nccl_autopilot_collective_latency_shifts_total{") != std::string::npos);
+  if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
+    std::string lint = test::runCommand("promtool check metrics < " + promPath + " 2>&1", &status);
+    INFO(lint);
+    CHECK(status == 0);
+  }
+
+  // The summary, through NCCL's logger.
+  CHECK(host::LogCapture::count(abi::kLogInfo, "profiler summary: comm 0xabcdef") == 1);
+  CHECK(host::LogCapture::count(abi::kLogInfo, "300 collectives completed") == 1);
+  CHECK(host::LogCapture::count(abi::kLogInfo, "slowest #1 AllReduce 4.0 MiB+ Ring/Simple: 300 calls") == 1);
+  CHECK(host::LogCapture::count(abi::kLogInfo, "latency jump AllReduce 4.0 MiB+ Ring/Simple x2.5") == 1);
+  CHECK(host::LogCapture::count(abi::kLogInfo, "the slow part is likely another rank") == 1);
+
+  for (const std::string& f : {tracePath, inspectorPath, promPath}) unlink(f.c_str());
+  CHECK(rmdir(dir.c_str()) == 0);  // nothing else was left behind (temporary files renamed)
+}
+
+TEST_CASE("an export path that cannot be written warns and the profiler keeps measuring", "[exports]") {
+  ScopedEnv trace("NCCL_AUTOPILOT_TRACE_FILE", "/nonexistent-dir/trace.json");
+  ScopedEnv prom("NCCL_AUTOPILOT_PROM_FILE", "/nonexistent-dir/x.prom");
+  host::LogCapture::clear();
+  host::PluginHost::Options o;
+  o.profilerPlugin = "autopilot";
+  host::PluginHost h(o);
+  REQUIRE(h.loadProfiler());
+  host::CommSession s(h, {});
+  REQUIRE(s.init() == abi::kSuccess);
+  REQUIRE(s.profilerContext() != nullptr);
+  replay::Replayer r(h.profiler(), s.profilerContext(), h.activationMask());
+  r.collective(replay::CollSpec{}, 10, 1000);
+  s.finalize();
+  CHECK(host::LogCapture::count(abi::kLogWarn, "trace file '/nonexistent-dir/trace.json' cannot be created") == 1);
+  CHECK(host::LogCapture::count(abi::kLogWarn, "cannot write Prometheus file") == 1);
+  CHECK(host::LogCapture::count(abi::kLogInfo, "1 collectives completed") == 1);
+}
