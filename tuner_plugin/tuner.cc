@@ -1,10 +1,41 @@
+// The tuner plugin: per-communicator assembly of the hot path (tuner_comm.h), the consensus
+// (coordinator.h), the leader's learner (learner.h), persistence (tuning_store.h) and the
+// service thread (tuner_service.h), plus every NCCL_AUTOPILOT_TUNER_* parameter.
+//
+// When the tuner leaves NCCL's table untouched for a whole communicator:
+//  - NCCL_AUTOPILOT_TUNER_ENABLE=0;
+//  - tuner ABI v3/v4 (NCCL before 2.27): no communicator id, so no way to agree across ranks;
+//  - NCCL_ALGO or NCCL_PROTO set on any rank (the user decided; that rank vetoes learning);
+//  - no rendezvous (ranks on several nodes, and neither NCCL_AUTOPILOT_COORDINATOR nor
+//    MASTER_ADDR), or not every rank joined within the join timeout.
+// And per call: sizes below NCCL_AUTOPILOT_TUNER_MIN_BYTES (latency-bound collectives where
+// the model is accurate and a probe cannot pay for itself), and contexts not learned yet.
+// regBuff is never used: it can differ per rank. CUDA graph capture cannot be seen by a tuner:
+// a captured call bakes in the decision in force at capture, which is the same on every rank
+// (it is a pure function of the agreed table); NCCL_AUTOPILOT_TUNER_EXPLORE=0 keeps probes out
+// of captured graphs altogether (with a tuning file from an eager run, learned choices still
+// apply).
 #include "tuner_plugin/tuner.h"
 
-#include <memory>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "common/comm_registry.h"
+#include "common/event_journal.h"
 #include "common/instance.h"
 #include "common/log.h"
+#include "common/measurement_bus.h"
 #include "common/params.h"
+#include "tuner_plugin/coordinator.h"
+#include "tuner_plugin/learner.h"
+#include "tuner_plugin/synthetic_measurements.h"
+#include "tuner_plugin/tuner_comm.h"
+#include "tuner_plugin/tuner_service.h"
+#include "tuner_plugin/tuning_store.h"
 
 namespace autopilot::tuner {
 namespace {
@@ -12,30 +43,275 @@ namespace {
 params::BoolParam gTunerEnable(
     "NCCL_AUTOPILOT_TUNER_ENABLE", true,
     "Tuner plugin on/off. 0 leaves every NCCL cost table untouched (NCCL's own choice).");
+params::BoolParam gExplore(
+    "NCCL_AUTOPILOT_TUNER_EXPLORE", true,
+    "Probe alternative algorithm/protocol cells. 0: only exploit what is known (measured or "
+    "loaded from the tuning file), e.g. for jobs that capture CUDA graphs.");
+params::IntParam gMinBytes(
+    "NCCL_AUTOPILOT_TUNER_MIN_BYTES", 64 << 10, 0, int64_t(1) << 50,
+    "Smallest collective (nBytes as NCCL passes it) the tuner learns on; smaller ones keep "
+    "NCCL's choice.",
+    true);
+params::DoubleParam gMinGain(
+    "NCCL_AUTOPILOT_TUNER_MIN_GAIN", 0.02, 0.0, 0.5,
+    "Smallest relative gain for which the tuner switches away from a choice or probes an arm.");
+params::IntParam gSwapLead(
+    "NCCL_AUTOPILOT_TUNER_SWAP_LEAD", 64, 1, 1 << 20,
+    "Calls between a policy change on the leader and its effect on every rank (minimum; grows "
+    "when a rank is ahead).");
+params::IntParam gUpdateMs(
+    "NCCL_AUTOPILOT_TUNER_UPDATE_MS", 5, 1, 60000,
+    "How often the leader folds new measurements into its policy and proposes changes.");
+params::IntParam gSyncTimeoutMs(
+    "NCCL_AUTOPILOT_TUNER_SYNC_TIMEOUT_MS", 10000, 10, 3600000,
+    "Longest a rank waits at an agreed switch point for the verdict before it keeps its table "
+    "and freezes.");
+params::IntParam gJoinTimeoutMs(
+    "NCCL_AUTOPILOT_TUNER_JOIN_TIMEOUT_MS", 120000, 10, 86400000,
+    "How long the ranks of a communicator may take to meet; after it, learning stays off.");
+params::IntParam gPeerTimeoutMs(
+    "NCCL_AUTOPILOT_TUNER_PEER_TIMEOUT_MS", 30000, 10, 86400000,
+    "Silence after which a rank's control channel counts as cut (the communicator freezes).");
+params::StringParam gSecretFile(
+    "NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE", "",
+    "File whose content is mixed into the key that authenticates the tuner's control channel "
+    "(the communicator id alone is the default key).");
+params::StringParam gTuningFile(
+    "NCCL_AUTOPILOT_TUNING_FILE", "",
+    "Learned results: loaded by the leader at init, saved by it at finalize (per topology, NCCL "
+    "version and (nRanks, nNodes)).");
+params::StringParam gSynthetic(
+    "NCCL_AUTOPILOT_TUNER_SYNTHETIC", "",
+    "Test hook: invent measurements from the cost table (seed=N,noise=S,scale=CELL:F/...). "
+    "Never in production.");
 
 constexpr unsigned long kFlags = abi::subsys::kInit | abi::subsys::kTuning;
 
-struct TunerContext {
-  int abiVersion;
-  bool hasCommId;
-  uint64_t commId;
-  size_t nRanks;
-  size_t nNodes;
-  bool enabled;
+unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
+
+bool envSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0';
+}
+
+std::string readSecret() {
+  const std::string& path = gSecretFile.get();
+  if (path.empty()) return {};
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in.good() && !in.eof()) {
+    AP_WARN(kFlags, "tuner: cannot read NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE %s: learning off",
+            path.c_str());
+    return "\x01unreadable";
+  }
+  return ss.str();
+}
+
+// One communicator: everything the plugin keeps for it.
+class TunerRuntime final : public ServiceClient {
+ public:
+  TunerRuntime(const TunerInitArgs& args, int rank,
+               std::unique_ptr<SyntheticMeasurements> synthetic, const CoordinatorConfig& cc,
+               const PolicyConfig& pc)
+      : commId_(args.commId),
+        synthetic_(std::move(synthetic)),
+        comm_(args.commId, uint64_t(gMinBytes.get()), uint64_t(gSyncTimeoutMs.get()) * 1000000,
+              synthetic_.get()),
+        coordinator_(&comm_, cc),
+        learner_(&comm_, pc),
+        updateNs_(uint64_t(gUpdateMs.get()) * 1000000),
+        rank_(rank) {
+    key_.abiVersion = args.abiVersion;
+    key_.nRanks = int(args.nRanks);
+    key_.nNodes = int(args.nNodes);
+    if (args.nvlDomain != nullptr) key_.nvlDomain = *args.nvlDomain;
+    if (args.constants != nullptr) {
+      key_.haveConstants = true;
+      key_.constants = *args.constants;
+    }
+  }
+
+  TunerComm& comm() { return comm_; }
+
+  void loadTuningFile() {
+    const std::string& path = gTuningFile.get();
+    if (path.empty() || rank_ > 0) return;  // only a potential leader's file matters
+    std::vector<BanditPolicy::ContextRecord> records;
+    std::string why;
+    if (tuner::loadTuningFile(path, key_, &records, &why)) {
+      learner_.restore(records, 4);
+      AP_INFO(kFlags, "tuner: comm 0x%llx: loaded %zu learned contexts from %s",
+              ull(commId_), records.size(), path.c_str());
+    } else if (access(path.c_str(), F_OK) == 0) {
+      AP_WARN(kFlags, "tuner: comm 0x%llx: tuning file ignored: %s", ull(commId_), why.c_str());
+    }
+  }
+
+  void saveTuningFile() {
+    const std::string& path = gTuningFile.get();
+    if (path.empty() || coordinator_.role() != Coordinator::Role::kLeader) return;
+    std::vector<BanditPolicy::ContextRecord> records = learner_.snapshot();
+    if (records.empty()) return;
+    std::string why;
+    if (tuner::saveTuningFile(path, key_, records, &why)) {
+      AP_INFO(kFlags, "tuner: comm 0x%llx: saved %zu learned contexts to %s", ull(commId_),
+              records.size(), path.c_str());
+    } else {
+      AP_WARN(kFlags, "tuner: comm 0x%llx: %s", ull(commId_), why.c_str());
+    }
+  }
+
+  void logSummary() {
+    TunerComm::SwapStats s = comm_.swapStats();
+    const Coordinator::Stats& c = coordinator_.stats();
+    const Learner::Stats& l = learner_.stats();
+    AP_INFO(kFlags,
+            "tuner: comm 0x%llx rank %d: %s; policy v%u in effect (%llu applied, %llu dropped); "
+            "hot swap (proposal to effect here) mean %.1f us max %.1f us; %llu waits at a switch "
+            "point, %llu timeouts; leader: %llu proposals, %llu commits, %llu aborts; %llu "
+            "strangers rejected; %llu measurements, %llu attributed",
+            ull(commId_), rank_, coordinator_.describe().c_str(), comm_.appliedVersion(),
+            ull(s.applied), ull(s.dropped),
+            s.applied ? double(s.latencySumNs) / s.applied / 1000.0 : 0.0,
+            double(s.latencyMaxNs) / 1000.0, ull(s.waits), ull(s.timeouts), ull(c.proposals),
+            ull(c.commits), ull(c.aborts), ull(c.strangersRejected), ull(l.samples),
+            ull(l.attributed));
+  }
+
+  // ServiceClient, on the service thread.
+  void collectFds(std::vector<pollfd>* fds) override { coordinator_.collectFds(fds); }
+  void handleEvents(const pollfd* fds, size_t count, uint64_t nowNs) override {
+    coordinator_.handleEvents(fds, count, nowNs);
+  }
+  uint64_t step(uint64_t nowNs) override {
+    coordinator_.tick(nowNs);
+    uint64_t next = coordinator_.nextDeadline();
+    if (coordinator_.role() != Coordinator::Role::kLeader ||
+        coordinator_.phase() == Coordinator::Phase::kOff ||
+        coordinator_.phase() == Coordinator::Phase::kFrozen) {
+      return next;
+    }
+    if (nowNs >= nextLearnNs_) {
+      nextLearnNs_ = nowNs + updateNs_;
+      learner_.step();
+      if (coordinator_.canPropose() && !(learner_.desired() == coordinator_.committed())) {
+        if (coordinator_.propose(learner_.desired(), nowNs)) noteExploitChanges();
+      }
+    }
+    return std::min(next, nextLearnNs_);
+  }
+
+ private:
+  // Journal the exploited choices a proposal changes (rare), not the probes (frequent).
+  void noteExploitChanges() {
+    const DecisionTable& d = learner_.desired();
+    for (int ctx = 0; ctx < kNumContexts; ++ctx) {
+      if (d.entries[ctx].primary != lastPrimary_.entries[ctx].primary) {
+        journal::EventJournal::instance().record(
+            journal::Source::kTuner, commId_, -1, "tuner_choice",
+            "func %d size 2^%d pipe bucket %d: cell %d -> %d (proposed)", contextFunc(ctx),
+            contextSizeBucket(ctx), contextPipeBucket(ctx), lastPrimary_.entries[ctx].primary,
+            d.entries[ctx].primary);
+      }
+    }
+    lastPrimary_ = d;
+  }
+
+  const uint64_t commId_;
+  std::unique_ptr<SyntheticMeasurements> synthetic_;
+  TunerComm comm_;
+  Coordinator coordinator_;
+  Learner learner_;
+  const uint64_t updateNs_;
+  const int rank_;
+  TuningKey key_;
+  uint64_t nextLearnNs_ = 0;
+  DecisionTable lastPrimary_;
 };
+
+struct TunerContext {
+  int abiVersion = 5;
+  uint64_t commId = 0;
+  bool busAttached = false;
+  std::unique_ptr<TunerRuntime> runtime;  // null: NCCL's choices for every call
+};
+
+// Builds the runtime; returns null (with the reason logged) when this communicator keeps NCCL's
+// choices throughout.
+std::unique_ptr<TunerRuntime> makeRuntime(const TunerInitArgs& args) {
+  if (!gTunerEnable.get()) return nullptr;
+  if (!args.hasCommId) {
+    AP_INFO(kFlags, "tuner v%d: NCCL does not pass a communicator id before tuner v5, so ranks "
+            "cannot agree on learned choices; NCCL's choices stand", args.abiVersion);
+    return nullptr;
+  }
+  comms::CommInfo info;
+  int rank = comms::lookup(args.commId, &info) ? info.rank : -1;
+  bool userAlgoProto = envSet("NCCL_ALGO") || envSet("NCCL_PROTO");
+
+  CoordinatorConfig cc;
+  cc.commId = args.commId;
+  cc.nRanks = int(args.nRanks);
+  cc.nNodes = int(args.nNodes);
+  cc.rank = rank;
+  cc.userAlgoProto = userAlgoProto;
+  std::string why;
+  cc.endpoint = resolveEndpoint(args.commId, int(args.nNodes), &why);
+  if (cc.endpoint.kind == Endpoint::Kind::kNone) {
+    AP_INFO(kFlags, "tuner: comm 0x%llx: %s; NCCL's choices stand", ull(args.commId),
+            why.c_str());
+    return nullptr;
+  }
+  std::string secret = readSecret();
+  cc.key = wire::jobKey(args.commId, int(args.nRanks), int(args.nNodes), secret);
+  const uint64_t ms = 1000000;
+  // The leader gives up on a proposal before any rank stops waiting for its verdict.
+  cc.ackTimeoutNs = uint64_t(gSyncTimeoutMs.get()) * ms / 2;
+  cc.joinTimeoutNs = uint64_t(gJoinTimeoutMs.get()) * ms;
+  cc.peerTimeoutNs = uint64_t(gPeerTimeoutMs.get()) * ms;
+  cc.minLead = uint64_t(gSwapLead.get());
+
+  PolicyConfig pc;
+  pc.minGain = gMinGain.get();
+  pc.explore = gExplore.get();
+
+  std::unique_ptr<SyntheticMeasurements> synthetic;
+  if (!gSynthetic.get().empty()) {
+    std::string err;
+    synthetic = SyntheticMeasurements::fromSpec(gSynthetic.get(), rank >= 0 ? rank : getpid(), &err);
+    if (synthetic == nullptr) {
+      AP_WARN(kFlags, "tuner: NCCL_AUTOPILOT_TUNER_SYNTHETIC ignored: %s", err.c_str());
+    } else {
+      AP_WARN(kFlags, "tuner: comm 0x%llx: NCCL_AUTOPILOT_TUNER_SYNTHETIC is set: measurements "
+              "are INVENTED (test hook)", ull(args.commId));
+    }
+  }
+  auto runtime = std::make_unique<TunerRuntime>(args, rank, std::move(synthetic), cc, pc);
+  runtime->loadTuningFile();
+  if (!TunerService::add(runtime.get())) {
+    AP_WARN(kFlags, "tuner: cannot start the tuner service thread; NCCL's choices stand");
+    return nullptr;
+  }
+  return runtime;
+}
 
 }  // namespace
 
 abi::Result init(void** ctx, const TunerInitArgs& args) {
   *ctx = nullptr;
   params::logAllOnce();
-  auto context = std::make_unique<TunerContext>(TunerContext{
-      args.abiVersion, args.hasCommId, args.commId, args.nRanks, args.nNodes,
-      gTunerEnable.get()});
+  auto context = std::make_unique<TunerContext>();
+  context->abiVersion = args.abiVersion;
+  context->commId = args.commId;
+  if (args.hasCommId) context->busAttached = bus::MeasurementBus::instance().attach(args.commId);
+  context->runtime = makeRuntime(args);
   AP_INFO(kFlags, "tuner v%d ready: comm 0x%llx nRanks %zu nNodes %zu%s (instance 0x%llx)",
-          args.abiVersion, static_cast<unsigned long long>(args.commId), args.nRanks,
-          args.nNodes, context->enabled ? "" : ", disabled by NCCL_AUTOPILOT_TUNER_ENABLE=0",
-          static_cast<unsigned long long>(instanceId()));
+          args.abiVersion, ull(args.commId), args.nRanks, args.nNodes,
+          !gTunerEnable.get()   ? ", disabled by NCCL_AUTOPILOT_TUNER_ENABLE=0"
+          : context->runtime ? ""
+                             : ", NCCL's choices stand",
+          ull(instanceId()));
   *ctx = context.release();
   contextCreated();
   return abi::kSuccess;
@@ -43,14 +319,24 @@ abi::Result init(void** ctx, const TunerInitArgs& args) {
 
 void getCollInfo(void* ctx, int collType, size_t nBytes, int numPipeOps, float** costTable,
                  int numAlgo, int numProto, int regBuff, int* nChannels) {
-  // No learned policy yet: NCCL's own choice stands for every call.
-  (void)ctx, (void)collType, (void)nBytes, (void)numPipeOps, (void)costTable, (void)numAlgo,
-      (void)numProto, (void)regBuff, (void)nChannels;
+  (void)regBuff;  // may differ per rank: never part of a decision
+  TunerRuntime* runtime = static_cast<TunerContext*>(ctx)->runtime.get();
+  if (runtime == nullptr) return;
+  runtime->comm().getCollInfo(collType, nBytes, numPipeOps, costTable, numAlgo, numProto,
+                              nChannels);
 }
 
 abi::Result finalize(void* ctx) {
   if (ctx == nullptr) return abi::kSuccess;
-  delete static_cast<TunerContext*>(ctx);
+  std::unique_ptr<TunerContext> context(static_cast<TunerContext*>(ctx));
+  if (context->runtime) {
+    TunerService::remove(context->runtime.get());
+    context->runtime->saveTuningFile();
+    context->runtime->logSummary();
+    context->runtime.reset();
+  }
+  if (context->busAttached) bus::MeasurementBus::instance().detach(context->commId);
+  context.reset();
   contextDestroyed();
   return abi::kSuccess;
 }

@@ -1,0 +1,228 @@
+// `autopilot replay FILE...`: evaluates the tuner's policy by replay on forced-arm measurement
+// files (format of ../shared/data/forced-arm/, see bench/replay/replay_engine.h for the method).
+// Prints per file and overall, for NCCL's default choice and for the policy after learning:
+// contexts, contexts losing > 10% to the best measured arm, mean and p99 loss, and the regret
+// spent learning. --check verifies the issue's targets and fails otherwise.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench/commands.h"
+#include "bench/replay/replay_engine.h"
+
+namespace autopilot::cli {
+namespace {
+
+using replay::FileResult;
+using replay::LossSummary;
+
+// Sidecars that ship with the tool's sources (found next to this file, wherever it is built).
+std::string builtinTopologyDir() {
+  std::string here = __FILE__;
+  size_t slash = here.rfind('/');
+  return slash == std::string::npos ? "bench/replay/topologies"
+                                    : here.substr(0, slash) + "/replay/topologies";
+}
+
+std::string jsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string summaryJson(const LossSummary& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "{\"contexts\": %d, \"over_10pct\": %d, \"mean_loss\": %.6f, \"p99_loss\": %.6f, "
+                "\"max_loss\": %.6f}",
+                s.contexts, s.over10pct, s.meanLoss, s.p99Loss, s.maxLoss);
+  return buf;
+}
+
+std::string pct(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f%%", 100 * fraction);
+  return buf;
+}
+
+void printRow(const char* name, int contexts, const LossSummary& d, const LossSummary& l,
+              double regretPct, const char* prior) {
+  std::printf("%-44s %4d | %4d %7s %7s | %4d %7s %7s | %7.2f%%  %s\n", name, contexts, d.over10pct,
+              pct(d.meanLoss).c_str(), pct(d.p99Loss).c_str(), l.over10pct, pct(l.meanLoss).c_str(),
+              pct(l.p99Loss).c_str(), regretPct, prior);
+}
+
+bool isRepeatsFile(const std::string& path) {
+  const std::string suffix = "_auto_repeats.csv";
+  return path.size() >= suffix.size() &&
+         path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int usage(FILE* to) {
+  std::fprintf(to,
+               "usage: autopilot replay FILE.csv... [--json FILE] [--topo-dir DIR] [--flat]\n"
+               "                        [--calls N] [--runs R] [--seed S] [--noise SIGMA]\n"
+               "                        [--per-context] [--check]\n"
+               "Plays the tuner policy against forced-arm measurements (format of\n"
+               "../shared/data/forced-arm/). The cost-table prior comes from NAME.topo.json\n"
+               "next to the CSV, else in --topo-dir, else in the sidecars shipped with the tool\n"
+               "(--flat ignores them). Noise: from NAME_auto_repeats.csv when present, else\n"
+               "lognormal with --noise (default 0.03). --runs independent runs; learned losses\n"
+               "are the worst over runs. --check fails unless, on every file where the default\n"
+               "loses > 10%% somewhere: 0 contexts lose > 10%%, mean < 1%%, p99 < 5%%; and no\n"
+               "context is worse than the default by more than 1%%.\n");
+  return to == stdout ? 0 : 2;
+}
+
+int cmdReplay(int argc, char** argv) {
+  replay::ReplayOptions options;
+  options.builtinTopoDir = builtinTopologyDir();
+  std::vector<std::string> files;
+  std::string jsonPath;
+  bool check = false, perContext = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&](const char* what) -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "replay: %s needs a value\n", what);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") return usage(stdout);
+    if (a == "--json") jsonPath = next("--json");
+    else if (a == "--topo-dir") options.topoDir = next("--topo-dir");
+    else if (a == "--flat") options.flatPrior = true;
+    else if (a == "--calls") options.callsPerContext = std::atoi(next("--calls"));
+    else if (a == "--runs") options.runs = std::atoi(next("--runs"));
+    else if (a == "--seed") options.seed = std::strtoull(next("--seed"), nullptr, 10);
+    else if (a == "--noise") options.statedNoise = std::atof(next("--noise"));
+    else if (a == "--check") check = true;
+    else if (a == "--per-context") perContext = true;
+    else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "replay: unknown option %s\n", a.c_str());
+      return usage(stderr);
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (files.empty() || options.callsPerContext < 1 || options.runs < 1 ||
+      !(options.statedNoise >= 0 && options.statedNoise < 2)) {
+    return usage(stderr);
+  }
+
+  std::printf("%-44s %4s | %-20s | %-20s | %8s  %s\n", "", "", "NCCL default", "after learning",
+              "", "");
+  std::printf("%-44s %4s | %4s %7s %7s | %4s %7s %7s | %8s  %s\n", "file", "ctx", ">10%", "mean",
+              "p99", ">10%", "mean", "p99", "regret", "prior");
+  std::vector<FileResult> results;
+  std::vector<double> allDefault, allLearned;
+  double regretWeighted = 0;
+  int failures = 0;
+  std::vector<std::string> checkFailures;
+  for (const std::string& f : files) {
+    if (isRepeatsFile(f)) {
+      std::printf("%-44s (noise reference of its base file, not replayed on its own)\n",
+                  f.substr(f.rfind('/') + 1).c_str());
+      continue;
+    }
+    FileResult r;
+    std::string error;
+    if (!replay::replayFile(f, options, &r, &error)) {
+      std::fprintf(stderr, "replay: %s\n", error.c_str());
+      ++failures;
+      continue;
+    }
+    std::string name = f.substr(f.rfind('/') + 1);
+    printRow(name.c_str(), r.defaults.contexts, r.defaults, r.learned, r.regretPct,
+             r.prior.rfind("sidecar", 0) == 0 ? "sidecar" : "flat");
+    if (perContext) {
+      for (const auto& c : r.contexts) {
+        std::printf("    %-58s arms %d  default %-14s %6s  best %-24s learned %-24s %6s (mean %s)\n",
+                    c.label.c_str(), c.arms, c.defaultArm.c_str(), pct(c.defaultLoss).c_str(),
+                    c.bestArm.c_str(), c.learnedArm.c_str(), pct(c.learnedLoss).c_str(),
+                    pct(c.learnedLossMean).c_str());
+      }
+    }
+    allDefault.insert(allDefault.end(), r.defaultLosses.begin(), r.defaultLosses.end());
+    allLearned.insert(allLearned.end(), r.learnedLosses.begin(), r.learnedLosses.end());
+    regretWeighted += r.regretPct * r.defaults.contexts;
+    if (check && r.defaults.over10pct > 0) {
+      if (r.learned.over10pct > 0) checkFailures.push_back(name + ": contexts losing > 10% after learning");
+      if (r.learned.meanLoss >= 0.01) checkFailures.push_back(name + ": mean loss >= 1%");
+      if (r.learned.p99Loss >= 0.05) checkFailures.push_back(name + ": p99 loss >= 5%");
+    }
+    if (check) {
+      for (const auto& c : r.contexts) {
+        if ((1 + c.learnedLoss) > (1 + c.defaultLoss) * 1.01) {
+          checkFailures.push_back(name + ": " + c.label + " worse than the default by > 1%");
+        }
+      }
+    }
+    results.push_back(std::move(r));
+  }
+  LossSummary od = replay::summarize(allDefault), ol = replay::summarize(allLearned);
+  double overallRegret = od.contexts > 0 ? regretWeighted / od.contexts : 0;
+  printRow("overall", od.contexts, od, ol, overallRegret, "");
+  std::printf("\nlosses vs the best measured arm per context; learned = worst of %d runs of %d "
+              "calls per context;\nregret = extra time vs always-best over all replayed calls, "
+              "while learning.\n",
+              options.runs, options.callsPerContext);
+  for (const FileResult& r : results) {
+    std::printf("  %s: prior %s; noise sigma %.3f (%s); %d contexts skipped; default regret "
+                "%.2f%%\n",
+                r.file.substr(r.file.rfind('/') + 1).c_str(), r.prior.c_str(), r.noiseSigma,
+                r.noiseSource.c_str(), r.skippedContexts, r.defaultRegretPct);
+  }
+
+  if (!jsonPath.empty()) {
+    FILE* out = std::fopen(jsonPath.c_str(), "w");
+    if (out == nullptr) {
+      std::fprintf(stderr, "replay: cannot write %s\n", jsonPath.c_str());
+      return 1;
+    }
+    std::fprintf(out, "{\"files\": [");
+    for (size_t i = 0; i < results.size(); ++i) {
+      const FileResult& r = results[i];
+      std::fprintf(out,
+                   "%s\n  {\"file\": \"%s\", \"contexts\": %d, \"default\": %s, \"learned\": %s, "
+                   "\"regret_pct\": %.4f, \"default_regret_pct\": %.4f, \"prior\": \"%s\", "
+                   "\"noise_sigma\": %.4f, \"skipped_contexts\": %d}",
+                   i ? "," : "", jsonEscape(r.file).c_str(), r.defaults.contexts,
+                   summaryJson(r.defaults).c_str(), summaryJson(r.learned).c_str(), r.regretPct,
+                   r.defaultRegretPct, jsonEscape(r.prior).c_str(), r.noiseSigma,
+                   r.skippedContexts);
+    }
+    std::fprintf(out,
+                 "\n],\n\"overall\": {\"contexts\": %d, \"default\": %s, \"learned\": %s, "
+                 "\"regret_pct\": %.4f},\n\"runs\": %d, \"calls_per_context\": %d}\n",
+                 od.contexts, summaryJson(od).c_str(), summaryJson(ol).c_str(), overallRegret,
+                 options.runs, options.callsPerContext);
+    std::fclose(out);
+  }
+  if (check) {
+    for (const std::string& f : checkFailures) std::printf("CHECK FAILED: %s\n", f.c_str());
+    if (checkFailures.empty() && failures == 0) std::printf("targets met\n");
+  }
+  return failures > 0 || !checkFailures.empty() ? 1 : 0;
+}
+
+CommandRegistrar reg("replay", cmdReplay,
+                     "evaluate the tuner policy by replay on forced-arm measurement files");
+
+}  // namespace
+}  // namespace autopilot::cli

@@ -1,0 +1,76 @@
+// Offline evaluation of the tuner policy on forced-arm measurements (`autopilot replay`).
+//
+// A context is (system, collective, size, placement): in-place and out-of-place times are
+// separate contexts, since they are separate measurements. The arms of a context are its
+// measured rows: AUTO/AUTO is NCCL's default; partly forced rows (Ring/AUTO, AUTO/LL) are mapped
+// to the cell NCCL's model would pick within that restriction, and rows that map to the same
+// cell are one arm with several measurements. Rows that give only bandwidth are converted with
+// nccl-tests' formulas (algbw = size / time; busbw = algbw * 2(n-1)/n for all_reduce, (n-1)/n
+// for all_gather / reduce_scatter, 1 otherwise).
+//
+// The policy sees what it would see in NCCL: a cost table (from the C++ cost model for the
+// topology in the CSV's sidecar NAME.topo.json; a flat table without one) with IGNORE on every
+// cell that was not measured, and one measured time per call of the arm it played. A call's
+// time is one of the arm's measurements drawn at random, times lognormal noise whose sigma is
+// estimated from NAME_auto_repeats.csv when it exists, and otherwise the stated value
+// (--noise, default 3%). Contexts are called round-robin, as a training loop calls a fixed set
+// of sizes. The losses are measured against the truth (the mean of an arm's measurements).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tuner_plugin/bandit_policy.h"
+
+namespace autopilot::replay {
+
+struct ReplayOptions {
+  int callsPerContext = 300;
+  int runs = 5;              // independent runs (seeds); learned losses are the worst over runs
+  uint64_t seed = 1;
+  double statedNoise = 0.03; // lognormal sigma when no repeats file exists
+  std::string topoDir;       // searched after the CSV's own folder
+  std::string builtinTopoDir;
+  bool flatPrior = false;    // ignore sidecars
+  tuner::PolicyConfig policy;
+};
+
+struct LossSummary {
+  int contexts = 0;
+  int over10pct = 0;
+  double meanLoss = 0;  // fractions
+  double p99Loss = 0;
+  double maxLoss = 0;
+};
+
+struct ContextResult {
+  std::string label;
+  int arms = 0;
+  std::string defaultArm, bestArm, learnedArm;  // learned: in the worst run
+  double defaultLoss = 0;
+  double learnedLoss = 0;      // worst over runs
+  double learnedLossMean = 0;  // mean over runs
+};
+
+struct FileResult {
+  std::string file;
+  std::string prior;  // "sidecar PATH" or "flat"
+  double noiseSigma = 0;
+  std::string noiseSource;
+  int skippedRows = 0;
+  int skippedContexts = 0;  // no default, a single arm, or a collective the tuner never sees
+  LossSummary defaults, learned;
+  double regretPct = 0;         // learning: extra time vs always-best over all replayed calls, %
+  double defaultRegretPct = 0;  // the same for always-default, %
+  std::vector<ContextResult> contexts;
+  std::vector<double> defaultLosses, learnedLosses;  // per context, for the overall summary
+};
+
+bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileResult* out,
+                std::string* error);
+
+// Nearest-rank summary of a list of losses.
+LossSummary summarize(const std::vector<double>& losses);
+
+}  // namespace autopilot::replay

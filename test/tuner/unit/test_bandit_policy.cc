@@ -1,0 +1,258 @@
+// The policy on its own: synthetic contexts with known true times and lognormal noise, played
+// call by call through the same decision mechanics as the plugin (cellForCall).
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "tuner_plugin/bandit_policy.h"
+#include "tuner_plugin/cost_model.h"
+
+using namespace autopilot;
+using namespace autopilot::tuner;
+
+namespace {
+
+constexpr int kCtx = 7;
+int cell(int algo, int proto) { return algo * abi::kNumProtocols + proto; }
+
+struct Context {
+  float prior[kNumCells];
+  double truth[kNumCells];
+  Context() {
+    for (int c = 0; c < kNumCells; ++c) {
+      prior[c] = -1;
+      truth[c] = 0;
+    }
+  }
+  void arm(int c, float predicted, double actual) {
+    prior[c] = predicted;
+    truth[c] = actual;
+  }
+};
+
+struct Outcome {
+  double regret = 0;       // extra time vs always-best, as a fraction of always-best
+  int probes = 0;          // calls that did not play the incumbent
+  std::vector<int> played; // per call
+};
+
+// Plays `calls` calls; the decision is refreshed after every call (no consensus lag here).
+Outcome play(BanditPolicy& policy, const Context& c, int calls, double noise, uint32_t seed,
+             int ctx = kCtx) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n01(0, 1);
+  policy.setPrior(ctx, c.prior);
+  ExplorationCounters counters;
+  counters.reset();
+  double best = 1e300, spent = 0, bestSpent = 0;
+  for (int i = 0; i < kNumCells; ++i) {
+    if (c.prior[i] >= 0) best = std::min(best, c.truth[i]);
+  }
+  Outcome out;
+  ContextDecision current = policy.decide(ctx);
+  for (int i = 0; i < calls; ++i) {
+    int forced = cellForCall(current, ctx, &counters);
+    int played = forced >= 0 ? forced : policy.defaultCell(ctx);
+    double t = c.truth[played] * std::exp(noise * n01(rng));
+    policy.observe(ctx, played, t);
+    spent += c.truth[played];
+    bestSpent += best;
+    if (played != policy.incumbent(ctx)) ++out.probes;
+    out.played.push_back(played);
+    ContextDecision next = policy.decide(ctx);
+    if (next != current) {
+      current = next;
+      counters.reset();
+    }
+  }
+  out.regret = spent / bestSpent - 1;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the first decision is NCCL's own, and nothing is forced before a measurement",
+          "[policy]") {
+  BanditPolicy p(PolicyConfig{});
+  CHECK(p.decide(kCtx).untouched());  // unknown context
+  Context c;
+  c.arm(cell(1, 2), 100, 100);
+  c.arm(cell(0, 2), 120, 50);
+  REQUIRE(p.setPrior(kCtx, c.prior));
+  CHECK(p.defaultCell(kCtx) == cell(1, 2));
+  CHECK(p.decide(kCtx).untouched());
+  p.observe(kCtx, cell(1, 2), 101);
+  ContextDecision d = p.decide(kCtx);
+  CHECK(d.primary == -1);  // still NCCL's choice as primary
+  CHECK(d.explore == cell(0, 2));  // a plausible alternative gets probed
+}
+
+TEST_CASE("an all-ignored table gives no decision; ignored cells are never chosen", "[policy]") {
+  BanditPolicy p(PolicyConfig{});
+  float none[kNumCells];
+  for (float& v : none) v = -1;
+  CHECK_FALSE(p.setPrior(kCtx, none));
+  CHECK(p.decide(kCtx).untouched());
+  p.observe(kCtx, 3, 10);  // ignored
+  CHECK(p.decide(kCtx).untouched());
+
+  BanditPolicy q(PolicyConfig{});
+  Context c;
+  c.arm(cell(1, 0), 10, 10);
+  c.arm(cell(1, 2), 11, 11);
+  q.setPrior(kCtx, c.prior);
+  for (int i = 0; i < 50; ++i) q.observe(kCtx, cell(4, 2), 0.1);  // an IGNORE cell, very fast
+  for (int i = 0; i < 200; ++i) {
+    ContextDecision d = q.decide(kCtx);
+    CHECK(d.primary != cell(4, 2));
+    CHECK(d.explore != cell(4, 2));
+    q.observe(kCtx, cell(1, 0), 10);
+  }
+}
+
+TEST_CASE("where the model is right the policy keeps NCCL's choice at a small learning cost",
+          "[policy]") {
+  Context c;
+  c.arm(cell(1, 0), 50, 50);    // default
+  c.arm(cell(1, 1), 60, 60);
+  c.arm(cell(1, 2), 90, 90);
+  c.arm(cell(0, 1), 75, 75);
+  c.arm(cell(0, 0), 400, 400);  // implausible: never probed
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    BanditPolicy p(PolicyConfig{});
+    Outcome o = play(p, c, 2000, 0.03, seed);
+    CHECK(p.incumbent(kCtx) == cell(1, 0));
+    CHECK(std::count(o.played.begin(), o.played.end(), cell(0, 0)) == 0);
+    CHECK(o.regret < 0.01);
+    CHECK(o.probes < 30);
+  }
+}
+
+TEST_CASE("where the model is wrong the policy finds the better arm and pays bounded regret",
+          "[policy]") {
+  Context c;
+  c.arm(cell(4, 2), 100, 130);  // NCCL's choice, 30% slower than the ring in reality
+  c.arm(cell(1, 2), 120, 100);
+  c.arm(cell(1, 1), 140, 115);
+  c.arm(cell(0, 2), 180, 150);
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    BanditPolicy p(PolicyConfig{});
+    Outcome o = play(p, c, 500, 0.03, seed);
+    CHECK(p.incumbent(kCtx) == cell(1, 2));
+    // Found within the first 60 calls: after that only the best arm (plus refresh probes).
+    int lateWrong = 0;
+    for (size_t i = 60; i < o.played.size(); ++i) lateWrong += o.played[i] != cell(1, 2);
+    CHECK(lateWrong < 20);
+  }
+}
+
+TEST_CASE("the policy never trades NCCL's choice for a worse arm because of noise", "[policy]") {
+  Context c;
+  c.arm(cell(1, 0), 100, 100);   // default
+  c.arm(cell(1, 1), 101, 101.5); // 1.5% worse in reality, predicted equal-ish
+  c.arm(cell(0, 0), 102, 100.8); // 0.8% worse
+  int worse = 0;
+  for (uint32_t seed = 1; seed <= 100; ++seed) {
+    BanditPolicy p(PolicyConfig{});
+    play(p, c, 1000, 0.05, seed);
+    int inc = p.incumbent(kCtx);
+    if (c.truth[inc] > 1.01 * c.truth[cell(1, 0)]) ++worse;
+  }
+  INFO("switched to a worse arm in " << worse << " of 100 runs");
+  CHECK(worse <= 2);
+}
+
+TEST_CASE("a shift of the incumbent re-opens exploration and the policy moves", "[policy]") {
+  Context c;
+  c.arm(cell(1, 2), 100, 100);  // default and best at first
+  c.arm(cell(0, 2), 110, 115);
+  BanditPolicy p(PolicyConfig{});
+  play(p, c, 600, 0.02, 3);
+  REQUIRE(p.incumbent(kCtx) == cell(1, 2));
+  // The ring degrades (a congested fabric): now twice as slow. The policy sees it itself.
+  Context shifted = c;
+  shifted.truth[cell(1, 2)] = 200;
+  uint64_t reopensBefore = p.reopenCount();
+  play(p, shifted, 300, 0.02, 4);
+  CHECK(p.reopenCount() > reopensBefore);
+  CHECK(p.incumbent(kCtx) == cell(0, 2));
+}
+
+TEST_CASE("an external shift notice re-opens a context where another arm became faster",
+          "[policy]") {
+  Context c;
+  c.arm(cell(1, 2), 100, 100);
+  c.arm(cell(0, 2), 110, 130);
+  BanditPolicy p(PolicyConfig{});
+  play(p, c, 600, 0.02, 5);
+  REQUIRE(p.incumbent(kCtx) == cell(1, 2));
+  Context faster = c;
+  faster.truth[cell(0, 2)] = 70;
+  // Without a notice the tree is not re-probed soon (its stale estimate says 30% worse) ...
+  BanditPolicy q(PolicyConfig{});
+  play(q, c, 600, 0.02, 5);
+  play(q, faster, 100, 0.02, 6);
+  CHECK(q.incumbent(kCtx) == cell(1, 2));
+  // ... with one, it is.
+  p.reopen(kCtx);
+  play(p, faster, 100, 0.02, 6);
+  CHECK(p.incumbent(kCtx) == cell(0, 2));
+}
+
+TEST_CASE("with exploration off the policy only exploits what it knows", "[policy]") {
+  Context c;
+  c.arm(cell(1, 2), 100, 130);
+  c.arm(cell(0, 2), 120, 100);
+  PolicyConfig cfg;
+  cfg.explore = false;
+  BanditPolicy p(cfg);
+  Outcome o = play(p, c, 300, 0.02, 1);
+  CHECK(o.probes == 0);
+  CHECK(p.incumbent(kCtx) == cell(1, 2));
+}
+
+TEST_CASE("snapshot and restore carry the learned choice with capped confidence", "[policy]") {
+  Context c;
+  c.arm(cell(4, 2), 100, 130);
+  c.arm(cell(1, 2), 120, 100);
+  BanditPolicy p(PolicyConfig{});
+  play(p, c, 300, 0.02, 9);
+  REQUIRE(p.incumbent(kCtx) == cell(1, 2));
+  auto snap = p.snapshot();
+  REQUIRE(snap.size() == 1);
+
+  PolicyConfig cfg;
+  cfg.explore = false;
+  BanditPolicy q(cfg);
+  REQUIRE(q.restore(snap[0], 4));
+  CHECK(q.arm(kCtx, cell(1, 2))->n == 4);
+  ContextDecision d = q.decide(kCtx);
+  CHECK(d.primary == cell(1, 2));  // exploits the loaded result from the first call
+  // Garbage in a record is dropped, not trusted.
+  BanditPolicy::ContextRecord bad = snap[0];
+  bad.arms[cell(1, 2)].mean = NAN;
+  bad.incumbent = 99;
+  BanditPolicy r(cfg);
+  REQUIRE(r.restore(bad, 4));
+  CHECK(r.arm(kCtx, cell(1, 2))->n == 0);
+  CHECK(r.incumbent(kCtx) == cell(4, 2));
+  bad.ctx = -3;
+  CHECK_FALSE(r.restore(bad, 4));
+}
+
+TEST_CASE("exploration turns follow the agreed counters exactly", "[policy]") {
+  ContextDecision d;
+  d.primary = 5;
+  d.explore = 2;
+  d.period = 3;
+  d.budget = 2;
+  ExplorationCounters k;
+  k.reset();
+  std::vector<int> cells;
+  for (int i = 0; i < 12; ++i) cells.push_back(cellForCall(d, 11, &k));
+  CHECK(cells == std::vector<int>{5, 5, 2, 5, 5, 2, 5, 5, 5, 5, 5, 5});
+  CHECK(k.calls[11] == 12);
+  CHECK(k.calls[10] == 0);
+}

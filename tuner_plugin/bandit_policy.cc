@@ -1,0 +1,290 @@
+#include "tuner_plugin/bandit_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tuner_plugin/cost_model.h"
+
+namespace autopilot::tuner {
+
+struct BanditPolicy::ContextState {
+  float prior[kNumCells];
+  int defaultCell = -1;
+  int incumbent = -1;
+  ArmStats arms[kNumCells];
+  // The incumbent's latest raw log-times in a row that sit on the same side of its estimate,
+  // beyond what noise explains: kDriftRun of them is a shift, not an outlier.
+  double driftSum = 0;
+  int driftRun = 0;
+  int driftSign = 0;
+  int playsSinceRefresh = 0;
+  // The probe in the current decision and how many of its samples arrived since it was issued:
+  // once the budget is spent, a new generation grants a fresh one.
+  int probeCell = -1;
+  int probesSeen = 0;
+  uint16_t generation = 0;
+};
+
+namespace {
+
+constexpr double kMinPriorUs = 1e-3;  // a zero cost (forced by someone else) still has a log
+constexpr int kDriftRun = 4;
+constexpr int kDriftMinSamples = 8;
+constexpr double kDriftMinLog = 0.15;  // ~16%: a shift, not noise
+
+bool validCell(int cell) { return cell >= 0 && cell < kNumCells; }
+
+void addSample(BanditPolicy::ArmStats* a, double x) {
+  double n = std::min(a->n + 1, double(BanditPolicy::kWindow));
+  double w = 1.0 / n;
+  double delta = x - a->mean;
+  a->mean += w * delta;
+  a->var = (1 - w) * (a->var + w * delta * delta);
+  a->n = n;
+}
+
+}  // namespace
+
+BanditPolicy::BanditPolicy(const PolicyConfig& config) : config_(config) {
+  contexts_.resize(kNumContexts);
+}
+
+BanditPolicy::~BanditPolicy() = default;
+
+BanditPolicy::ContextState* BanditPolicy::state(int ctx) const {
+  if (ctx < 0 || ctx >= kNumContexts) return nullptr;
+  return contexts_[ctx].get();
+}
+
+bool BanditPolicy::setPrior(int ctx, const float cost[kNumCells]) {
+  if (ctx < 0 || ctx >= kNumContexts) return false;
+  if (contexts_[ctx]) return contexts_[ctx]->defaultCell >= 0;
+  auto s = std::make_unique<ContextState>();
+  std::memcpy(s->prior, cost, sizeof(s->prior));
+  s->defaultCell = model::ncclChoice(s->prior);
+  s->incumbent = s->defaultCell;
+  bool usable = s->defaultCell >= 0;
+  contexts_[ctx] = std::move(s);
+  return usable;
+}
+
+bool BanditPolicy::hasPrior(int ctx) const { return state(ctx) != nullptr; }
+
+int BanditPolicy::defaultCell(int ctx) const {
+  const ContextState* s = state(ctx);
+  return s ? s->defaultCell : -1;
+}
+
+int BanditPolicy::incumbent(int ctx) const {
+  const ContextState* s = state(ctx);
+  return s ? s->incumbent : -1;
+}
+
+const BanditPolicy::ArmStats* BanditPolicy::arm(int ctx, int cell) const {
+  const ContextState* s = state(ctx);
+  return s && validCell(cell) ? &s->arms[cell] : nullptr;
+}
+
+double BanditPolicy::noiseSigma(const ContextState& s) const {
+  double weight = 0, sum = 0;
+  for (const ArmStats& a : s.arms) {
+    if (a.n >= 2) {
+      // The weighted variance underestimates with few samples; n/(n-1) corrects it.
+      sum += a.n * a.var * a.n / (a.n - 1);
+      weight += a.n;
+    }
+  }
+  double sigma = weight >= 4 ? std::sqrt(sum / weight) : config_.defaultNoise;
+  return std::max(sigma, config_.noiseFloor);
+}
+
+void BanditPolicy::posterior(const ContextState& s, double sigmaObs, double* mean,
+                             double* var) const {
+  // Calibrate the model's absolute level on the best-measured of the default and the incumbent.
+  auto logPrior = [&](int c) { return std::log(std::max(double(s.prior[c]), kMinPriorUs)); };
+  double offset = 0;
+  int anchor = s.arms[s.defaultCell].n > 0 ? s.defaultCell
+               : (validCell(s.incumbent) && s.arms[s.incumbent].n > 0) ? s.incumbent
+                                                                       : -1;
+  if (anchor >= 0) offset = s.arms[anchor].mean - logPrior(anchor);
+  // A model that misses the measured level by a factor F is not trusted on ratios either:
+  // the prior spread grows to at least half of log F (a 37x miss allows 37x-off ratios at 2 sd).
+  const double sigmaPrior = std::max(config_.modelErrorSigma, std::fabs(offset) / 2);
+  const double priorPrecision = 1.0 / (sigmaPrior * sigmaPrior);
+  const double obsPrecision = 1.0 / (sigmaObs * sigmaObs);
+  for (int c = 0; c < kNumCells; ++c) {
+    if (s.prior[c] < 0) continue;
+    double precision = priorPrecision + s.arms[c].n * obsPrecision;
+    mean[c] = ((logPrior(c) + offset) * priorPrecision + s.arms[c].n * s.arms[c].mean * obsPrecision) /
+              precision;
+    var[c] = 1.0 / precision;
+  }
+}
+
+void BanditPolicy::observe(int ctx, int cell, double timeUs) {
+  ContextState* s = state(ctx);
+  if (s == nullptr || s->defaultCell < 0 || !validCell(cell) || s->prior[cell] < 0 ||
+      !(timeUs > 0) || !std::isfinite(timeUs)) {
+    return;
+  }
+  const double raw = std::log(timeUs);
+  ArmStats& a = s->arms[cell];
+  const double sigma = noiseSigma(*s);
+  double x = raw;
+  if (a.n >= 4) {
+    // Winsorise: one descheduled host thread must not move an estimate by a factor.
+    double limit = std::max(4 * sigma, 0.3);
+    x = std::clamp(x, a.mean - limit, a.mean + limit);
+  }
+  if (cell == s->incumbent && a.n >= kDriftMinSamples) {
+    // Drift of the incumbent itself (a shift the profiler may not have reported): judged on
+    // raw values, since Winsorising would hide a real level change.
+    double dev = raw - a.mean;
+    int sign = dev > 0 ? 1 : -1;
+    if (std::fabs(dev) > std::max(kDriftMinLog, 3 * sigma)) {
+      if (sign != s->driftSign) s->driftRun = 0, s->driftSum = 0;
+      s->driftSign = sign;
+      s->driftSum += raw;
+      if (++s->driftRun >= kDriftRun) {
+        double level = s->driftSum / s->driftRun;
+        reopen(ctx);
+        a.mean = level;
+        return;
+      }
+    } else {
+      s->driftRun = 0;
+      s->driftSum = 0;
+    }
+  }
+  addSample(&a, x);
+  if (cell == s->probeCell) ++s->probesSeen;
+  if (cell != s->incumbent) return;
+  if (config_.refreshPlays > 0 && ++s->playsSinceRefresh >= config_.refreshPlays) {
+    // Periodic refresh: forget part of the confidence in the other arms, so that arms close to
+    // the incumbent get re-probed; clearly worse arms stay out of the candidate set.
+    s->playsSinceRefresh = 0;
+    for (int c = 0; c < kNumCells; ++c) {
+      if (c != s->incumbent) s->arms[c].n = std::min(s->arms[c].n, double(config_.minSamples - 1));
+    }
+  }
+}
+
+void BanditPolicy::reopen(int ctx) {
+  ContextState* s = state(ctx);
+  if (s == nullptr) return;
+  ++reopens_;
+  for (int c = 0; c < kNumCells; ++c) {
+    ArmStats& a = s->arms[c];
+    if (c == s->incumbent) {
+      a.n = std::min(a.n, 2.0);
+    } else {
+      a = ArmStats{};  // back to the prior: plausible arms get probed again
+    }
+  }
+  s->driftRun = 0;
+  s->driftSum = 0;
+  s->playsSinceRefresh = 0;
+}
+
+void BanditPolicy::reopenAll() {
+  for (int ctx = 0; ctx < kNumContexts; ++ctx) {
+    if (contexts_[ctx]) reopen(ctx);
+  }
+}
+
+ContextDecision BanditPolicy::decide(int ctx) {
+  ContextState* s = state(ctx);
+  if (s == nullptr || s->defaultCell < 0) return {};
+  if (!validCell(s->incumbent) || s->prior[s->incumbent] < 0) s->incumbent = s->defaultCell;
+  const int D = s->defaultCell;
+  if (s->arms[s->incumbent].n == 0 && s->arms[D].n == 0) return {};  // measure NCCL's own first
+
+  const double sigmaObs = noiseSigma(*s);
+  double mean[kNumCells], var[kNumCells];
+  posterior(*s, sigmaObs, mean, var);
+  const double gainLog = std::log(1 - config_.minGain);
+
+  // Exploitation: switch only to an arm confidently better than the incumbent.
+  int I = s->incumbent;
+  int best = I;
+  for (int c = 0; c < kNumCells; ++c) {
+    if (c == I || s->prior[c] < 0 || s->arms[c].n < config_.minSamples) continue;
+    double sd = std::sqrt(var[c] + var[I]);
+    if (mean[c] < mean[I] + gainLog && mean[c] + config_.switchZ * sd < mean[I] && mean[c] < mean[best]) {
+      best = c;
+    }
+  }
+  if (best != I) {
+    s->incumbent = I = best;
+    s->driftRun = 0;
+    s->driftSum = 0;
+    s->playsSinceRefresh = 0;
+  }
+
+  ContextDecision d;
+  d.primary = int8_t(I == D ? -1 : I);
+  if (!config_.explore) return d;
+  // Exploration: the arm with the most optimistic estimate, if that beats the incumbent.
+  int candidate = -1;
+  double bestLcb = mean[I] + gainLog;
+  for (int c = 0; c < kNumCells; ++c) {
+    if (c == I || s->prior[c] < 0 || s->arms[c].n >= config_.maxExploreSamples) continue;
+    double lcb = mean[c] - config_.exploreZ * std::sqrt(var[c]);
+    if (lcb < bestLcb) {
+      bestLcb = lcb;
+      candidate = c;
+    }
+  }
+  if (candidate >= 0) {
+    d.explore = int8_t(candidate);
+    d.period = uint8_t(std::clamp(config_.explorePeriod, 1, 255));
+    d.budget = uint8_t(std::clamp(config_.exploreBudget, 1, 255));
+    if (candidate != s->probeCell || s->probesSeen >= d.budget) {
+      ++s->generation;
+      s->probeCell = candidate;
+      s->probesSeen = 0;
+    }
+    d.generation = s->generation;
+  } else {
+    s->probeCell = -1;
+  }
+  return d;
+}
+
+std::vector<BanditPolicy::ContextRecord> BanditPolicy::snapshot() const {
+  std::vector<ContextRecord> out;
+  for (int ctx = 0; ctx < kNumContexts; ++ctx) {
+    const ContextState* s = contexts_[ctx].get();
+    if (s == nullptr || s->defaultCell < 0) continue;
+    ContextRecord r;
+    r.ctx = ctx;
+    std::memcpy(r.prior, s->prior, sizeof(r.prior));
+    r.incumbent = s->incumbent;
+    std::memcpy(r.arms, s->arms, sizeof(r.arms));
+    out.push_back(r);
+  }
+  return out;
+}
+
+bool BanditPolicy::restore(const ContextRecord& r, double maxSamples) {
+  if (r.ctx < 0 || r.ctx >= kNumContexts) return false;
+  auto s = std::make_unique<ContextState>();
+  std::memcpy(s->prior, r.prior, sizeof(s->prior));
+  s->defaultCell = model::ncclChoice(s->prior);
+  if (s->defaultCell < 0) return false;
+  s->incumbent = validCell(r.incumbent) && s->prior[r.incumbent] >= 0 ? r.incumbent : s->defaultCell;
+  for (int c = 0; c < kNumCells; ++c) {
+    ArmStats a = r.arms[c];
+    if (!(a.n >= 0) || !std::isfinite(a.mean) || !(a.var >= 0) || !std::isfinite(a.var) ||
+        s->prior[c] < 0) {
+      a = ArmStats{};
+    }
+    a.n = std::min({a.n, maxSamples, double(kWindow)});
+    s->arms[c] = a;
+  }
+  contexts_[r.ctx] = std::move(s);
+  return true;
+}
+
+}  // namespace autopilot::tuner

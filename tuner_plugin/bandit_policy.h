@@ -1,0 +1,114 @@
+// The learner: a per-context bandit over NCCL's cost-table cells, warm-started from the table
+// NCCL passes (the prior) and driven by measured latencies. A pure class: no clocks, no
+// globals, no I/O; the plugin's leader, the replay benchmark and the tests drive it alike.
+//
+// Model. Per (context, cell) it keeps an exponentially weighted mean and variance of log(time):
+// noise is multiplicative, and the weight cap (kWindow) lets old data fade so that learning
+// never stops. The cost table enters as a relative prior: arm a's log-time is expected at
+// log(cost[a]) + offset, where offset calibrates the model's absolute level on the measured
+// default (NCCL's own choice), with a spread of modelErrorSigma in log space, widened to half
+// the calibration offset when the model misses the measured level by a large factor (a model
+// 30x off in level is not trusted on ratios either). The posterior of each arm is the usual
+// normal-normal combination of that prior with its samples.
+//
+// Decisions (decide()):
+//  - Before the default has been measured: NCCL's own choice (the table untouched).
+//  - Exploitation: the incumbent (initially NCCL's choice) is replaced only by an arm with at
+//    least minSamples samples whose posterior is better by more than minGain and better with
+//    confidence (switchZ standard deviations of the difference). Contexts are re-evaluated after
+//    every sample, so the test is strict: it bounds the chance of ever doing worse than NCCL.
+//  - Exploration, bounded: only arms whose optimistic estimate (posterior mean - exploreZ sd) beats the
+//    incumbent by minGain are probed, the most promising first, with a small per-decision budget
+//    and at most maxExploreSamples samples per arm; an arm the prior places far above the
+//    incumbent is never probed. A probed arm that turns out worse leaves the candidate set after
+//    one or two samples, so the regret of learning is bounded by a few samples per plausible arm.
+//  - Continued learning: reopen() (a change point reported by the profiler, or the drift the
+//    policy sees itself on the incumbent) and a periodic refresh widen the other arms' posteriors
+//    again, which re-opens exploration for plausibly better arms only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tuner_plugin/decision.h"
+
+namespace autopilot::tuner {
+
+struct PolicyConfig {
+  double minGain = 0.02;          // smallest relative gain worth a switch or a probe
+  double switchZ = 3.0;           // standard deviations of the difference required for a switch
+  double exploreZ = 2.0;          // optimism of probes (standard deviations below the estimate)
+  double modelErrorSigma = 0.5;   // log-space spread of the cost model's relative error
+  double noiseFloor = 0.01;       // relative noise assumed at least (log space)
+  double defaultNoise = 0.05;     // relative noise before any arm has two samples
+  int minSamples = 3;             // samples before an arm may become the incumbent
+  int maxExploreSamples = 32;     // probes per arm before it is judged on what it has
+  int explorePeriod = 2;          // every 2nd call of a context may probe
+  int exploreBudget = 4;          // probes per decision
+  int refreshPlays = 2000;        // incumbent samples between refreshes (0 = never)
+  bool explore = true;            // false: exploit what is known (e.g. loaded), never probe
+};
+
+class BanditPolicy {
+ public:
+  static constexpr int kWindow = 64;  // weight cap: the estimate follows the last ~64 samples
+
+  struct ArmStats {
+    double n = 0;     // effective sample count, capped at kWindow
+    double mean = 0;  // of log(time in us)
+    double var = 0;   // exponentially weighted variance of log(time)
+  };
+
+  // What persistence saves and restores for one context.
+  struct ContextRecord {
+    int ctx = -1;
+    float prior[kNumCells];
+    int incumbent = -1;
+    ArmStats arms[kNumCells];
+  };
+
+  explicit BanditPolicy(const PolicyConfig& config);
+  ~BanditPolicy();
+  BanditPolicy(const BanditPolicy&) = delete;
+  BanditPolicy& operator=(const BanditPolicy&) = delete;
+
+  const PolicyConfig& config() const { return config_; }
+
+  // The cost table NCCL passed the first time the context was seen (microseconds, < 0 =
+  // ignored). The first call per context wins; returns false when the table has no usable cell.
+  bool setPrior(int ctx, const float cost[kNumCells]);
+  bool hasPrior(int ctx) const;
+
+  // A measured time of `cell` in `ctx` (one clock per context: the caller filters).
+  void observe(int ctx, int cell, double timeUs);
+
+  // A persistent shift: the learned ranking may no longer hold.
+  void reopen(int ctx);
+  void reopenAll();
+
+  // The decision for `ctx` now (also advances the incumbent). Untouched when nothing is known.
+  ContextDecision decide(int ctx);
+
+  int defaultCell(int ctx) const;  // NCCL's choice in the prior, -1 when unknown
+  int incumbent(int ctx) const;    // the cell exploited now, -1 when unknown
+  const ArmStats* arm(int ctx, int cell) const;
+  uint64_t reopenCount() const { return reopens_; }
+
+  // Persistence: every context with a prior; restore() keeps at most `maxSamples` of the saved
+  // confidence per arm so that a loaded result is re-checked rather than trusted forever.
+  std::vector<ContextRecord> snapshot() const;
+  bool restore(const ContextRecord& record, double maxSamples);
+
+ private:
+  struct ContextState;
+  ContextState* state(int ctx) const;
+  double noiseSigma(const ContextState& s) const;
+  void posterior(const ContextState& s, double sigmaObs, double* mean, double* var) const;
+
+  PolicyConfig config_;
+  std::vector<std::unique_ptr<ContextState>> contexts_;
+  uint64_t reopens_ = 0;
+};
+
+}  // namespace autopilot::tuner

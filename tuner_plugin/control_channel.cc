@@ -1,0 +1,310 @@
+#include "tuner_plugin/control_channel.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/params.h"
+#include "tuner_plugin/wire_format.h"
+
+namespace autopilot::tuner {
+namespace {
+
+params::StringParam gCoordinator(
+    "NCCL_AUTOPILOT_COORDINATOR", "",
+    "host[:port] where the tuner's ranks meet across hosts (TCP; port + commId mod 1024 per "
+    "communicator). Unset: a private Unix socket when all ranks share a node, else MASTER_ADDR.");
+params::IntParam gCoordinatorPort(
+    "NCCL_AUTOPILOT_COORDINATOR_PORT", 29650, 1, 65535 - 1024,
+    "Base TCP port of the tuner's rendezvous when NCCL_AUTOPILOT_COORDINATOR gives none, or "
+    "when MASTER_ADDR is used.");
+params::StringParam gCoordinatorDir(
+    "NCCL_AUTOPILOT_COORDINATOR_DIR", "/tmp",
+    "Folder holding the private directory (mode 0700) of the tuner's single-node Unix sockets.");
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+bool privateDirectory(const std::string& dir, std::string* why) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    *why = "cannot create " + dir + ": " + std::strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0) {
+    *why = "cannot stat " + dir + ": " + std::strerror(errno);
+    return false;
+  }
+  // A directory somebody else owns or can enter would let them connect or squat the path.
+  if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0) {
+    *why = dir + " is not a private directory of this user (mode 0700)";
+    return false;
+  }
+  return true;
+}
+
+bool unixAddress(const Endpoint& ep, sockaddr_un* addr, std::string* error) {
+  std::memset(addr, 0, sizeof(*addr));
+  addr->sun_family = AF_UNIX;
+  if (ep.path.size() >= sizeof(addr->sun_path)) {
+    *error = "socket path too long: " + ep.path;
+    return false;
+  }
+  std::memcpy(addr->sun_path, ep.path.c_str(), ep.path.size());
+  return true;
+}
+
+bool tcpAddress(const Endpoint& ep, sockaddr_storage* addr, socklen_t* len, std::string* error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::string port = std::to_string(ep.port);
+  int rc = getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    *error = "cannot resolve " + ep.host + ": " + gai_strerror(rc);
+    return false;
+  }
+  std::memcpy(addr, res->ai_addr, res->ai_addrlen);
+  *len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return true;
+}
+
+}  // namespace
+
+std::string Endpoint::describe() const {
+  switch (kind) {
+    case Kind::kUnix:
+      return "unix:" + path;
+    case Kind::kTcp:
+      return "tcp:" + host + ":" + std::to_string(port);
+    default:
+      return "none";
+  }
+}
+
+Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why) {
+  Endpoint ep;
+  const int offset = int(commId % 1024);
+  std::string coord = gCoordinator.get();
+  if (!coord.empty()) {
+    ep.kind = Endpoint::Kind::kTcp;
+    int port = int(gCoordinatorPort.get());
+    std::string portText;
+    if (coord.front() == '[') {  // [IPv6]:port
+      size_t close = coord.find(']');
+      if (close == std::string::npos) {
+        *why = "NCCL_AUTOPILOT_COORDINATOR='" + coord + "': unbalanced '['";
+        return Endpoint{};
+      }
+      if (close + 1 < coord.size() && coord[close + 1] == ':') portText = coord.substr(close + 2);
+      coord = coord.substr(1, close - 1);
+    } else if (coord.find(':') != std::string::npos && coord.find(':') == coord.rfind(':')) {
+      portText = coord.substr(coord.find(':') + 1);  // host:port (several ':' = bare IPv6)
+      coord.resize(coord.find(':'));
+    }
+    if (!portText.empty()) {
+      char* end = nullptr;
+      long p = std::strtol(portText.c_str(), &end, 10);
+      if (*end != '\0' || p < 1 || p > 65535 - 1024) {
+        *why = "NCCL_AUTOPILOT_COORDINATOR='" + gCoordinator.get() + "': bad port";
+        return Endpoint{};
+      }
+      port = int(p);
+    }
+    ep.host = coord;
+    ep.port = port + offset;
+    return ep;
+  }
+  if (nNodes <= 1) {
+    std::string dir = gCoordinatorDir.get() + "/nccl-autopilot-" + std::to_string(getuid());
+    if (!privateDirectory(dir, why)) return Endpoint{};
+    ep.kind = Endpoint::Kind::kUnix;
+    ep.path = dir + "/tuner-" + hex64(commId) + ".sock";
+    return ep;
+  }
+  if (const char* master = std::getenv("MASTER_ADDR"); master != nullptr && master[0] != '\0') {
+    ep.kind = Endpoint::Kind::kTcp;
+    ep.host = master;
+    ep.port = int(gCoordinatorPort.get()) + offset;
+    return ep;
+  }
+  *why = "ranks span several nodes and neither NCCL_AUTOPILOT_COORDINATOR nor MASTER_ADDR is set";
+  return Endpoint{};
+}
+
+void Fd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+Fd listenOn(const Endpoint& ep, bool replaceStale, bool* inUse, std::string* error) {
+  *inUse = false;
+  if (ep.kind == Endpoint::Kind::kUnix) {
+    sockaddr_un addr;
+    if (!unixAddress(ep, &addr, error)) return Fd();
+    Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) {
+      *error = std::string("socket: ") + std::strerror(errno);
+      return Fd();
+    }
+    if (replaceStale) unlink(ep.path.c_str());
+    // bind() on a path is atomic: exactly one process of the job wins it.
+    if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      *inUse = errno == EADDRINUSE;
+      *error = "bind " + ep.path + ": " + std::strerror(errno);
+      return Fd();
+    }
+    if (listen(fd.get(), 64) != 0) {
+      *error = std::string("listen: ") + std::strerror(errno);
+      unlink(ep.path.c_str());
+      return Fd();
+    }
+    return fd;
+  }
+  if (ep.kind == Endpoint::Kind::kTcp) {
+    sockaddr_storage addr;
+    socklen_t len;
+    if (!tcpAddress(ep, &addr, &len, error)) return Fd();
+    Fd fd(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) {
+      *error = std::string("socket: ") + std::strerror(errno);
+      return Fd();
+    }
+    int one = 1;
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+      *inUse = errno == EADDRINUSE;
+      *error = "bind " + ep.describe() + ": " + std::strerror(errno);
+      return Fd();
+    }
+    if (listen(fd.get(), 64) != 0) {
+      *error = std::string("listen: ") + std::strerror(errno);
+      return Fd();
+    }
+    return fd;
+  }
+  *error = "no endpoint";
+  return Fd();
+}
+
+Fd connectTo(const Endpoint& ep, bool* inProgress, std::string* error) {
+  *inProgress = false;
+  sockaddr_storage storage;
+  socklen_t len = 0;
+  int family;
+  if (ep.kind == Endpoint::Kind::kUnix) {
+    sockaddr_un addr;
+    if (!unixAddress(ep, &addr, error)) return Fd();
+    std::memcpy(&storage, &addr, sizeof(addr));
+    len = sizeof(addr);
+    family = AF_UNIX;
+  } else if (ep.kind == Endpoint::Kind::kTcp) {
+    if (!tcpAddress(ep, &storage, &len, error)) return Fd();
+    family = storage.ss_family;
+  } else {
+    *error = "no endpoint";
+    return Fd();
+  }
+  Fd fd(socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) {
+    *error = std::string("socket: ") + std::strerror(errno);
+    return Fd();
+  }
+  if (family != AF_UNIX) {
+    int one = 1;
+    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&storage), len) != 0) {
+    if (errno == EINPROGRESS || errno == EAGAIN) {
+      *inProgress = true;
+      return fd;
+    }
+    *error = "connect " + ep.describe() + ": " + std::strerror(errno);
+    return Fd();
+  }
+  return fd;
+}
+
+bool connectFinished(int fd, std::string* error) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) {
+    *error = std::string("connect: ") + std::strerror(err);
+    return false;
+  }
+  return true;
+}
+
+Fd acceptFrom(int listenFd) {
+  int fd = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd >= 0) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // fails harmlessly on Unix
+  }
+  return Fd(fd);
+}
+
+void unlinkEndpoint(const Endpoint& ep) {
+  if (ep.kind == Endpoint::Kind::kUnix) unlink(ep.path.c_str());
+}
+
+bool FrameConnection::readFrames(std::vector<std::string>* out) {
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), 0);
+    if (n == 0) return false;  // orderly shutdown by the peer
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK;
+    }
+    in_.append(buf, size_t(n));
+    // Extract as we go, so that the buffer never holds more than one partial frame.
+    while (in_.size() >= 4) {
+      uint32_t len;
+      std::memcpy(&len, in_.data(), 4);
+      if (len > wire::kMaxFrameBody) return false;
+      if (in_.size() < 4 + size_t(len)) break;
+      out->emplace_back(in_.substr(4, len));
+      in_.erase(0, 4 + size_t(len));
+    }
+  }
+}
+
+bool FrameConnection::send(const std::string& frame) {
+  if (!fd_.valid() || out_.size() + frame.size() > kMaxQueued) return false;
+  out_ += frame;
+  return flush();
+}
+
+bool FrameConnection::flush() {
+  while (!out_.empty()) {
+    ssize_t n = ::send(fd_.get(), out_.data(), out_.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      out_.erase(0, size_t(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return true;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace autopilot::tuner

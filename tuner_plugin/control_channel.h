@@ -1,0 +1,100 @@
+// The tuner's control channel below the protocol: where a communicator's rendezvous lives, and
+// non-blocking framed connections over Unix or TCP sockets. Only the tuner service thread uses
+// these; nothing here is on NCCL's call path.
+//
+// Rendezvous (per communicator):
+//  - NCCL_AUTOPILOT_COORDINATOR=host[:port] set: TCP at host, port + (commId mod 1024), so that
+//    several communicators of a job get distinct ports;
+//  - otherwise, all ranks on one node: a Unix socket in a private directory
+//    ($NCCL_AUTOPILOT_COORDINATOR_DIR/nccl-autopilot-<uid>, mode 0700, checked), named after the
+//    commId; a path rather than the abstract namespace so that ranks in different network
+//    namespaces (the demo's veth rails) still meet;
+//  - otherwise MASTER_ADDR (torchrun, many launchers) at NCCL_AUTOPILOT_COORDINATOR_PORT;
+//  - otherwise none: the tuner cannot agree across ranks and leaves every table untouched.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace autopilot::tuner {
+
+struct Endpoint {
+  enum class Kind { kNone, kUnix, kTcp };
+  Kind kind = Kind::kNone;
+  std::string path;  // Unix
+  std::string host;  // TCP
+  int port = 0;
+  std::string describe() const;
+};
+
+// Where this communicator's ranks meet; kNone with *why when there is no way to.
+Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why);
+
+// An owned file descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// Binds and listens (non-blocking). *inUse is set when someone else already holds the address
+// (for a Unix path: a live or stale socket file). `replaceStale` lets the one process entitled to
+// lead (rank 0) remove a leftover socket file first.
+Fd listenOn(const Endpoint& ep, bool replaceStale, bool* inUse, std::string* error);
+
+// Starts a non-blocking connect; *inProgress is set while it completes (wait for POLLOUT).
+Fd connectTo(const Endpoint& ep, bool* inProgress, std::string* error);
+// After POLLOUT: whether the connect succeeded.
+bool connectFinished(int fd, std::string* error);
+Fd acceptFrom(int listenFd);
+
+// Removes the Unix socket file of a leader that is going away.
+void unlinkEndpoint(const Endpoint& ep);
+
+// A framed, non-blocking connection with bounded buffers.
+class FrameConnection {
+ public:
+  static constexpr size_t kMaxQueued = 1 << 20;
+
+  FrameConnection() = default;
+  explicit FrameConnection(Fd fd) : fd_(std::move(fd)) {}
+  int fd() const { return fd_.get(); }
+  bool open() const { return fd_.valid(); }
+  void close() { fd_.reset(); }
+
+  // Reads what is available and appends every complete frame body to *out. False on EOF, a
+  // socket error or an oversized frame (the caller drops the connection).
+  bool readFrames(std::vector<std::string>* out);
+  // Queues a whole frame (see wire::frame) and writes what the socket takes now. False when the
+  // peer does not drain (queue bound) or the socket failed.
+  bool send(const std::string& frame);
+  bool flush();
+  bool wantsWrite() const { return !out_.empty(); }
+
+ private:
+  Fd fd_;
+  std::string in_;
+  std::string out_;
+};
+
+}  // namespace autopilot::tuner

@@ -1,0 +1,154 @@
+// Agreement on decision tables across the ranks of one communicator (the consensus protocol).
+// Runs only on the tuner service thread.
+//
+// Roles. With ranks known (our profiler recorded them), rank 0 leads; with ranks unknown
+// (another profiler plugin, or none) every rank tries to bind the rendezvous address and the one
+// that wins leads: bind() on one address succeeds exactly once. Only the leader learns.
+//
+// Protocol (one proposal at a time; see tuner_comm.h for the switch point):
+//  1. All nRanks-1 followers join through the authenticated handshake (wire_format.h). Until
+//     then, and forever if they do not within the join timeout, nothing is proposed: every rank
+//     leaves NCCL's tables untouched.
+//  2. The leader proposes table v to take effect at call index E = max(own calls, calls last
+//     reported by any follower) + lead, staging it for itself first.
+//  3. Each follower stages it and acknowledges if it has made fewer than E calls, else refuses.
+//  4. All acknowledged: COMMIT v. Any refusal: ABORT v, and the lead grows (x4). No answer from
+//     everyone within the ack timeout: ABORT v and freeze.
+//  5. Every rank switches exactly at call E if committed, and keeps its table if aborted; a
+//     rank that reaches E before the verdict waits for it (bounded by the sync timeout).
+//
+// Failure outcomes (all bounded in time; none crashes or blocks NCCL beyond the sync timeout):
+//  - a stranger connects (no key): rejected at the handshake and counted; the job is unaffected;
+//    a stranger that squats the address first (TCP) cannot prove the key, so followers refuse it
+//    and nothing is ever proposed (NCCL's own choices everywhere);
+//  - a follower dies or its channel is cut: the leader aborts any open proposal and freezes;
+//    every rank keeps the last table all of them committed (no rank changes alone);
+//  - the leader dies or its channel is cut: followers drop any open proposal and freeze at the
+//    last committed table;
+//  - the one window no protocol with bounded waits can close: a channel cut after a follower
+//    acknowledged and before the commit reached it. That follower keeps its table while the
+//    others switch. The window is one message delay long, once per proposal; after it the
+//    communicator is frozen, so it cannot recur. (A dead leader makes the point moot: NCCL cannot
+//    complete a collective without it anyway.)
+#pragma once
+
+#include <poll.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tuner_plugin/control_channel.h"
+#include "tuner_plugin/decision.h"
+#include "tuner_plugin/sha256.h"
+#include "tuner_plugin/wire_format.h"
+
+namespace autopilot::tuner {
+
+class TunerComm;
+
+struct CoordinatorConfig {
+  uint64_t commId = 0;
+  int nRanks = 1;
+  int nNodes = 1;
+  int rank = -1;              // -1: unknown (leader elected by the rendezvous)
+  bool userAlgoProto = false; // NCCL_ALGO/NCCL_PROTO set here: veto learning for the comm
+  Endpoint endpoint;
+  Digest key{};
+  uint64_t joinTimeoutNs = 120'000'000'000ull;
+  uint64_t ackTimeoutNs = 5'000'000'000ull;
+  uint64_t peerTimeoutNs = 30'000'000'000ull;
+  uint64_t heartbeatNs = 200'000'000ull;
+  uint64_t handshakeTimeoutNs = 2'000'000'000ull;
+  uint64_t minLead = 64;  // calls between a proposal and its effect, at least
+};
+
+class Coordinator {
+ public:
+  enum class Role { kUndecided, kLeader, kFollower, kOff };
+  enum class Phase { kJoining, kReady, kFrozen, kOff };
+
+  struct Stats {
+    uint64_t proposals = 0, commits = 0, aborts = 0, refusals = 0;
+    uint64_t strangersRejected = 0;
+    uint64_t joinedAfterNs = 0;  // time until every follower had joined
+  };
+
+  Coordinator(TunerComm* comm, const CoordinatorConfig& config);
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  Role role() const { return role_; }
+  Phase phase() const { return phase_; }
+  // Leader: everyone joined, no veto, not frozen, and no proposal open.
+  bool canPropose() const;
+  bool vetoed() const { return veto_; }
+  // Leader: starts a proposal (no-op unless canPropose()). Returns false when the comm could not
+  // stage it yet (the previous table has not reached its switch point): try again later.
+  bool propose(const DecisionTable& table, uint64_t nowNs);
+  // The committed table (what every rank runs from its switch point on).
+  const DecisionTable& committed() const { return committed_; }
+  uint32_t committedVersion() const { return committedVersion_; }
+
+  // Poll plumbing: append fds, then hand back the same slice after poll().
+  void collectFds(std::vector<pollfd>* fds);
+  void handleEvents(const pollfd* fds, size_t count, uint64_t nowNs);
+  // Timers (connect retries, handshake/ack/peer timeouts, heartbeats, join deadline).
+  void tick(uint64_t nowNs);
+  // Earliest time tick() has something to do.
+  uint64_t nextDeadline() const;
+
+  const Stats& stats() const { return stats_; }
+  std::string describe() const;
+
+ private:
+  struct Peer;
+  void decideRole(uint64_t nowNs);
+  void startConnect(uint64_t nowNs);
+  void acceptAll(uint64_t nowNs);
+  bool onFrame(Peer& p, const std::string& body, uint64_t nowNs);
+  bool onHandshakeFrame(Peer& p, const std::string& body, uint64_t nowNs);
+  bool onLeaderMessage(Peer& p, uint8_t type, wire::Reader& r, uint64_t nowNs);
+  bool onFollowerMessage(Peer& p, uint8_t type, wire::Reader& r, uint64_t nowNs);
+  bool sendSealed(Peer& p, uint8_t type, const std::string& payload, uint64_t nowNs);
+  void dropPeer(size_t index, const char* why, uint64_t nowNs);
+  void abortProposal(const char* why);
+  // Stops all changes (every rank keeps the last committed table). `orderly`: a goodbye from
+  // another rank, logged at INFO; otherwise a fault, at WARN.
+  void freeze(const char* why, bool orderly = false);
+  void sayGoodbye(const std::string& why);
+  void turnOff(const char* why);
+  size_t readyFollowers() const;
+
+  TunerComm* comm_;
+  CoordinatorConfig config_;
+  Role role_ = Role::kUndecided;
+  Phase phase_ = Phase::kJoining;
+  bool veto_ = false;
+  uint64_t startNs_ = 0;
+  uint64_t nextConnectNs_ = 0;
+  uint64_t connectBackoffNs_ = 10'000'000;
+
+  Fd listen_;
+  std::vector<std::unique_ptr<Peer>> peers_;  // leader: followers (joining or ready); follower: 1
+  size_t fdBase_ = 0, fdCount_ = 0;           // this coordinator's slice of the poll array
+  std::vector<Peer*> fdPeers_;                // peer of each polled fd (nullptr: the listener)
+
+  // Leader's open proposal.
+  bool open_ = false;
+  uint32_t version_ = 0;
+  uint64_t openAt_ = 0;
+  uint64_t openDeadline_ = 0;
+  size_t acks_ = 0;
+  DecisionTable proposed_;
+  uint64_t lead_ = 64;
+  uint64_t maxReportedCalls_ = 0;
+
+  DecisionTable committed_;
+  uint32_t committedVersion_ = 0;
+  Stats stats_;
+};
+
+}  // namespace autopilot::tuner

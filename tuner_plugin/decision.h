@@ -1,0 +1,95 @@
+// Contexts and decisions: the vocabulary shared by the policy (which computes decisions), the
+// consensus layer (which agrees on them across ranks) and the hot path (which applies them).
+//
+// A context is (collective, size bucket, numPipeOps bucket): every input of it is identical on
+// all ranks of a communicator (nccl-plugin-abi.md §2.7), so every rank maps a call to the same
+// context. nRanks and nNodes are per communicator and so implicit. regBuff is deliberately not
+// part of it: it can differ per rank.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "common/abi/nccl_abi.h"
+
+namespace autopilot::tuner {
+
+inline constexpr int kNumCells = abi::kNumAlgorithms * abi::kNumProtocols;  // 21
+inline constexpr int kSizeBuckets = 48;  // floor(log2(nBytes)), 1 B .. 128 TiB and above
+inline constexpr int kPipeBuckets = 4;   // numPipeOps 1, 2, 3-4, >= 5
+inline constexpr int kNumContexts = abi::kNumTunedFuncs * kSizeBuckets * kPipeBuckets;
+
+inline int sizeBucket(uint64_t nBytes) {
+  int b = 63 - __builtin_clzll(nBytes | 1);
+  return b < kSizeBuckets ? b : kSizeBuckets - 1;
+}
+
+inline int pipeBucket(int numPipeOps) {
+  return numPipeOps <= 1 ? 0 : numPipeOps == 2 ? 1 : numPipeOps <= 4 ? 2 : 3;
+}
+
+// Dense context index, or -1 for calls the tuner never learns on (unknown collectives, 0 bytes).
+inline int contextIndex(int func, uint64_t nBytes, int numPipeOps) {
+  if (func < 0 || func >= abi::kNumTunedFuncs || nBytes == 0) return -1;
+  return (func * kSizeBuckets + sizeBucket(nBytes)) * kPipeBuckets + pipeBucket(numPipeOps);
+}
+
+inline int contextFunc(int ctx) { return ctx / (kSizeBuckets * kPipeBuckets); }
+inline int contextSizeBucket(int ctx) { return ctx / kPipeBuckets % kSizeBuckets; }
+inline int contextPipeBucket(int ctx) { return ctx % kPipeBuckets; }
+
+// What every rank does for one context, until the next agreed change. Plain bytes so that the
+// table travels over the wire as is.
+//  - primary < 0: leave NCCL's choice (the table untouched); else force that cell.
+//  - explore >= 0: on every `period`-th call of the context (counted from the moment this
+//    entry took effect), up to `budget` times, force `explore` instead. Counting from an agreed
+//    call index keeps exploration identical on all ranks.
+//  - generation: bumped by the policy to grant a fresh budget for the same probe; an entry that
+//    differs in any field restarts its counters when it takes effect.
+struct ContextDecision {
+  int8_t primary = -1;
+  int8_t explore = -1;
+  uint8_t period = 0;
+  uint8_t budget = 0;
+  uint16_t generation = 0;
+  uint16_t reserved = 0;
+
+  bool untouched() const { return primary < 0 && explore < 0; }
+  bool operator==(const ContextDecision& o) const {
+    return primary == o.primary && explore == o.explore && period == o.period &&
+           budget == o.budget && generation == o.generation;
+  }
+  bool operator!=(const ContextDecision& o) const { return !(*this == o); }
+};
+static_assert(sizeof(ContextDecision) == 8, "decisions travel over the wire as 8 bytes");
+
+struct DecisionTable {
+  ContextDecision entries[kNumContexts];
+  bool operator==(const DecisionTable& o) const {
+    return std::memcmp(entries, o.entries, sizeof(entries)) == 0;
+  }
+};
+
+// Per-rank counters that make exploration turns deterministic; reset when a table takes effect.
+struct ExplorationCounters {
+  uint32_t calls[kNumContexts];
+  uint8_t explored[kNumContexts];
+  void reset() {
+    std::memset(calls, 0, sizeof(calls));
+    std::memset(explored, 0, sizeof(explored));
+  }
+};
+
+// The cell to force for this call of `ctx` under `d` (or -1 for NCCL's choice), advancing the
+// counters. Pure arithmetic on agreed state: the same on every rank.
+inline int cellForCall(const ContextDecision& d, int ctx, ExplorationCounters* c) {
+  uint32_t n = c->calls[ctx]++;
+  if (d.explore >= 0 && d.period > 0 && c->explored[ctx] < d.budget &&
+      n % d.period == uint32_t(d.period - 1)) {
+    ++c->explored[ctx];
+    return d.explore;
+  }
+  return d.primary;
+}
+
+}  // namespace autopilot::tuner

@@ -1,0 +1,125 @@
+#include "tuner_plugin/learner.h"
+
+#include <cmath>
+
+#include "common/log.h"
+#include "common/measurement_bus.h"
+
+namespace autopilot::tuner {
+namespace {
+
+bool samePrior(const float* a, const float* b) {
+  for (int c = 0; c < kNumCells; ++c) {
+    if ((a[c] < 0) != (b[c] < 0)) return false;
+    if (a[c] >= 0 && std::fabs(a[c] - b[c]) > 1e-4f * std::max(std::fabs(a[c]), std::fabs(b[c])) + 1e-6f) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Learner::Learner(TunerComm* comm, const PolicyConfig& config)
+    : comm_(comm), policy_(config), live_(kNumContexts, 0) {}
+
+void Learner::restore(const std::vector<BanditPolicy::ContextRecord>& records, double maxSamples) {
+  restoreCap_ = maxSamples;
+  for (const auto& r : records) {
+    if (r.ctx >= 0 && r.ctx < kNumContexts) restored_[r.ctx] = r;
+  }
+}
+
+void Learner::reopenFor(int func, uint64_t nBytes) {
+  for (int ctx = 0; ctx < kNumContexts; ++ctx) {
+    if (!live_[ctx]) continue;
+    if (func < 0 || (contextFunc(ctx) == func &&
+                     (nBytes == 0 || contextSizeBucket(ctx) == sizeBucket(nBytes)))) {
+      policy_.reopen(ctx);
+    }
+  }
+}
+
+bool Learner::step() {
+  // New contexts: their prior (and, where the file matches, their restored state).
+  int ctxs[64];
+  float tables[64][kNumCells];
+  for (size_t n; (n = comm_->drainNewContexts(ctxs, tables, 64)) > 0;) {
+    for (size_t i = 0; i < n; ++i) {
+      int ctx = ctxs[i];
+      auto it = restored_.find(ctx);
+      if (it != restored_.end()) {
+        if (samePrior(it->second.prior, tables[i]) && policy_.restore(it->second, restoreCap_)) {
+          ++stats_.restoredUsed;
+        } else {
+          ++stats_.restoredDiscarded;
+        }
+        restored_.erase(it);
+      }
+      policy_.setPrior(ctx, tables[i]);
+      live_[ctx] = 1;
+    }
+  }
+
+  TunerComm::CallRecord calls[256];
+  for (size_t n; (n = comm_->drainCalls(calls, 256)) > 0;) {
+    for (size_t i = 0; i < n; ++i) {
+      if (pending_.size() >= kMaxPendingCalls) pending_.pop_front();
+      pending_.push_back(calls[i]);
+    }
+  }
+
+  bus::MeasurementBus& bus = bus::MeasurementBus::instance();
+  bus::CollectiveSample samples[256];
+  for (size_t n; (n = bus.drain(comm_->commId(), samples, 256)) > 0;) {
+    for (size_t i = 0; i < n; ++i) {
+      const bus::CollectiveSample& s = samples[i];
+      ++stats_.samples;
+      if (clock_ < 0) clock_ = int(s.clock);
+      if (int(s.clock) != clock_) {
+        ++stats_.otherClock;
+        continue;
+      }
+      size_t k = 0;
+      while (k < pending_.size() &&
+             !(pending_[k].func == s.func && pending_[k].nBytes == s.nBytes)) {
+        ++k;
+      }
+      if (k == pending_.size() || s.algo < 0 || s.algo >= abi::kNumAlgorithms || s.proto < 0 ||
+          s.proto >= abi::kNumProtocols || s.durationNs == 0) {
+        ++stats_.unmatched;
+        continue;
+      }
+      int ctx = pending_[k].ctx;
+      pending_.erase(pending_.begin(), pending_.begin() + long(k) + 1);
+      policy_.observe(ctx, s.algo * abi::kNumProtocols + s.proto, double(s.durationNs) / 1000.0);
+      ++stats_.attributed;
+    }
+  }
+
+  // Change points reported by the profiler re-open exploration where they apply.
+  uint64_t epoch = bus.shiftEpoch(comm_->commId());
+  if (epoch != shiftEpoch_) {
+    bus::ShiftNotice notice;
+    if (epoch > shiftEpoch_ + 1 || !bus.latestShift(comm_->commId(), &notice)) {
+      reopenFor(-1, 0);  // several shifts since the last look: re-open everything
+    } else {
+      reopenFor(notice.func, notice.func >= 0 ? notice.nBytes : 0);
+    }
+    stats_.shifts += epoch - shiftEpoch_;
+    shiftEpoch_ = epoch;
+  }
+
+  bool changed = false;
+  for (int ctx = 0; ctx < kNumContexts; ++ctx) {
+    if (!live_[ctx]) continue;
+    ContextDecision d = policy_.decide(ctx);
+    if (d != desired_.entries[ctx]) {
+      desired_.entries[ctx] = d;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+}  // namespace autopilot::tuner

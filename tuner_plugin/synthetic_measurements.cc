@@ -1,0 +1,86 @@
+#include "tuner_plugin/synthetic_measurements.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "common/clock.h"
+#include "common/measurement_bus.h"
+
+namespace autopilot::tuner {
+
+std::unique_ptr<SyntheticMeasurements> SyntheticMeasurements::fromSpec(const std::string& spec,
+                                                                       int rank,
+                                                                       std::string* error) {
+  auto s = std::make_unique<SyntheticMeasurements>();
+  for (double& f : s->scale_) f = 1.0;
+  uint64_t seed = 1;
+  std::stringstream items(spec);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      *error = "'" + item + "' is not key=value";
+      return nullptr;
+    }
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    char* end = nullptr;
+    if (key == "seed") {
+      seed = std::strtoull(value.c_str(), &end, 10);
+    } else if (key == "noise") {
+      s->noise_ = std::strtod(value.c_str(), &end);
+      if (!(s->noise_ >= 0 && s->noise_ < 2)) end = nullptr;
+    } else if (key == "scale") {
+      std::stringstream pairs(value);
+      std::string pair;
+      end = const_cast<char*>("");
+      while (std::getline(pairs, pair, '/')) {
+        char* e1 = nullptr;
+        long cell = std::strtol(pair.c_str(), &e1, 10);
+        double factor = *e1 == ':' ? std::strtod(e1 + 1, &end) : -1;
+        if (cell < 0 || cell >= kNumCells || !(factor > 0) || *end != '\0') {
+          end = nullptr;
+          break;
+        }
+        s->scale_[cell] = factor;
+      }
+    } else {
+      *error = "unknown key '" + key + "'";
+      return nullptr;
+    }
+    if (end == nullptr || *end != '\0') {
+      *error = "bad value in '" + item + "'";
+      return nullptr;
+    }
+  }
+  s->state_ ^= seed * 0xD1B54A32D192ED03ull + uint64_t(rank + 1) * 0x8CB92BA72F3D8DD7ull;
+  return s;
+}
+
+double SyntheticMeasurements::uniform() {
+  // xorshift64*: deterministic per (seed, rank), allocation-free.
+  state_ ^= state_ >> 12;
+  state_ ^= state_ << 25;
+  state_ ^= state_ >> 27;
+  return double((state_ * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void SyntheticMeasurements::publish(uint64_t commId, int func, uint64_t nBytes,
+                                    const float* original, int cell) {
+  if (cell < 0 || cell >= kNumCells || !(original[cell] > 0)) return;
+  double u1 = std::max(uniform(), 1e-12), u2 = uniform();
+  double gauss = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  double us = original[cell] * scale_[cell] * std::exp(noise_ * gauss);
+  bus::CollectiveSample sample;
+  sample.commId = commId;
+  sample.func = func;
+  sample.algo = cell / abi::kNumProtocols;
+  sample.proto = cell % abi::kNumProtocols;
+  sample.nBytes = nBytes;
+  sample.durationNs = uint64_t(us * 1000);
+  sample.clock = bus::DurationClock::kGpu;
+  sample.completedAtNs = monotonicNs();
+  bus::MeasurementBus::instance().publish(sample);
+}
+
+}  // namespace autopilot::tuner

@@ -1,0 +1,36 @@
+// Test hook (NCCL_AUTOPILOT_TUNER_SYNTHETIC): makes the tuner publish, for every call it sees,
+// the measurement NCCL's profiler would publish for the cell NCCL is about to run, from a known
+// model (the cost NCCL passed for that cell, times a per-cell factor, times lognormal noise with
+// a per-rank seed). The samples go through the measurement bus exactly like the profiler's, so
+// multi-process tests exercise the whole learning path (bus, call matching, policy, consensus)
+// without a GPU and without depending on the profiler's event replay. Never set it in
+// production: the measurements are invented.
+//
+// Spec: comma-separated key=value: seed=N (mixed with the rank), noise=SIGMA (lognormal, default
+// 0.05), scale=CELL:FACTOR[/CELL:FACTOR...] (true time = factor x modelled time; default 1).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tuner_plugin/decision.h"
+
+namespace autopilot::tuner {
+
+class SyntheticMeasurements {
+ public:
+  static std::unique_ptr<SyntheticMeasurements> fromSpec(const std::string& spec, int rank,
+                                                         std::string* error);
+  // `original` is NCCL's table as passed (before the tuner's edits); `cell` the one NCCL will
+  // run. Allocation-free; called on NCCL's thread.
+  void publish(uint64_t commId, int func, uint64_t nBytes, const float* original, int cell);
+
+ private:
+  double uniform();
+  uint64_t state_ = 0x9E3779B97F4A7C15ull;
+  double noise_ = 0.05;
+  double scale_[kNumCells];
+};
+
+}  // namespace autopilot::tuner

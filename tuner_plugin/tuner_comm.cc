@@ -1,0 +1,227 @@
+#include "tuner_plugin/tuner_comm.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "common/abi/tuner_abi.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "tuner_plugin/cost_model.h"
+#include "tuner_plugin/synthetic_measurements.h"
+
+namespace autopilot::tuner {
+namespace {
+
+constexpr unsigned long kFlags = abi::subsys::kTuning;
+
+// Makes `cell` NCCL's choice: 0 is below every modelled time, and NCCL keeps the first strict
+// minimum, so an earlier cell that is itself 0 (only seen with one rank) is raised a hair. Only
+// cells >= 0 are written, so no IGNORE cell is ever re-enabled.
+inline void force(float* cells, int cell) {
+  cells[cell] = 0.0f;
+  for (int c = 0; c < cell; ++c) {
+    if (cells[c] == 0.0f) cells[c] = 1e-6f;
+  }
+}
+
+}  // namespace
+
+TunerComm::TunerComm(uint64_t commId, uint64_t minBytes, uint64_t syncTimeoutNs,
+                     SyntheticMeasurements* synthetic)
+    : commId_(commId), minBytes_(minBytes), syncTimeoutNs_(syncTimeoutNs), synthetic_(synthetic) {
+  counters_.reset();
+}
+
+TunerComm::~TunerComm() = default;
+
+void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float** table,
+                            int numAlgo, int numProto, int* nChannels) {
+  (void)nChannels;  // channel counts are NCCL's (never raised, not learned yet)
+  const uint64_t n = ++callCount_;
+  publishedCalls_.store(n, std::memory_order_seq_cst);
+  if (n >= switchAt_.load(std::memory_order_seq_cst)) atSwitchPoint(n);
+
+  if (numAlgo != abi::kNumAlgorithms || numProto != abi::kNumProtocols) return;
+  const int ctx = contextIndex(collType, nBytes, numPipeOps);
+  if (ctx < 0 || nBytes < minBytes_) return;
+  if (recording_.load(std::memory_order_relaxed)) record(ctx, collType, nBytes, table);
+
+  float* cells = reinterpret_cast<float*>(table);
+  float original[kNumCells];
+  if (synthetic_ != nullptr) std::memcpy(original, cells, sizeof(original));
+  const ContextDecision& d = tables_[active_].entries[ctx];
+  if (!d.untouched()) {
+    const int cell = cellForCall(d, ctx, &counters_);
+    if (cell >= 0 && cells[cell] >= 0) force(cells, cell);
+  }
+  if (synthetic_ != nullptr) {
+    synthetic_->publish(commId_, collType, nBytes, original, model::ncclChoice(cells));
+  }
+}
+
+void TunerComm::record(int ctx, int func, uint64_t nBytes, float** table) {
+  if (!seen_[ctx]) {
+    seen_[ctx] = 1;
+    // Each context is announced once, so this log (one slot per context) never fills.
+    uint32_t head = newHead_.load(std::memory_order_relaxed);
+    std::memcpy(priorTables_[ctx], table, sizeof(priorTables_[ctx]));
+    newContexts_[head % kNumContexts] = ctx;
+    newHead_.store(head + 1, std::memory_order_release);
+  }
+  uint64_t head = callHead_.load(std::memory_order_relaxed);
+  if (head - callTail_.load(std::memory_order_acquire) >= kCallLogSize) return;  // full: drop
+  callLog_[head % kCallLogSize] = CallRecord{nBytes, int16_t(ctx), int8_t(func)};
+  callHead_.store(head + 1, std::memory_order_release);
+}
+
+void TunerComm::atSwitchPoint(uint64_t n) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Only the proposal staged for exactly this call may take effect here. While we wait for its
+  // verdict it can be aborted and the next one staged (and even committed) for a later index:
+  // that one must wait for its own index.
+  const uint32_t version = staged_.version;
+  auto ours = [&] { return staged_.present && staged_.version == version && staged_.at == n; };
+  if (ours() && staged_.verdict == Verdict::kOpen) {
+    ++stats_.waits;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::nanoseconds(syncTimeoutNs_);
+    while (ours() && staged_.verdict == Verdict::kOpen) {
+      if (verdictCv_.wait_until(lock, deadline) == std::cv_status::timeout && ours() &&
+          staged_.verdict == Verdict::kOpen) {
+        // Every other rank that acknowledged is waiting on the same verdict; the leader gives
+        // up on its own side earlier (ack timeout < sync timeout) and keeps the old table too.
+        ++stats_.timeouts;
+        frozen_ = true;
+        staged_.verdict = Verdict::kAborted;
+        AP_WARN(kFlags,
+                "tuner: comm 0x%llx: no verdict for policy v%u within %llu ms at call %llu; "
+                "keeping the current table and freezing (no further changes)",
+                static_cast<unsigned long long>(commId_), staged_.version,
+                static_cast<unsigned long long>(syncTimeoutNs_ / 1000000),
+                static_cast<unsigned long long>(n));
+      }
+    }
+  }
+  if (!ours()) {
+    // Dropped (or replaced) before or while we waited: keep the table, re-arm for what is
+    // staged now.
+    switchAt_.store(staged_.present && staged_.at > n ? staged_.at : kNever,
+                    std::memory_order_seq_cst);
+    return;
+  }
+  if (staged_.verdict == Verdict::kCommitted) {
+    const int next = 1 - active_;
+    tables_[next] = staged_.table;
+    for (int ctx = 0; ctx < kNumContexts; ++ctx) {
+      if (tables_[next].entries[ctx] != tables_[active_].entries[ctx]) {
+        counters_.calls[ctx] = 0;
+        counters_.explored[ctx] = 0;
+      }
+    }
+    active_ = next;
+    appliedVersion_ = staged_.version;
+      ++stats_.applied;
+    uint64_t now = monotonicNs();
+    if (now > staged_.proposedAtNs) {
+      uint64_t latency = now - staged_.proposedAtNs;
+      stats_.latencySumNs += latency;
+      if (latency > stats_.latencyMaxNs) stats_.latencyMaxNs = latency;
+    }
+  } else {
+    ++stats_.dropped;
+  }
+  staged_.present = false;
+  switchAt_.store(kNever, std::memory_order_seq_cst);
+}
+
+TunerComm::StageResult TunerComm::stage(uint32_t version, uint64_t effectiveAt,
+                                        uint64_t proposedAtNs, const DecisionTable& table,
+                                        uint64_t* callsNow) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *callsNow = publishedCalls_.load(std::memory_order_seq_cst);
+  if (frozen_) return StageResult::kFrozen;
+  if (staged_.present) return StageResult::kBusy;
+  staged_.present = true;
+  staged_.version = version;
+  staged_.at = effectiveAt;
+  staged_.proposedAtNs = proposedAtNs;
+  staged_.verdict = Verdict::kOpen;
+  staged_.table = table;
+  switchAt_.store(effectiveAt, std::memory_order_seq_cst);
+  // Dekker: our store of the switch point precedes this load; the calling thread's store of
+  // its count precedes its load of the switch point. If it already made effectiveAt calls we
+  // see it here and refuse; otherwise it will see the switch point at call effectiveAt.
+  *callsNow = publishedCalls_.load(std::memory_order_seq_cst);
+  if (*callsNow >= effectiveAt) {
+    staged_.present = false;
+    switchAt_.store(kNever, std::memory_order_seq_cst);
+    return StageResult::kTooLate;
+  }
+  return StageResult::kStaged;
+}
+
+void TunerComm::resolve(uint32_t version, bool commit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!staged_.present || staged_.version != version || staged_.verdict != Verdict::kOpen) return;
+  if (commit) {
+    staged_.verdict = Verdict::kCommitted;  // applied by the calling thread at its index
+  } else {
+    // Dropped now, so that the next proposal can be staged at once; a calling thread that is
+    // at the switch point finds nothing staged and keeps its table.
+    staged_.present = false;
+    ++stats_.dropped;
+    switchAt_.store(kNever, std::memory_order_seq_cst);
+  }
+  verdictCv_.notify_all();
+}
+
+void TunerComm::orphan() {
+  std::lock_guard<std::mutex> lock(mu_);
+  frozen_ = true;
+  if (staged_.present && staged_.verdict == Verdict::kOpen) {
+    staged_.present = false;
+    ++stats_.dropped;
+    switchAt_.store(kNever, std::memory_order_seq_cst);
+    verdictCv_.notify_all();
+  }
+}
+
+bool TunerComm::frozen() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return frozen_;
+}
+
+size_t TunerComm::drainCalls(CallRecord* out, size_t max) {
+  uint64_t tail = callTail_.load(std::memory_order_relaxed);
+  uint64_t head = callHead_.load(std::memory_order_acquire);
+  size_t n = 0;
+  while (tail != head && n < max) out[n++] = callLog_[tail++ % kCallLogSize];
+  callTail_.store(tail, std::memory_order_release);
+  return n;
+}
+
+size_t TunerComm::drainNewContexts(int* ctx, float (*tables)[kNumCells], size_t max) {
+  uint32_t tail = newTail_.load(std::memory_order_relaxed);
+  uint32_t head = newHead_.load(std::memory_order_acquire);
+  size_t n = 0;
+  while (tail != head && n < max) {
+    int c = newContexts_[tail++ % kNumContexts];
+    ctx[n] = c;
+    std::memcpy(tables[n], priorTables_[c], sizeof(priorTables_[c]));
+    ++n;
+  }
+  newTail_.store(tail, std::memory_order_release);
+  return n;
+}
+
+TunerComm::SwapStats TunerComm::swapStats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+uint32_t TunerComm::appliedVersion() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return appliedVersion_;
+}
+
+}  // namespace autopilot::tuner

@@ -1,0 +1,131 @@
+// One communicator's tuner state, split by thread:
+//
+//  - NCCL's calling thread runs getCollInfo(): allocation-free and lock-free in the common case.
+//    It counts calls, applies the agreed decision table, and on the leader records what the
+//    learner needs (first cost table of each context, one small record per call).
+//  - The tuner service thread (tuner_service.h) runs the coordinator and the learner and talks
+//    to the calling thread only through stage()/resolve()/orphan() and the two logs.
+//
+// Rank consistency. Decisions are a pure function of (decision table, call arguments,
+// exploration counters). The table changes only at an agreed call index E: the service thread
+// stages a proposal with stage(), which publishes E as the next switch point; the calling thread
+// reaching call E applies the staged table if it was committed, drops it if it was aborted, and
+// waits (bounded by NCCL_AUTOPILOT_TUNER_SYNC_TIMEOUT_MS) while the verdict is still open. A rank
+// that already made E calls refuses the proposal (stage() returns false), which makes the leader
+// abort it everywhere. The calls counter and the switch point form a Dekker pair (each side
+// stores its own, then loads the other's, both sequentially consistent), so a proposal is
+// either refused or certainly seen by the calling thread at E.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+#include "tuner_plugin/decision.h"
+
+namespace autopilot::tuner {
+
+class SyntheticMeasurements;
+
+class TunerComm {
+ public:
+  static constexpr uint64_t kNever = ~uint64_t(0);
+  static constexpr size_t kCallLogSize = 1024;  // power of two
+
+  struct CallRecord {
+    uint64_t nBytes;
+    int16_t ctx;
+    int8_t func;
+  };
+
+  struct SwapStats {
+    uint64_t applied = 0;        // tables that took effect here
+    uint64_t dropped = 0;        // staged tables aborted or orphaned
+    uint64_t waits = 0;          // times the calling thread waited for a verdict at E
+    uint64_t timeouts = 0;       // ... and gave up (the comm then freezes)
+    uint64_t latencySumNs = 0;   // proposal (leader's clock) to effect here; same host only
+    uint64_t latencyMaxNs = 0;
+  };
+
+  TunerComm(uint64_t commId, uint64_t minBytes, uint64_t syncTimeoutNs,
+            SyntheticMeasurements* synthetic);
+  ~TunerComm();
+  TunerComm(const TunerComm&) = delete;
+  TunerComm& operator=(const TunerComm&) = delete;
+
+  uint64_t commId() const { return commId_; }
+
+  // ---- NCCL's calling thread ----
+  void getCollInfo(int collType, size_t nBytes, int numPipeOps, float** table, int numAlgo,
+                   int numProto, int* nChannels);
+
+  // ---- the tuner service thread ----
+  // Stages table `version` to take effect at call index `effectiveAt`. kTooLate: this rank
+  // already made that many calls; kBusy: the previous committed table has not reached its
+  // index yet; kFrozen: no more changes here. *callsNow is this rank's call count then.
+  enum class StageResult { kStaged, kTooLate, kBusy, kFrozen };
+  StageResult stage(uint32_t version, uint64_t effectiveAt, uint64_t proposedAtNs,
+                    const DecisionTable& table, uint64_t* callsNow);
+  void resolve(uint32_t version, bool commit);
+  // No verdict can arrive any more (the channel is gone): drop a staged proposal and take no
+  // more. The table in effect stays: it is the last one every rank agreed on.
+  void orphan();
+  bool frozen() const;
+  uint64_t calls() const { return publishedCalls_.load(std::memory_order_seq_cst); }
+
+  // Leader only: record first cost tables and calls for the learner from now on.
+  void setRecording(bool on) { recording_.store(on, std::memory_order_release); }
+  size_t drainCalls(CallRecord* out, size_t max);
+  // New contexts with the cost table NCCL passed on their first recorded call.
+  size_t drainNewContexts(int* ctx, float (*tables)[kNumCells], size_t max);
+
+  SwapStats swapStats() const;
+  uint32_t appliedVersion() const;
+
+ private:
+  enum class Verdict { kOpen, kCommitted, kAborted };
+  struct Staged {
+    bool present = false;
+    uint32_t version = 0;
+    uint64_t at = 0;
+    uint64_t proposedAtNs = 0;
+    Verdict verdict = Verdict::kOpen;
+    DecisionTable table;
+  };
+
+  void atSwitchPoint(uint64_t n);
+  void record(int ctx, int func, uint64_t nBytes, float** table);
+
+  const uint64_t commId_;
+  const uint64_t minBytes_;
+  const uint64_t syncTimeoutNs_;
+  SyntheticMeasurements* const synthetic_;
+
+  // Calling thread only.
+  uint64_t callCount_ = 0;
+  int active_ = 0;
+  DecisionTable tables_[2];
+  ExplorationCounters counters_;
+  uint8_t seen_[kNumContexts] = {};
+
+  // Shared: the Dekker pair, and the logs (single producer, single consumer).
+  std::atomic<uint64_t> publishedCalls_{0};
+  std::atomic<uint64_t> switchAt_{kNever};
+  std::atomic<bool> recording_{false};
+  CallRecord callLog_[kCallLogSize];
+  std::atomic<uint64_t> callHead_{0}, callTail_{0};
+  float priorTables_[kNumContexts][kNumCells];
+  int newContexts_[kNumContexts];
+  std::atomic<uint32_t> newHead_{0}, newTail_{0};
+
+  // Guarded by mu_ (the staged proposal and the verdict; never touched in the common case).
+  mutable std::mutex mu_;
+  std::condition_variable verdictCv_;
+  Staged staged_;
+  bool frozen_ = false;
+  uint32_t appliedVersion_ = 0;
+  SwapStats stats_;
+};
+
+}  // namespace autopilot::tuner

@@ -1,0 +1,271 @@
+#include "tuner_plugin/tuning_store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "tuner_plugin/sha256.h"
+
+namespace autopilot::tuner {
+namespace {
+
+constexpr const char* kMagic = "nccl-autopilot tuning 1";
+constexpr size_t kMaxFileBytes = 16 << 20;
+
+std::string hexOf(const uint8_t* p, size_t n) {
+  static const char* k = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += k[p[i] >> 4];
+    s += k[p[i] & 15];
+  }
+  return s;
+}
+
+std::string checksum(const std::vector<std::string>& lines) {
+  Sha256 h;
+  for (const std::string& l : lines) {
+    h.update(l.data(), l.size());
+    h.update("\n", 1);
+  }
+  Digest d = h.finish();
+  return hexOf(d.data(), d.size());
+}
+
+struct Section {
+  std::string keyHex;
+  std::vector<std::string> lines;  // "section ..." up to, not including, "end"
+};
+
+// Splits a file into checksum-valid sections; invalid ones are counted and skipped.
+bool readSections(const std::string& path, std::vector<Section>* sections, int* corrupt,
+                  std::string* why) {
+  *corrupt = 0;
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) {
+    *why = "cannot open " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
+    text.append(buf, n);
+    if (text.size() > kMaxFileBytes) {
+      std::fclose(f);
+      *why = path + " is larger than 16 MiB";
+      return false;
+    }
+  }
+  std::fclose(f);
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line != kMagic) {
+    *why = path + " is not a tuning file (bad header)";
+    return false;
+  }
+  Section current;
+  bool inSection = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("section ", 0) == 0) {
+      if (inSection) ++*corrupt;  // the previous section never ended
+      current = Section{};
+      std::istringstream ls(line.substr(8));
+      ls >> current.keyHex;
+      current.lines.push_back(line);
+      inSection = true;
+    } else if (line.rfind("end ", 0) == 0 && inSection) {
+      if (line.substr(4) == checksum(current.lines)) {
+        sections->push_back(std::move(current));
+      } else {
+        ++*corrupt;
+      }
+      inSection = false;
+    } else if (inSection) {
+      current.lines.push_back(line);
+    } else if (!line.empty()) {
+      ++*corrupt;  // stray text between sections
+    }
+  }
+  if (inSection) ++*corrupt;
+  return true;
+}
+
+bool parseNumber(const std::string& t, double* out) {
+  if (t.empty()) return false;
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (*end != '\0' || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+bool parseInt(const std::string& t, long lo, long hi, long* out) {
+  if (t.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(t.c_str(), &end, 10);
+  if (*end != '\0' || errno != 0 || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+bool parseRecords(const Section& s, std::vector<BanditPolicy::ContextRecord>* out,
+                  std::string* why) {
+  BanditPolicy::ContextRecord* current = nullptr;
+  std::vector<bool> seen(kNumContexts, false);
+  for (size_t i = 1; i < s.lines.size(); ++i) {
+    std::istringstream ls(s.lines[i]);
+    std::vector<std::string> tok;
+    for (std::string t; ls >> t;) tok.push_back(t);
+    auto bad = [&](const char* what) {
+      *why = std::string("line ") + std::to_string(i) + " of the section: " + what;
+      return false;
+    };
+    if (tok.empty()) return bad("empty line");
+    if (tok[0] == "ctx") {
+      long ctx, inc;
+      if (tok.size() != 4 + kNumCells || tok[2] != "incumbent" ||
+          !parseInt(tok[1], 0, kNumContexts - 1, &ctx) || !parseInt(tok[3], -1, kNumCells - 1, &inc)) {
+        return bad("malformed ctx record");
+      }
+      if (seen[ctx]) return bad("duplicate context");
+      seen[ctx] = true;
+      out->emplace_back();
+      current = &out->back();
+      current->ctx = int(ctx);
+      current->incumbent = int(inc);
+      for (int c = 0; c < kNumCells; ++c) {
+        double v;
+        if (!parseNumber(tok[4 + c], &v) || (v < 0 && v != -1.0) || v > 3.6e9) {
+          return bad("bad prior value");
+        }
+        current->prior[c] = float(v);
+      }
+    } else if (tok[0] == "arm") {
+      long cell;
+      double n, mean, var;
+      if (current == nullptr || tok.size() != 5 || !parseInt(tok[1], 0, kNumCells - 1, &cell) ||
+          !parseNumber(tok[2], &n) || !parseNumber(tok[3], &mean) || !parseNumber(tok[4], &var) ||
+          n < 0 || n > BanditPolicy::kWindow || var < 0 || std::fabs(mean) > 100) {
+        return bad("malformed arm record");
+      }
+      current->arms[cell] = BanditPolicy::ArmStats{n, mean, var};
+    } else {
+      return bad("unknown record");
+    }
+  }
+  return true;
+}
+
+void formatSection(const TuningKey& key, const std::vector<BanditPolicy::ContextRecord>& records,
+                   std::vector<std::string>* lines) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), "section %s abi %d nranks %d nnodes %d", key.hex().c_str(),
+                key.abiVersion, key.nRanks, key.nNodes);
+  lines->push_back(buf);
+  for (const auto& r : records) {
+    std::string l = "ctx " + std::to_string(r.ctx) + " incumbent " + std::to_string(r.incumbent);
+    for (float v : r.prior) {
+      std::snprintf(buf, sizeof(buf), " %.9g", double(v));
+      l += buf;
+    }
+    lines->push_back(l);
+    for (int c = 0; c < kNumCells; ++c) {
+      const auto& a = r.arms[c];
+      if (a.n <= 0) continue;
+      std::snprintf(buf, sizeof(buf), "arm %d %.17g %.17g %.17g", c, a.n, a.mean, a.var);
+      lines->push_back(buf);
+    }
+  }
+}
+
+}  // namespace
+
+std::string TuningKey::hex() const {
+  Sha256 h;
+  int ints[6] = {abiVersion, nRanks, nNodes, nvlDomain.nNvlDomains,
+                 nvlDomain.minRanksPerNvlDomain, nvlDomain.maxRanksPerNvlDomain};
+  h.update(ints, sizeof(ints));
+  if (haveConstants) h.update(&constants, sizeof(constants));
+  Digest d = h.finish();
+  return hexOf(d.data(), 16);
+}
+
+bool loadTuningFile(const std::string& path, const TuningKey& key,
+                    std::vector<BanditPolicy::ContextRecord>* records, std::string* why) {
+  std::vector<Section> sections;
+  int corrupt = 0;
+  if (!readSections(path, &sections, &corrupt, why)) return false;
+  const std::string want = key.hex();
+  for (const Section& s : sections) {
+    if (s.keyHex != want) continue;
+    std::vector<BanditPolicy::ContextRecord> parsed;
+    if (!parseRecords(s, &parsed, why)) {
+      *why = path + ": " + *why;
+      return false;
+    }
+    *records = std::move(parsed);
+    return true;
+  }
+  *why = path + " has no results for this system (" + std::to_string(sections.size()) +
+         " other section(s)" + (corrupt ? ", " + std::to_string(corrupt) + " corrupt" : "") +
+         "): other topology, NCCL version or (nRanks, nNodes)";
+  return false;
+}
+
+bool saveTuningFile(const std::string& path, const TuningKey& key,
+                    const std::vector<BanditPolicy::ContextRecord>& records, std::string* why) {
+  std::string lockPath = path + ".lock";
+  int lockFd = open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lockFd < 0) {
+    *why = "cannot open " + lockPath + ": " + std::strerror(errno);
+    return false;
+  }
+  flock(lockFd, LOCK_EX);
+  std::vector<Section> sections;
+  int corrupt = 0;
+  std::string ignored;
+  readSections(path, &sections, &corrupt, &ignored);  // a missing or bad file is replaced
+  const std::string mine = key.hex();
+  std::string text = std::string(kMagic) + "\n";
+  for (const Section& s : sections) {
+    if (s.keyHex == mine) continue;
+    for (const std::string& l : s.lines) text += l + "\n";
+    text += "end " + checksum(s.lines) + "\n";
+  }
+  std::vector<std::string> lines;
+  formatSection(key, records, &lines);
+  for (const std::string& l : lines) text += l + "\n";
+  text += "end " + checksum(lines) + "\n";
+
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  bool ok = false;
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    size_t off = 0;
+    while (off < text.size()) {
+      ssize_t n = write(fd, text.data() + off, text.size() - off);
+      if (n <= 0 && errno != EINTR) break;
+      if (n > 0) off += size_t(n);
+    }
+    ok = off == text.size() && fsync(fd) == 0;
+    close(fd);
+    ok = ok && rename(tmp.c_str(), path.c_str()) == 0;
+    if (!ok) unlink(tmp.c_str());
+  }
+  if (!ok) *why = "cannot write " + path + ": " + std::strerror(errno);
+  flock(lockFd, LOCK_UN);
+  close(lockFd);
+  return ok;
+}
+
+}  // namespace autopilot::tuner
