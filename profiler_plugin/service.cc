@@ -75,9 +75,15 @@ uint64_t wallClockUs() {
 }
 
 // A path already used by another live communicator of this process gets the communicator id
-// appended, so two communicators never write into one file.
+// inserted before its extension, so two communicators never write into one file.
 std::string uniquePath(std::string path, uint64_t commId, std::set<std::string>* used) {
-  if (used->count(path)) path += "." + hexId(commId);
+  if (used->count(path)) {
+    size_t slash = path.rfind('/');
+    size_t dot = path.rfind('.');
+    size_t at = dot != std::string::npos && (slash == std::string::npos || dot > slash) ? dot
+                                                                                         : path.size();
+    path.insert(at, "-" + hexId(commId));
+  }
   used->insert(path);
   return path;
 }
@@ -161,7 +167,14 @@ void ProfilerService::detach(ProfilerContext* ctx) {
     live_.erase(it);
     if (ctx->state) {
       if (gSummary.get()) summaryLocked(*ctx, now);
-      if (ctx->state->trace) ctx->state->trace->close();
+      if (ctx->state->trace) {
+        ctx->state->trace->close();
+        if (ctx->state->trace->dropped() > 0) {
+          AP_INFO(kFlags, "profiler: trace %s reached NCCL_AUTOPILOT_TRACE_MAX_EVENTS; %llu later "
+                  "events were not written", ctx->state->trace->path().c_str(),
+                  static_cast<unsigned long long>(ctx->state->trace->dropped()));
+        }
+      }
       if (ctx->state->inspector) ctx->state->inspector->close();
     }
     last = live_.empty();

@@ -140,3 +140,30 @@ TEST_CASE("an export path that cannot be written warns and the profiler keeps me
   CHECK(host::LogCapture::count(abi::kLogWarn, "cannot write Prometheus file") == 1);
   CHECK(host::LogCapture::count(abi::kLogInfo, "1 collectives completed") == 1);
 }
+
+TEST_CASE("two communicators with one trace path pattern get distinct files", "[exports]") {
+  std::string dir = "/tmp/ap-prof-paths-" + std::to_string(getpid());
+  REQUIRE(mkdir(dir.c_str(), 0755) == 0);
+  ScopedEnv trace("NCCL_AUTOPILOT_TRACE_FILE", dir + "/trace-r%r.json");
+  {
+    host::PluginHost::Options o;
+    o.profilerPlugin = "autopilot";
+    host::PluginHost h(o);
+    REQUIRE(h.loadProfiler());
+    host::CommSession::Config a, b;
+    a.commId = 0x1a;
+    b.commId = 0x2b;  // same rank 0: same expanded path
+    host::CommSession sa(h, a), sb(h, b);
+    REQUIRE(sa.init() == abi::kSuccess);
+    REQUIRE(sb.init() == abi::kSuccess);
+  }
+  std::string first = dir + "/trace-r0.json", second = dir + "/trace-r0-0x2b.json";
+  int status = -1;
+  test::runCommand("python3 -c 'import json,sys; [json.load(open(f)) for f in sys.argv[1:]]' " +
+                       first + " " + second,
+                   &status);
+  CHECK(status == 0);
+  unlink(first.c_str());
+  unlink(second.c_str());
+  CHECK(rmdir(dir.c_str()) == 0);
+}
