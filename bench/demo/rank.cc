@@ -169,7 +169,7 @@ class Rank {
                                         item.root,
                                         algorithmName(call.algorithm),
                                         protocolByIndex(call.protocol).name,
-                                        nChannels > 0 ? nChannels : 1,
+                                        1,  // one "channel": one KernelCh event marks completion
                                         seq[int(item.kind)]++};
       workload.fillInput(item, it, o_.rank, data.data());
       feed.enqueued(info);
