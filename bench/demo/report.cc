@@ -1,6 +1,7 @@
 #include "bench/demo/report.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "bench/demo/collectives.h"
 
@@ -58,7 +59,7 @@ uint64_t ModeRecord::decisionMismatches() const { return mismatches_; }
 
 std::vector<std::pair<double, double>> ModeRecord::timeline(double binS) const {
   double end = phases_.empty() ? 0 : phases_.back().endS;
-  size_t bins = size_t(end / binS) + 1;
+  size_t bins = size_t(std::ceil(end / binS));
   std::vector<double> bytes(bins, 0.0);
   for (const auto& [s, b] : completions_) {
     size_t i = size_t(s / binS);
