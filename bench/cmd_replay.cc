@@ -76,13 +76,15 @@ int usage(FILE* to) {
   std::fprintf(to,
                "usage: autopilot replay FILE.csv... [--json FILE] [--topo-dir DIR] [--flat]\n"
                "                        [--calls N] [--runs R] [--seed S] [--noise SIGMA]\n"
-               "                        [--per-context] [--check]\n"
+               "                        [--min-bytes N] [--per-context] [--check]\n"
                "Plays the tuner policy against forced-arm measurements (format of\n"
                "../shared/data/forced-arm/). The cost-table prior comes from NAME.topo.json\n"
                "next to the CSV, else in --topo-dir, else in the sidecars shipped with the tool\n"
                "(--flat ignores them). Noise: from NAME_auto_repeats.csv when present, else\n"
                "lognormal with --noise (default 0.03). --runs independent runs; learned losses\n"
-               "are the worst over runs. --check fails unless, on every file where the default\n"
+               "are the worst over runs. Sizes below --min-bytes (default 65536, the plugin's\n"
+               "NCCL_AUTOPILOT_TUNER_MIN_BYTES) keep NCCL's choice, as in the plugin.\n"
+               "--check fails unless, on every file where the default\n"
                "loses > 10%% somewhere: 0 contexts lose > 10%%, mean < 1%%, p99 < 5%%; and no\n"
                "context is worse than the default by more than 1%%.\n");
   return to == stdout ? 0 : 2;
@@ -111,6 +113,7 @@ int cmdReplay(int argc, char** argv) {
     else if (a == "--runs") options.runs = std::atoi(next("--runs"));
     else if (a == "--seed") options.seed = std::strtoull(next("--seed"), nullptr, 10);
     else if (a == "--noise") options.statedNoise = std::atof(next("--noise"));
+    else if (a == "--min-bytes") options.minBytes = std::strtoull(next("--min-bytes"), nullptr, 10);
     else if (a == "--check") check = true;
     else if (a == "--per-context") perContext = true;
     else if (!a.empty() && a[0] == '-') {

@@ -257,6 +257,9 @@ std::vector<BanditPolicy::ContextRecord> BanditPolicy::snapshot() const {
   for (int ctx = 0; ctx < kNumContexts; ++ctx) {
     const ContextState* s = contexts_[ctx].get();
     if (s == nullptr || s->defaultCell < 0) continue;
+    bool measured = false;
+    for (const ArmStats& a : s->arms) measured = measured || a.n > 0;
+    if (!measured) continue;  // nothing learned here
     ContextRecord r;
     r.ctx = ctx;
     std::memcpy(r.prior, s->prior, sizeof(r.prior));

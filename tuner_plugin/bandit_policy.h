@@ -95,7 +95,7 @@ class BanditPolicy {
   const ArmStats* arm(int ctx, int cell) const;
   uint64_t reopenCount() const { return reopens_; }
 
-  // Persistence: every context with a prior; restore() keeps at most `maxSamples` of the saved
+  // Persistence: every context with measurements; restore() keeps at most `maxSamples` of the saved
   // confidence per arm so that a loaded result is re-checked rather than trusted forever.
   std::vector<ContextRecord> snapshot() const;
   bool restore(const ContextRecord& record, double maxSamples);

@@ -161,9 +161,21 @@ Fd listenOn(const Endpoint& ep, bool replaceStale, bool* inUse, std::string* err
       *error = std::string("socket: ") + std::strerror(errno);
       return Fd();
     }
-    if (replaceStale) unlink(ep.path.c_str());
     // bind() on a path is atomic: exactly one process of the job wins it.
-    if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int rc = bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    if (rc != 0 && errno == EADDRINUSE && replaceStale) {
+      // A socket file nobody listens on is a leftover: replace it. One somebody listens on is a
+      // live leader (several ranks of one process can share a rank number in the registry).
+      Fd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      if (probe.valid() && connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 &&
+          errno == ECONNREFUSED) {
+        unlink(ep.path.c_str());
+        rc = bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+      } else {
+        errno = EADDRINUSE;
+      }
+    }
+    if (rc != 0) {
       *inUse = errno == EADDRINUSE;
       *error = "bind " + ep.path + ": " + std::strerror(errno);
       return Fd();

@@ -57,9 +57,8 @@ class Fd {
   int fd_ = -1;
 };
 
-// Binds and listens (non-blocking). *inUse is set when someone else already holds the address
-// (for a Unix path: a live or stale socket file). `replaceStale` lets the one process entitled to
-// lead (rank 0) remove a leftover socket file first.
+// Binds and listens (non-blocking). *inUse is set when someone else already holds the address.
+// `replaceStale` (rank 0 only) replaces a Unix socket file that nobody listens on any more.
 Fd listenOn(const Endpoint& ep, bool replaceStale, bool* inUse, std::string* error);
 
 // Starts a non-blocking connect; *inProgress is set while it completes (wait for POLLOUT).

@@ -121,6 +121,7 @@ void Coordinator::sayGoodbye(const std::string& why) {
 
 void Coordinator::decideRole(uint64_t nowNs) {
   startNs_ = nowNs;
+  veto_ = config_.userAlgoProto;
   if (config_.endpoint.kind == Endpoint::Kind::kNone) {
     turnOff("no rendezvous");
     return;
@@ -134,17 +135,18 @@ void Coordinator::decideRole(uint64_t nowNs) {
   if (config_.rank <= 0) {
     bool inUse = false;
     std::string error;
-    // Rank 0 is the only process entitled to this address, so a leftover file is stale.
     listen_ = listenOn(config_.endpoint, config_.rank == 0, &inUse, &error);
     if (listen_.valid()) {
       role_ = Role::kLeader;
-      veto_ = config_.userAlgoProto;
       comm_->setRecording(true);
       AP_INFO(kFlags, "tuner: comm 0x%llx: leading %d ranks at %s (rank %d)", ull(config_.commId),
               config_.nRanks, config_.endpoint.describe().c_str(), config_.rank);
       return;
     }
-    if (!(config_.rank < 0 && inUse)) {
+    // In use: another rank of the job already leads (with ranks unknown, or several ranks of
+    // one process that the registry cannot tell apart). Follow it; the handshake proves it is
+    // one of ours.
+    if (!inUse) {
       turnOff(error.c_str());
       return;
     }
@@ -356,18 +358,10 @@ bool Coordinator::onHandshakeFrame(Peer& p, const std::string& body, uint64_t no
     Digest expected = wire::helloMac(config_.key, p.leaderNonce, p.followerNonce, rank, flags);
     bool ok = equalConstantTime(mac, expected.data(), sizeof(mac));
     const char* why = ok ? nullptr : "cannot prove the job key";
-    if (ok && config_.rank >= 0) {
-      // Known ranks: each of 1..nRanks-1 exactly once.
-      if (rank < 1 || rank >= config_.nRanks) why = "claims a rank outside 1..nRanks-1";
-      for (const auto& other : peers_) {
-        if (other.get() != &p && other->stage == Peer::Stage::kReady && other->rank == rank) {
-          why = "claims a rank that already joined";
-        }
-      }
-    }
-    if (ok && why == nullptr && readyFollowers() >= size_t(config_.nRanks - 1)) {
-      why = "arrives after every rank joined";
-    }
+    // Rank numbers are informational: agreement needs every other runtime of the job, and each
+    // connects exactly once (a follower that loses the leader never comes back), so counting
+    // authenticated followers is what matters. (Several ranks of one process may report the same
+    // rank number.)
     if (why != nullptr) {
       ++stats_.strangersRejected;
       if (stats_.strangersRejected <= 3) {
@@ -489,8 +483,15 @@ bool Coordinator::onFollowerMessage(Peer& p, uint8_t type, wire::Reader& r, uint
   }
 }
 
-bool Coordinator::propose(const DecisionTable& table, uint64_t nowNs) {
+bool Coordinator::propose(const DecisionTable& desired, uint64_t nowNs) {
   if (!canPropose()) return false;
+  // The leader stages exactly what the followers will decode (the wire form is canonical), so
+  // every rank holds the same bytes.
+  wire::Writer encoded;
+  wire::encodeTable(desired, &encoded);
+  DecisionTable table;
+  wire::Reader decoder(encoded.str().data(), encoded.str().size());
+  if (!wire::decodeTable(&decoder, &table)) return false;
   const uint32_t version = version_ + 1;
   const uint64_t at = std::max(comm_->calls(), maxReportedCalls_) + lead_;
   uint64_t calls = 0;
@@ -525,7 +526,7 @@ bool Coordinator::propose(const DecisionTable& table, uint64_t nowNs) {
   w.u32(version);
   w.u64(at);
   w.u64(nowNs);
-  wire::encodeTable(table, &w);
+  w.bytes(encoded.str().data(), encoded.str().size());
   for (size_t i = 0; i < peers_.size(); ++i) {
     Peer& p = *peers_[i];
     if (p.stage != Peer::Stage::kReady) continue;

@@ -3,7 +3,10 @@
 //
 // Roles. With ranks known (our profiler recorded them), rank 0 leads; with ranks unknown
 // (another profiler plugin, or none) every rank tries to bind the rendezvous address and the one
-// that wins leads: bind() on one address succeeds exactly once. Only the leader learns.
+// that wins leads: bind() on one address succeeds exactly once; a rank 0 that finds the address
+// held by a live listener follows it. Only the leader learns. The leader proposes only once
+// nRanks-1 authenticated followers joined: all other ranks, whatever rank numbers they report;
+// two processes that both believe they lead cannot both gather them, so they never propose.
 //
 // Protocol (one proposal at a time; see tuner_comm.h for the switch point):
 //  1. All nRanks-1 followers join through the authenticated handshake (wire_format.h). Until

@@ -21,7 +21,7 @@ bool samePrior(const float* a, const float* b) {
 }  // namespace
 
 Learner::Learner(TunerComm* comm, const PolicyConfig& config)
-    : comm_(comm), policy_(config), live_(kNumContexts, 0) {}
+    : comm_(comm), policy_(config), live_(kNumContexts, 0), dirty_(kNumContexts, 0) {}
 
 void Learner::restore(const std::vector<BanditPolicy::ContextRecord>& records, double maxSamples) {
   restoreCap_ = maxSamples;
@@ -36,6 +36,7 @@ void Learner::reopenFor(int func, uint64_t nBytes) {
     if (func < 0 || (contextFunc(ctx) == func &&
                      (nBytes == 0 || contextSizeBucket(ctx) == sizeBucket(nBytes)))) {
       policy_.reopen(ctx);
+      dirty_[ctx] = 1;
     }
   }
 }
@@ -58,6 +59,7 @@ bool Learner::step() {
       }
       policy_.setPrior(ctx, tables[i]);
       live_[ctx] = 1;
+      dirty_[ctx] = 1;
     }
   }
 
@@ -93,6 +95,7 @@ bool Learner::step() {
       int ctx = pending_[k].ctx;
       pending_.erase(pending_.begin(), pending_.begin() + long(k) + 1);
       policy_.observe(ctx, s.algo * abi::kNumProtocols + s.proto, double(s.durationNs) / 1000.0);
+      dirty_[ctx] = 1;
       ++stats_.attributed;
     }
   }
@@ -110,9 +113,12 @@ bool Learner::step() {
     shiftEpoch_ = epoch;
   }
 
+  // Only contexts that saw something new can decide differently (decide() is a function of the
+  // policy's state, which only observations, priors and re-opening change).
   bool changed = false;
   for (int ctx = 0; ctx < kNumContexts; ++ctx) {
-    if (!live_[ctx]) continue;
+    if (!live_[ctx] || !dirty_[ctx]) continue;
+    dirty_[ctx] = 0;
     ContextDecision d = policy_.decide(ctx);
     if (d != desired_.entries[ctx]) {
       desired_.entries[ctx] = d;

@@ -58,7 +58,8 @@ class Learner {
   std::deque<TunerComm::CallRecord> pending_;
   int clock_ = -1;
   uint64_t shiftEpoch_ = 0;
-  std::vector<uint8_t> live_;  // contexts whose live prior the policy has
+  std::vector<uint8_t> live_;   // contexts whose live prior the policy has
+  std::vector<uint8_t> dirty_;  // contexts whose decision may have changed since the last step
   std::map<int, BanditPolicy::ContextRecord> restored_;
   double restoreCap_ = 0;
   DecisionTable desired_;

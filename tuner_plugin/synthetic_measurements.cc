@@ -15,6 +15,12 @@ std::unique_ptr<SyntheticMeasurements> SyntheticMeasurements::fromSpec(const std
   auto s = std::make_unique<SyntheticMeasurements>();
   for (double& f : s->scale_) f = 1.0;
   uint64_t seed = 1;
+  // Strict number parsing: the whole text must be the number.
+  auto number = [](const std::string& text, double* out) {
+    char* end = nullptr;
+    *out = std::strtod(text.c_str(), &end);
+    return !text.empty() && *end == '\0';
+  };
   std::stringstream items(spec);
   std::string item;
   while (std::getline(items, item, ',')) {
@@ -24,31 +30,30 @@ std::unique_ptr<SyntheticMeasurements> SyntheticMeasurements::fromSpec(const std
       return nullptr;
     }
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    char* end = nullptr;
+    double v = 0;
+    bool ok = true;
     if (key == "seed") {
-      seed = std::strtoull(value.c_str(), &end, 10);
+      ok = number(value, &v) && v >= 0;
+      seed = uint64_t(v);
     } else if (key == "noise") {
-      s->noise_ = std::strtod(value.c_str(), &end);
-      if (!(s->noise_ >= 0 && s->noise_ < 2)) end = nullptr;
+      ok = number(value, &v) && v >= 0 && v < 2;
+      s->noise_ = v;
     } else if (key == "scale") {
       std::stringstream pairs(value);
       std::string pair;
-      end = const_cast<char*>("");
-      while (std::getline(pairs, pair, '/')) {
-        char* e1 = nullptr;
-        long cell = std::strtol(pair.c_str(), &e1, 10);
-        double factor = *e1 == ':' ? std::strtod(e1 + 1, &end) : -1;
-        if (cell < 0 || cell >= kNumCells || !(factor > 0) || *end != '\0') {
-          end = nullptr;
-          break;
-        }
-        s->scale_[cell] = factor;
+      while (ok && std::getline(pairs, pair, '/')) {
+        size_t colon = pair.find(':');
+        double cell = -1, factor = -1;
+        ok = colon != std::string::npos && number(pair.substr(0, colon), &cell) &&
+             number(pair.substr(colon + 1), &factor) && cell >= 0 && cell < kNumCells &&
+             cell == double(int(cell)) && factor > 0;
+        if (ok) s->scale_[int(cell)] = factor;
       }
     } else {
       *error = "unknown key '" + key + "'";
       return nullptr;
     }
-    if (end == nullptr || *end != '\0') {
+    if (!ok) {
       *error = "bad value in '" + item + "'";
       return nullptr;
     }

@@ -86,6 +86,7 @@ params::StringParam gSynthetic(
     "Never in production.");
 
 constexpr unsigned long kFlags = abi::subsys::kInit | abi::subsys::kTuning;
+constexpr uint64_t kFollowerDrainNs = 10'000'000;  // the bus ring holds 1024 samples
 
 unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
 
@@ -170,13 +171,14 @@ class TunerRuntime final : public ServiceClient {
             "tuner: comm 0x%llx rank %d: %s; policy v%u in effect (%llu applied, %llu dropped); "
             "hot swap (proposal to effect here) mean %.1f us max %.1f us; %llu waits at a switch "
             "point, %llu timeouts; leader: %llu proposals, %llu commits, %llu aborts; %llu "
-            "strangers rejected; %llu measurements, %llu attributed",
+            "strangers rejected; %llu measurements, %llu attributed; %llu saved contexts used, "
+            "%llu discarded",
             ull(commId_), rank_, coordinator_.describe().c_str(), comm_.appliedVersion(),
             ull(s.applied), ull(s.dropped),
             s.applied ? double(s.latencySumNs) / s.applied / 1000.0 : 0.0,
             double(s.latencyMaxNs) / 1000.0, ull(s.waits), ull(s.timeouts), ull(c.proposals),
             ull(c.commits), ull(c.aborts), ull(c.strangersRejected), ull(l.samples),
-            ull(l.attributed));
+            ull(l.attributed), ull(l.restoredUsed), ull(l.restoredDiscarded));
   }
 
   // ServiceClient, on the service thread.
@@ -190,7 +192,12 @@ class TunerRuntime final : public ServiceClient {
     if (coordinator_.role() != Coordinator::Role::kLeader ||
         coordinator_.phase() == Coordinator::Phase::kOff ||
         coordinator_.phase() == Coordinator::Phase::kFrozen) {
-      return next;
+      // Only the leader learns; elsewhere the profiler's samples are consumed and dropped so
+      // that its bus ring never fills (it would count every later sample as rejected).
+      bus::CollectiveSample discard[64];
+      while (bus::MeasurementBus::instance().drain(commId_, discard, 64) == 64) {
+      }
+      return std::min(next, nowNs + kFollowerDrainNs);
     }
     if (nowNs >= nextLearnNs_) {
       nextLearnNs_ = nowNs + updateNs_;

@@ -3,6 +3,10 @@
 // leader) learner. Started by the first communicator that needs it, joined when the last one
 // finalizes, so nothing of ours runs after the library could be unloaded. Bounded: one thread
 // per process whatever the number of communicators.
+//
+// Lock order: the service mutex, then a communicator's TunerComm mutex (the service thread
+// stages and resolves proposals while iterating its clients). NCCL's threads take only the
+// latter (at a switch point) or only the former (init/finalize), never both.
 #pragma once
 
 #include <poll.h>

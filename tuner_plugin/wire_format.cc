@@ -127,39 +127,49 @@ bool SecureSession::open(const std::string& body, uint8_t* type, std::string* pa
 }
 
 void encodeTable(const DecisionTable& table, Writer* w) {
-  w->u32(uint32_t(kNumContexts));
-  for (const ContextDecision& d : table.entries) {
+  // Sparse: only the contexts the tuner acts on (usually a few dozen of the 960).
+  uint32_t n = 0;
+  for (const ContextDecision& d : table.entries) n += !d.untouched();
+  w->u32(n);
+  for (int ctx = 0; ctx < kNumContexts; ++ctx) {
+    const ContextDecision& d = table.entries[ctx];
+    if (d.untouched()) continue;
+    w->u16(uint16_t(ctx));
     w->u8(uint8_t(d.primary));
     w->u8(uint8_t(d.explore));
     w->u8(d.period);
     w->u8(d.budget);
     w->u16(d.generation);
-    w->u16(0);
   }
 }
 
 bool decodeTable(Reader* r, DecisionTable* table) {
+  *table = DecisionTable{};
   uint32_t n;
-  if (!r->u32(&n) || n != uint32_t(kNumContexts)) return false;
-  for (ContextDecision& d : table->entries) {
+  if (!r->u32(&n) || n > uint32_t(kNumContexts)) return false;
+  int previous = -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    uint16_t ctx, generation;
     uint8_t primary, explore, period, budget;
-    uint16_t generation, reserved;
-    if (!r->u8(&primary) || !r->u8(&explore) || !r->u8(&period) || !r->u8(&budget) ||
-        !r->u16(&generation) || !r->u16(&reserved)) {
+    if (!r->u16(&ctx) || !r->u8(&primary) || !r->u8(&explore) || !r->u8(&period) ||
+        !r->u8(&budget) || !r->u16(&generation)) {
       return false;
     }
+    if (int(ctx) <= previous || ctx >= kNumContexts) return false;  // sorted, unique, in range
+    previous = ctx;
+    ContextDecision& d = table->entries[ctx];
     d.primary = int8_t(primary);
     d.explore = int8_t(explore);
     d.period = period;
     d.budget = budget;
     d.generation = generation;
-    d.reserved = 0;
     if (d.primary < -1 || d.primary >= kNumCells || d.explore < -1 || d.explore >= kNumCells) {
       return false;
     }
     if (d.explore >= 0 && (d.period == 0 || d.budget == 0)) return false;
+    if (d.untouched()) return false;
   }
-  return true;
+  return r->remaining() == 0;
 }
 
 }  // namespace autopilot::tuner::wire

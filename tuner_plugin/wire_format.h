@@ -110,7 +110,8 @@ class SecureSession {
   uint64_t recvSeq_ = 0;
 };
 
-// Decision tables travel as kNumContexts fixed 8-byte entries.
+// Decision tables travel sparse: a count, then (context, decision) for every context not left
+// untouched, in increasing context order.
 void encodeTable(const DecisionTable& table, Writer* w);
 // False when the table is short or holds an entry no policy could have produced (a cell out of
 // range, an exploration without a period): such a proposal is refused, never applied.

@@ -348,17 +348,18 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     for (long k = 0; k < long(options.callsPerContext) * nCtx; ++k) {
       int i = int(k % nCtx);
       const ReplayContext& c = contexts[i];
-      int forced = tuner::cellForCall(decision[i], i, &counters);
+      const bool learns = c.size >= options.minBytes;
+      int forced = learns ? tuner::cellForCall(decision[i], i, &counters) : -1;
       int cell = forced >= 0 ? forced : policy.defaultCell(i);
       int armIndex = c.armOfCell[cell];
       if (armIndex < 0) armIndex = c.defaultArm;  // cannot happen: IGNORE cells are never forced
       const Arm& arm = c.arms[armIndex];
       double sample = arm.samples[rng() % arm.samples.size()] * std::exp(out->noiseSigma * n01(rng));
-      policy.observe(i, cell, sample);
+      if (learns) policy.observe(i, cell, sample);
       spent += arm.truth;
       bestSpent += c.arms[c.bestArm].truth;
       defaultSpent += c.arms[c.defaultArm].truth;
-      ContextDecision next = policy.decide(i);
+      ContextDecision next = learns ? policy.decide(i) : ContextDecision{};
       if (next != decision[i]) {
         decision[i] = next;  // as in the plugin: counting restarts where an entry changed
         counters.calls[i] = 0;
@@ -371,7 +372,7 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     }
     for (int i = 0; i < nCtx; ++i) {
       const ReplayContext& c = contexts[i];
-      int a = c.armOfCell[policy.incumbent(i)];
+      int a = c.size >= options.minBytes ? c.armOfCell[policy.incumbent(i)] : c.defaultArm;
       if (a < 0) a = c.defaultArm;
       double loss = c.arms[a].truth / c.arms[c.bestArm].truth - 1;
       sumLearned[i] += loss;

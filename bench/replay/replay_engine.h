@@ -15,6 +15,8 @@
 // estimated from NAME_auto_repeats.csv when it exists, and otherwise the stated value
 // (--noise, default 3%). Contexts are called round-robin, as a training loop calls a fixed set
 // of sizes. The losses are measured against the truth (the mean of an arm's measurements).
+// Sizes below the plugin's learning threshold (--min-bytes, default the plugin's default) keep
+// NCCL's choice, as in the plugin.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,7 @@ struct ReplayOptions {
   std::string topoDir;       // searched after the CSV's own folder
   std::string builtinTopoDir;
   bool flatPrior = false;    // ignore sidecars
+  uint64_t minBytes = 64 << 10;  // as NCCL_AUTOPILOT_TUNER_MIN_BYTES: smaller sizes stay NCCL's
   tuner::PolicyConfig policy;
 };
 

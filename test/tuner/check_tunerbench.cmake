@@ -1,0 +1,18 @@
+# Runs `autopilot tunerbench --quick --json` and checks the JSON carries the documented keys.
+file(REMOVE ${JSON})
+execute_process(COMMAND ${TOOL} tunerbench --quick --json ${JSON}
+                OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+message("${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "autopilot tunerbench --quick failed (exit ${rc})")
+endif()
+file(READ ${JSON} json)
+foreach(key median_ns p99_ns empty_median_ns amortized_ns_above_empty)
+  string(JSON v ERROR_VARIABLE err GET "${json}" ${key})
+  if(err)
+    message(FATAL_ERROR "tunerbench JSON lacks ${key}: ${json}")
+  endif()
+  if(NOT v MATCHES "^-?[0-9]+(\\.[0-9]+)?$")
+    message(FATAL_ERROR "tunerbench JSON ${key} is not a number: ${v}")
+  endif()
+endforeach()

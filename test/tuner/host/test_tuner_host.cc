@@ -1,0 +1,218 @@
+// The tuner through the real library, one process: what it never does to NCCL's table (raise an
+// IGNORE cell, touch nChannels, act when the user set NCCL_ALGO/NCCL_PROTO or below the size
+// threshold), that it learns from measurements, and that a second job starts from the tuning file
+// the first one saved. A one-rank communicator leads itself, so no second process is needed.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "common/host/log_capture.h"
+#include "common/host/plugin_host.h"
+#include "tuner_plugin/cost_model.h"
+
+using namespace autopilot;
+using namespace autopilot::host;
+
+namespace {
+
+constexpr int kTreeLL128 = abi::kAlgoTree * abi::kNumProtocols + abi::kProtoLL128;
+constexpr int kRingSimple = abi::kAlgoRing * abi::kNumProtocols + abi::kProtoSimple;
+constexpr uint64_t kMiB = 1 << 20;
+
+std::string tempDir() {
+  char tmpl[] = "/tmp/ap-tuner-host-XXXXXX";
+  char* d = mkdtemp(tmpl);
+  return d ? d : "/tmp";
+}
+
+// Sets environment variables for the lifetime of one test and restores them.
+class Env {
+ public:
+  void set(const char* name, const std::string& value) {
+    names_.push_back(name);
+    setenv(name, value.c_str(), 1);
+  }
+  ~Env() {
+    for (const char* n : names_) unsetenv(n);
+  }
+
+ private:
+  std::vector<const char*> names_;
+};
+
+PluginHost::Options options() {
+  PluginHost::Options o;
+  o.netPlugin = "none";
+  o.tunerPlugin = "autopilot";
+  o.profilerPlugin = "autopilot";
+  return o;
+}
+
+void fillTable(float table[abi::kNumAlgorithms][abi::kNumProtocols]) {
+  for (int a = 0; a < abi::kNumAlgorithms; ++a) {
+    for (int p = 0; p < abi::kNumProtocols; ++p) table[a][p] = abi::kAlgoProtoIgnore;
+  }
+  table[abi::kAlgoTree][abi::kProtoLL128] = 100.0f;  // NCCL's choice
+  table[abi::kAlgoRing][abi::kProtoSimple] = 120.0f;
+}
+
+// Calls until the cell NCCL would run is `want` on `streak` calls in a row (a probe alone does
+// not count: exploration plays every other call at most), or the time is up; returns the calls
+// made, or -1.
+long callUntil(HostTuner* t, void* ctx, int want, int seconds, int streak = 8) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  long n = 0;
+  int run = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    float table[abi::kNumAlgorithms][abi::kNumProtocols];
+    fillTable(table);
+    int nChannels = 0;
+    t->getCollInfo(ctx, abi::kFuncAllReduce, kMiB, 1, reinterpret_cast<float**>(table),
+                   abi::kNumAlgorithms, abi::kNumProtocols, 0, &nChannels);
+    ++n;
+    run = tuner::model::ncclChoice(&table[0][0]) == want ? run + 1 : 0;
+    if (run >= streak) return n;
+    if (n % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return -1;
+}
+
+CommSession::Config oneRank(uint64_t commId) {
+  CommSession::Config cfg;
+  cfg.commId = commId;
+  cfg.nRanks = 1;
+  cfg.nNodes = 1;
+  cfg.rank = 0;
+  cfg.nvlDomain = {1, 1, 1};
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("the tuner learns from measurements and never raises an IGNORE cell", "[tuner_host]") {
+  Env env;
+  env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", tempDir());
+  // The ring is really 40% faster than NCCL's table says: learning must find it.
+  env.set("NCCL_AUTOPILOT_TUNER_SYNTHETIC", "seed=3,noise=0.03,scale=5:0.6");
+  env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
+  PluginHost host(options());
+  REQUIRE(host.loadProfiler());
+  REQUIRE(host.loadTuner());
+  CommSession session(host, oneRank(0x7001));
+  REQUIRE(session.init() == abi::kSuccess);
+  HostTuner* t = host.tuner();
+  long n = callUntil(t, session.tunerContext(), kRingSimple, 20);
+  INFO("calls until the learned choice took effect: " << n);
+  CHECK(n > 0);
+
+  // Random tables, most cells IGNORE: no IGNORE cell ever comes back non-negative, nChannels is
+  // never touched, and the call never fails.
+  std::mt19937 rng(1);
+  for (int i = 0; i < 20000; ++i) {
+    float table[abi::kNumAlgorithms][abi::kNumProtocols], before[abi::kNumAlgorithms][abi::kNumProtocols];
+    for (auto& row : table) {
+      for (float& v : row) v = rng() % 3 == 0 ? float(1 + rng() % 1000) : abi::kAlgoProtoIgnore;
+    }
+    std::memcpy(before, table, sizeof(table));
+    int nChannels = 0;
+    int func = int(rng() % 6) - 1;
+    uint64_t bytes = uint64_t(1) << (rng() % 34);
+    REQUIRE(t->getCollInfo(session.tunerContext(), func, bytes, 1 + int(rng() % 3),
+                           reinterpret_cast<float**>(table), abi::kNumAlgorithms,
+                           abi::kNumProtocols, int(rng() % 2), &nChannels) == abi::kSuccess);
+    CHECK(nChannels == 0);
+    for (int c = 0; c < abi::kNumAlgorithms * abi::kNumProtocols; ++c) {
+      if ((&before[0][0])[c] < 0) CHECK((&table[0][0])[c] == (&before[0][0])[c]);
+    }
+  }
+}
+
+TEST_CASE("NCCL_ALGO / NCCL_PROTO set: the tuner leaves every table untouched", "[tuner_host]") {
+  Env env;
+  env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", tempDir());
+  env.set("NCCL_AUTOPILOT_TUNER_SYNTHETIC", "seed=3,noise=0.03,scale=5:0.3");
+  env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
+  env.set("NCCL_PROTO", "^LL");
+  PluginHost host(options());
+  REQUIRE(host.loadProfiler());
+  REQUIRE(host.loadTuner());
+  CommSession session(host, oneRank(0x7002));
+  REQUIRE(session.init() == abi::kSuccess);
+  // Three times what learning needed above, yet NCCL's choice stays.
+  CHECK(callUntil(host.tuner(), session.tunerContext(), kRingSimple, 2) == -1);
+}
+
+TEST_CASE("sizes below NCCL_AUTOPILOT_TUNER_MIN_BYTES keep NCCL's choice", "[tuner_host]") {
+  Env env;
+  env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", tempDir());
+  env.set("NCCL_AUTOPILOT_TUNER_SYNTHETIC", "seed=3,noise=0.03,scale=5:0.3");
+  env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
+  env.set("NCCL_AUTOPILOT_TUNER_MIN_BYTES", "2M");
+  PluginHost host(options());
+  REQUIRE(host.loadProfiler());
+  REQUIRE(host.loadTuner());
+  CommSession session(host, oneRank(0x7003));
+  REQUIRE(session.init() == abi::kSuccess);
+  CHECK(callUntil(host.tuner(), session.tunerContext(), kRingSimple, 2) == -1);  // 1 MiB < 2 MiB
+}
+
+TEST_CASE("a second job starts from the tuning file the first one saved", "[tuner_host]") {
+  std::string dir = tempDir();
+  std::string file = dir + "/tuning.txt";
+  {
+    Env env;
+    env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", dir);
+    env.set("NCCL_AUTOPILOT_TUNER_SYNTHETIC", "seed=5,noise=0.03,scale=5:0.6");
+    env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
+    env.set("NCCL_AUTOPILOT_TUNING_FILE", file);
+    PluginHost host(options());
+    REQUIRE(host.loadProfiler());
+    REQUIRE(host.loadTuner());
+    CommSession session(host, oneRank(0x7004));
+    REQUIRE(session.init() == abi::kSuccess);
+    REQUIRE(callUntil(host.tuner(), session.tunerContext(), kRingSimple, 20) > 0);
+  }
+  std::ifstream saved(file);
+  REQUIRE(saved.good());
+  {
+    // No measurements at all and no probes: only the file can make the ring the choice.
+    Env env;
+    env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", dir);
+    env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
+    env.set("NCCL_AUTOPILOT_TUNER_EXPLORE", "0");
+    env.set("NCCL_AUTOPILOT_TUNING_FILE", file);
+    LogCapture::clear();
+    PluginHost host(options());
+    REQUIRE(host.loadProfiler());
+    REQUIRE(host.loadTuner());
+    CommSession session(host, oneRank(0x7005));
+    REQUIRE(session.init() == abi::kSuccess);
+    CHECK(LogCapture::count(abi::kLogInfo, "loaded 1 learned contexts") == 1);
+    long n = callUntil(host.tuner(), session.tunerContext(), kRingSimple, 10);
+    CHECK(n > 0);
+    CHECK(n < 100000);  // a few milliseconds of the leader's first rounds
+  }
+  {
+    // A garbled file: a warning, and NCCL's choices.
+    std::ofstream(file) << "nccl-autopilot tuning 1\nsection zz\nctx 1 2 3\nend 00\n";
+    Env env;
+    env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", dir);
+    env.set("NCCL_AUTOPILOT_TUNER_EXPLORE", "0");
+    env.set("NCCL_AUTOPILOT_TUNING_FILE", file);
+    LogCapture::clear();
+    PluginHost host(options());
+    REQUIRE(host.loadProfiler());
+    REQUIRE(host.loadTuner());
+    CommSession session(host, oneRank(0x7006));
+    REQUIRE(session.init() == abi::kSuccess);
+    CHECK(LogCapture::count(abi::kLogWarn, "tuning file ignored") == 1);
+    CHECK(callUntil(host.tuner(), session.tunerContext(), kRingSimple, 1) == -1);
+  }
+}

@@ -1,0 +1,321 @@
+// The consensus protocol in one process: a leader and followers (each a TunerComm plus a
+// Coordinator) over real Unix sockets in a temporary directory, pumped by hand, so that every
+// step of the protocol and every refusal is observable and deterministic.
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "common/clock.h"
+#include "tuner_plugin/coordinator.h"
+#include "tuner_plugin/cost_model.h"
+#include "tuner_plugin/tuner_comm.h"
+
+using namespace autopilot;
+using namespace autopilot::tuner;
+
+namespace {
+
+constexpr uint64_t kComm = 0xC0FFEE;
+constexpr uint64_t kMiB = 1 << 20;
+
+std::string socketPath() {
+  char tmpl[] = "/tmp/ap-coord-XXXXXX";
+  char* d = mkdtemp(tmpl);
+  return std::string(d ? d : "/tmp") + "/t.sock";
+}
+
+struct Node {
+  TunerComm comm;
+  std::unique_ptr<Coordinator> coord;
+  Node(const CoordinatorConfig& cfg, uint64_t syncTimeoutNs = 2'000'000'000)
+      : comm(cfg.commId, 0, syncTimeoutNs, nullptr), coord(std::make_unique<Coordinator>(&comm, cfg)) {}
+};
+
+CoordinatorConfig config(const std::string& path, int rank, int nRanks, const std::string& secret = "") {
+  CoordinatorConfig c;
+  c.commId = kComm;
+  c.nRanks = nRanks;
+  c.nNodes = 1;
+  c.rank = rank;
+  c.endpoint.kind = Endpoint::Kind::kUnix;
+  c.endpoint.path = path;
+  c.key = wire::jobKey(kComm, nRanks, 1, secret);
+  c.joinTimeoutNs = 5'000'000'000;
+  c.heartbeatNs = 20'000'000;
+  return c;
+}
+
+// Runs every coordinator's poll/handle/tick for `ms`, or until `done` holds.
+template <typename Done>
+bool pumpUntil(std::vector<Node*> nodes, int ms, Done done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::vector<pollfd> fds;
+    for (Node* n : nodes) {
+      if (n->coord) n->coord->collectFds(&fds);
+    }
+    poll(fds.data(), fds.size(), 1);
+    uint64_t now = monotonicNs();
+    for (Node* n : nodes) {
+      if (!n->coord) continue;
+      n->coord->handleEvents(fds.data(), fds.size(), now);
+      n->coord->tick(now);
+    }
+    if (done()) return true;
+  }
+  return done();
+}
+
+bool ready(Node& n) { return n.coord->phase() == Coordinator::Phase::kReady; }
+
+// One call of the tuner on `n` for an AllReduce of 1 MiB; returns the cell NCCL would run.
+int call(TunerComm& comm, float cost = 10.0f) {
+  float table[abi::kNumAlgorithms][abi::kNumProtocols];
+  for (auto& row : table) {
+    for (float& v : row) v = -1.0f;
+  }
+  table[abi::kAlgoTree][abi::kProtoLL128] = cost;       // NCCL's choice
+  table[abi::kAlgoRing][abi::kProtoSimple] = cost * 2;  // the one the policy will force
+  int nChannels = 0;
+  comm.getCollInfo(abi::kFuncAllReduce, kMiB, 1, reinterpret_cast<float**>(table),
+                     abi::kNumAlgorithms, abi::kNumProtocols, &nChannels);
+  return model::ncclChoice(&table[0][0]);
+}
+int call(Node& n) { return call(n.comm); }
+
+DecisionTable forcingRingSimple() {
+  DecisionTable t;
+  t.entries[contextIndex(abi::kFuncAllReduce, kMiB, 1)].primary =
+      int8_t(abi::kAlgoRing * abi::kNumProtocols + abi::kProtoSimple);
+  return t;
+}
+
+constexpr int kTreeLL128 = abi::kAlgoTree * abi::kNumProtocols + abi::kProtoLL128;
+constexpr int kRingSimple = abi::kAlgoRing * abi::kNumProtocols + abi::kProtoSimple;
+
+}  // namespace
+
+TEST_CASE("leader and follower agree on a table and switch at the same call", "[coordinator]") {
+  std::string path = socketPath();
+  Node leader(config(path, 0, 2)), follower(config(path, 1, 2));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }));
+  CHECK(leader.coord->role() == Coordinator::Role::kLeader);
+  CHECK(follower.coord->role() == Coordinator::Role::kFollower);
+  REQUIRE(leader.coord->canPropose());
+  REQUIRE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
+    return leader.coord->committedVersion() == 1 && follower.coord->committedVersion() == 1;
+  }));
+  std::vector<int> a, b;
+  for (int i = 1; i <= 80; ++i) {
+    a.push_back(call(leader));
+    b.push_back(call(follower));
+  }
+  CHECK(a == b);
+  // NCCL's own choice up to the agreed index (64: the minimum lead), the agreed one from it on.
+  CHECK(a[62] == kTreeLL128);
+  CHECK(a[63] == kRingSimple);
+  CHECK(leader.comm.appliedVersion() == 1);
+  CHECK(follower.comm.appliedVersion() == 1);
+}
+
+TEST_CASE("a rank already past the switch point refuses; the leader aborts and tries later",
+          "[coordinator]") {
+  std::string path = socketPath();
+  Node leader(config(path, 0, 2)), follower(config(path, 1, 2));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }));
+  for (int i = 0; i < 1000; ++i) call(follower);  // the follower runs ahead
+  REQUIRE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
+  pumpUntil({&leader, &follower}, 3000, [&] { return leader.coord->stats().aborts == 1; });
+  CHECK(leader.coord->stats().aborts == 1);
+  CHECK(leader.coord->stats().refusals == 1);
+  CHECK(leader.coord->committedVersion() == 0);
+  // The refusal told the leader how far the follower is: the next proposal lands beyond it.
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return leader.coord->canPropose(); }));
+  REQUIRE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
+    return leader.coord->committedVersion() == 2 && follower.coord->committedVersion() == 2;
+  }));
+  std::vector<int> a, b;
+  for (int i = 1; i <= 2000; ++i) a.push_back(call(leader));
+  for (int i = 1001; i <= 2000; ++i) b.push_back(call(follower));
+  CHECK(std::vector<int>(a.begin() + 1000, a.end()) == b);
+  CHECK(a.back() == kRingSimple);
+  CHECK(a.front() == kTreeLL128);
+}
+
+TEST_CASE("a connection without the job key is rejected; the real follower still joins",
+          "[coordinator][security]") {
+  std::string path = socketPath();
+  Node leader(config(path, 0, 2));
+  REQUIRE(pumpUntil({&leader}, 1000, [&] { return leader.coord->role() == Coordinator::Role::kLeader; }));
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof(a.sun_path), "%s", path.c_str());
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  // A hello whose MAC was made with another key.
+  wire::Nonce leaderNonce, mine = {};
+  char buf[64];
+  pumpUntil({&leader}, 200, [] { return false; });
+  REQUIRE(recv(fd, buf, sizeof(buf), MSG_DONTWAIT) == 4 + 1 + 4 + 16);
+  std::memcpy(leaderNonce, buf + 9, 16);
+  Digest wrong = wire::helloMac(wire::jobKey(kComm, 2, 1, "guess"), leaderNonce, mine, 1, 0);
+  wire::Writer w;
+  w.u8(wire::kHello);
+  w.bytes(mine, 16);
+  w.i32(1);
+  w.u32(0);
+  w.bytes(wrong.data(), wrong.size());
+  std::string f = wire::frame(w.str());
+  REQUIRE(send(fd, f.data(), f.size(), 0) == ssize_t(f.size()));
+  pumpUntil({&leader}, 300, [&] { return leader.coord->stats().strangersRejected == 1; });
+  CHECK(leader.coord->stats().strangersRejected == 1);
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  CHECK(recv(fd, buf, sizeof(buf), 0) == 0);  // closed by the leader
+  close(fd);
+  CHECK(leader.coord->phase() == Coordinator::Phase::kJoining);
+
+  Node follower(config(path, 1, 2));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }));
+}
+
+TEST_CASE("ranks with different keys never agree on anything: learning stays off",
+          "[coordinator][security]") {
+  std::string path = socketPath();
+  CoordinatorConfig lc = config(path, 0, 2), fc = config(path, 1, 2, "another job's secret");
+  lc.joinTimeoutNs = fc.joinTimeoutNs = 400'000'000;
+  Node leader(lc), follower(fc);
+  pumpUntil({&leader, &follower}, 1500, [&] {
+    return leader.coord->phase() == Coordinator::Phase::kOff &&
+           follower.coord->phase() == Coordinator::Phase::kOff;
+  });
+  CHECK(leader.coord->stats().strangersRejected >= 1);
+  CHECK(leader.coord->phase() == Coordinator::Phase::kOff);
+  CHECK(follower.coord->phase() == Coordinator::Phase::kOff);
+  CHECK_FALSE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
+  // Nothing was ever forced: NCCL's own choice on both.
+  for (int i = 0; i < 200; ++i) {
+    CHECK(call(leader) == kTreeLL128);
+    CHECK(call(follower) == kTreeLL128);
+  }
+}
+
+TEST_CASE("the leader going away freezes the follower at the last committed table",
+          "[coordinator]") {
+  std::string path = socketPath();
+  Node leader(config(path, 0, 2)), follower(config(path, 1, 2));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }));
+  REQUIRE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
+    return leader.coord->committedVersion() == 1 && follower.coord->committedVersion() == 1;
+  }));
+  leader.coord.reset();  // finalize: goodbye
+  REQUIRE(pumpUntil({&follower}, 2000, [&] { return follower.coord->phase() == Coordinator::Phase::kFrozen; }));
+  CHECK(follower.comm.frozen());
+  uint64_t calls = 0;
+  CHECK(follower.comm.stage(2, 100, 0, DecisionTable{}, &calls) == TunerComm::StageResult::kFrozen);
+  // The committed table still takes effect at its index: it was agreed before the leader left.
+  int last = -1;
+  for (int i = 0; i < 100; ++i) last = call(follower);
+  CHECK(last == kRingSimple);
+}
+
+TEST_CASE("a rank at the switch point waits for the verdict, bounded by the sync timeout",
+          "[coordinator]") {
+  SECTION("the verdict arrives while it waits: applied exactly there") {
+    TunerComm comm(kComm, 0, 5'000'000'000, nullptr);
+    uint64_t calls = 0;
+    REQUIRE(comm.stage(1, 10, monotonicNs(), forcingRingSimple(), &calls) ==
+            TunerComm::StageResult::kStaged);
+    for (int i = 1; i < 10; ++i) CHECK(call(comm) == kTreeLL128);
+    std::thread verdict([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      comm.resolve(1, true);
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK(call(comm) == kRingSimple);  // call 10 waits, then takes the committed table
+    verdict.join();
+    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(90));
+    CHECK(comm.swapStats().waits == 1);
+  }
+  SECTION("no verdict: after the timeout it keeps its table and freezes") {
+    TunerComm comm(kComm, 0, 200'000'000, nullptr);
+    uint64_t calls = 0;
+    REQUIRE(comm.stage(1, 5, monotonicNs(), forcingRingSimple(), &calls) ==
+            TunerComm::StageResult::kStaged);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 1; i <= 20; ++i) CHECK(call(comm) == kTreeLL128);
+    auto waited = std::chrono::steady_clock::now() - t0;
+    CHECK(waited >= std::chrono::milliseconds(190));
+    CHECK(waited < std::chrono::seconds(5));
+    CHECK(comm.swapStats().timeouts == 1);
+    CHECK(comm.frozen());
+  }
+  SECTION("a proposal for an index already passed is refused") {
+    TunerComm comm(kComm, 0, 200'000'000, nullptr);
+    for (int i = 0; i < 10; ++i) call(comm);
+    uint64_t calls = 0;
+    CHECK(comm.stage(1, 10, 0, forcingRingSimple(), &calls) == TunerComm::StageResult::kTooLate);
+    CHECK(calls == 10);
+    CHECK(comm.stage(1, 11, 0, forcingRingSimple(), &calls) == TunerComm::StageResult::kStaged);
+    CHECK(comm.stage(2, 50, 0, forcingRingSimple(), &calls) == TunerComm::StageResult::kBusy);
+  }
+}
+
+TEST_CASE("with ranks unknown the rendezvous elects exactly one leader", "[coordinator]") {
+  std::string path = socketPath();
+  Node a(config(path, -1, 3)), b(config(path, -1, 3)), c(config(path, -1, 3));
+  REQUIRE(pumpUntil({&a, &b, &c}, 3000, [&] { return ready(a) && ready(b) && ready(c); }));
+  int leaders = 0;
+  for (Node* n : {&a, &b, &c}) leaders += n->coord->role() == Coordinator::Role::kLeader;
+  CHECK(leaders == 1);
+  Node* leader = a.coord->role() == Coordinator::Role::kLeader   ? &a
+                 : b.coord->role() == Coordinator::Role::kLeader ? &b
+                                                                 : &c;
+  REQUIRE(leader->coord->propose(forcingRingSimple(), monotonicNs()));
+  REQUIRE(pumpUntil({&a, &b, &c}, 3000, [&] {
+    return a.coord->committedVersion() == 1 && b.coord->committedVersion() == 1 &&
+           c.coord->committedVersion() == 1;
+  }));
+}
+
+TEST_CASE("NCCL_ALGO/NCCL_PROTO on one follower vetoes learning for the communicator",
+          "[coordinator]") {
+  std::string path = socketPath();
+  CoordinatorConfig fc = config(path, 1, 2);
+  fc.userAlgoProto = true;
+  Node leader(config(path, 0, 2)), follower(fc);
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }));
+  CHECK(leader.coord->vetoed());
+  CHECK_FALSE(leader.coord->canPropose());
+  CHECK_FALSE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
+}
+
+TEST_CASE("two ranks of one process that report the same rank still agree on one leader",
+          "[coordinator]") {
+  // Several GPUs per process: the registry keyed by communicator may give two ranks the same
+  // number. A rank 0 that finds a live leader follows it.
+  std::string path = socketPath();
+  Node a(config(path, 0, 3)), b(config(path, 0, 3)), c(config(path, 2, 3));
+  REQUIRE(pumpUntil({&a, &b, &c}, 3000, [&] { return ready(a) && ready(b) && ready(c); }));
+  int leaders = 0;
+  for (Node* n : {&a, &b, &c}) leaders += n->coord->role() == Coordinator::Role::kLeader;
+  CHECK(leaders == 1);
+  Node* leader = a.coord->role() == Coordinator::Role::kLeader ? &a : &b;
+  REQUIRE(leader->coord->propose(forcingRingSimple(), monotonicNs()));
+  REQUIRE(pumpUntil({&a, &b, &c}, 3000, [&] {
+    return a.coord->committedVersion() == 1 && b.coord->committedVersion() == 1 &&
+           c.coord->committedVersion() == 1;
+  }));
+}
