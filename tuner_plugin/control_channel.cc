@@ -22,7 +22,9 @@ namespace {
 params::StringParam gCoordinator(
     "NCCL_AUTOPILOT_COORDINATOR", "",
     "host[:port] where the tuner's ranks meet across hosts (TCP; port + commId mod 1024 per "
-    "communicator). Unset: a private Unix socket when all ranks share a node, else MASTER_ADDR.");
+    "communicator), or 'unix' for the private Unix socket even across nodes (ranks in containers "
+    "or network namespaces sharing one filesystem). Unset: the Unix socket when all ranks share a "
+    "node, else MASTER_ADDR.");
 params::IntParam gCoordinatorPort(
     "NCCL_AUTOPILOT_COORDINATOR_PORT", 29650, 1, 65535 - 1024,
     "Base TCP port of the tuner's rendezvous when NCCL_AUTOPILOT_COORDINATOR gives none, or "
@@ -100,7 +102,8 @@ Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why) {
   Endpoint ep;
   const int offset = int(commId % 1024);
   std::string coord = gCoordinator.get();
-  if (!coord.empty()) {
+  const bool unixRequested = coord == "unix" || coord == "unix:";
+  if (!coord.empty() && !unixRequested) {
     ep.kind = Endpoint::Kind::kTcp;
     int port = int(gCoordinatorPort.get());
     std::string portText;
@@ -129,7 +132,7 @@ Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why) {
     ep.port = port + offset;
     return ep;
   }
-  if (nNodes <= 1) {
+  if (nNodes <= 1 || unixRequested) {
     std::string dir = gCoordinatorDir.get() + "/nccl-autopilot-" + std::to_string(getuid());
     if (!privateDirectory(dir, why)) return Endpoint{};
     ep.kind = Endpoint::Kind::kUnix;

@@ -319,3 +319,39 @@ TEST_CASE("two ranks of one process that report the same rank still agree on one
            c.coord->committedVersion() == 1;
   }));
 }
+
+#include <cstdlib>
+
+#include "common/params.h"
+#include "tuner_plugin/control_channel.h"
+
+TEST_CASE("rendezvous: Unix socket on one node, 'unix' across nodes sharing a filesystem",
+          "[tuner][rendezvous]") {
+  using autopilot::tuner::Endpoint;
+  using autopilot::tuner::resolveEndpoint;
+  auto* coordinator = autopilot::params::find("NCCL_AUTOPILOT_COORDINATOR");
+  REQUIRE(coordinator != nullptr);
+  auto with = [&](const char* value) {
+    if (value) {
+      setenv("NCCL_AUTOPILOT_COORDINATOR", value, 1);
+    } else {
+      unsetenv("NCCL_AUTOPILOT_COORDINATOR");
+    }
+    coordinator->resetForTesting();
+  };
+  unsetenv("MASTER_ADDR");
+  std::string why;
+  with(nullptr);
+  CHECK(resolveEndpoint(0x1234, 1, &why).kind == Endpoint::Kind::kUnix);
+  CHECK(resolveEndpoint(0x1234, 4, &why).kind == Endpoint::Kind::kNone);
+  CHECK_FALSE(why.empty());
+  with("unix");
+  Endpoint ep = resolveEndpoint(0x1234, 4, &why);
+  CHECK(ep.kind == Endpoint::Kind::kUnix);
+  CHECK(ep.path.find("tuner-0000000000001234.sock") != std::string::npos);
+  with("127.0.0.1:4000");
+  ep = resolveEndpoint(0x1234, 4, &why);
+  CHECK(ep.kind == Endpoint::Kind::kTcp);
+  CHECK(ep.port == 4000 + int(0x1234 % 1024));
+  with(nullptr);
+}
