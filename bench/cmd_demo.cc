@@ -158,6 +158,9 @@ std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* c
       {"NCCL_PROFILER_PLUGIN", "autopilot"},
   };
   if (cluster) env["NCCL_AUTOPILOT_IFNAME"] = cluster->ifnameList();
+  // The ranks are separate "nodes" (network namespaces) on one filesystem: the tuner's control
+  // channel uses its private Unix socket, never the rails under test.
+  env["NCCL_AUTOPILOT_COORDINATOR"] = "unix";
   if (!closedLoop) {
     // What stock NCCL with an equal-split multi-rail transport does: NCCL's own choices,
     // equal split, no failover.
