@@ -376,6 +376,11 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
   if (!health_.fail(r, nowNs, reason, warn)) return;
   rails_[r].link.detach(true);
   rails_[r].tcpWatch = false;
+  if (!config_.failover && warn) {
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
+                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    return;
+  }
   if (lastDataRail_ == r) lastDataRail_ = -1;
   // Announcements queued or in flight on that rail may be lost: repeat them elsewhere.
   announceAll();

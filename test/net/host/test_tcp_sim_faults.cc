@@ -199,3 +199,18 @@ TEST_CASE("simulated: a standby rail carries nothing until the active one dies",
   CHECK(takeover.stream.corrupt == 0);
   CHECK(takeover.railShare[1] > 0.3);
 }
+
+TEST_CASE("simulated: with failover off the first failed rail fails the connection",
+          "[net][tcp][simfault]") {
+  SimRun run = simulated(
+      2, 256 << 10, "rail 0 rate 400\nrail 1 rate 400\n",
+      [](const std::string& plan) {
+        sleepMs(400);
+        writeFaultPlan(plan, "rail 0 rate 400\nrail 1 rate 400\nrail 1 down\n");
+        sleepMs(1500);
+      },
+      {}, {"re-sending"}, {{"NCCL_AUTOPILOT_NET_FAILOVER", "0"}});
+  // The baseline mode: the fault surfaces as an error on both sides instead of a migration.
+  CHECK(run.sender != 0);
+  CHECK(run.stream.corrupt == 0);
+}
