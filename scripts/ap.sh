@@ -11,7 +11,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${AUTOPILOT_BUILD_DIR:-$ROOT/build}
 JOBS=${AUTOPILOT_JOBS:-$(nproc)}
 PACKAGES=(cmake make g++ binutils pkg-config catch2 libibverbs-dev ibverbs-providers
-          libeigen3-dev iproute2 iperf3 python3)
+          libeigen3-dev iproute2 iperf3 python3 clang libclang-rt-14-dev)
 
 log() { printf '\n== %s\n' "$*" >&2; }
 

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -62,6 +63,11 @@ bool Channel::recv(void* data, size_t len, int timeoutMs) {
   return true;
 }
 
+bool Channel::readable() const {
+  pollfd pfd{fd_, POLLIN, 0};
+  return ::poll(&pfd, 1, 0) > 0;
+}
+
 bool Channel::sendLine(const std::string& line) {
   uint32_t n = uint32_t(line.size());
   return send(&n, sizeof(n)) && send(line.data(), line.size());
@@ -87,6 +93,8 @@ void channelPair(Channel* a, Channel* b) {
 }
 
 pid_t spawn(const std::function<int()>& body) {
+  std::fflush(stdout);  // or the child would print the parent's buffered output again
+  std::fflush(stderr);
   pid_t pid = ::fork();
   if (pid != 0) return pid;
   int code = 1;
@@ -158,6 +166,38 @@ int64_t checkPattern(const void* buf, size_t len, uint64_t seed) {
     if (p[i] != uint8_t(tail >> (8 * (i % 8)))) return int64_t(i);
   }
   return -1;
+}
+
+}  // namespace autopilot::bench
+
+namespace autopilot::bench {
+
+namespace {
+uint64_t stampAt(uint64_t message, size_t offset) {
+  return mix((message << 24) ^ offset ^ 0x5a5a5a5a5a5a5a5aull);
+}
+}  // namespace
+
+void stampWords(void* buf, size_t len, uint64_t message) {
+  auto* p = static_cast<uint8_t*>(buf);
+  for (size_t off = 0; off + 8 <= len; off += kStampStride) {
+    uint64_t v = stampAt(message, off);
+    std::memcpy(p + off, &v, 8);
+  }
+}
+
+bool checkStamps(const void* buf, size_t len, uint64_t message) {
+  const auto* p = static_cast<const uint8_t*>(buf);
+  for (size_t off = 0; off + 8 <= len; off += kStampStride) {
+    uint64_t v = stampAt(message, off);
+    if (std::memcmp(p + off, &v, 8) != 0) return false;
+  }
+  return true;
+}
+
+void poisonStamps(void* buf, size_t len) {
+  auto* p = static_cast<uint8_t*>(buf);
+  for (size_t off = 0; off + 8 <= len; off += kStampStride) std::memset(p + off, 0xa5, 8);
 }
 
 }  // namespace autopilot::bench

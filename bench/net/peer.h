@@ -27,6 +27,8 @@ class Channel {
   bool recvLine(std::string* line, int timeoutMs);
   // Waits for `expected`; false on timeout, EOF or another line.
   bool expect(const std::string& expected, int timeoutMs);
+  // True when a message (or EOF) is waiting, without blocking.
+  bool readable() const;
   int fd() const { return fd_; }
   void close();
 
@@ -46,5 +48,14 @@ int waitChild(pid_t pid, int timeoutMs);
 void fillPattern(void* buf, size_t len, uint64_t seed);
 // Returns the offset of the first byte that differs from the pattern, or -1 when all match.
 int64_t checkPattern(const void* buf, size_t len, uint64_t seed);
+
+// Cheaper checking for benchmarks, where a full pass over every byte would compete with the
+// transfer for the CPU: one 8-byte word per 4 KiB, encoding the message and the offset. The
+// receiver poisons those words before posting a buffer again, so a chunk that never landed,
+// landed at the wrong place, or came from another message is still caught.
+inline constexpr size_t kStampStride = 4096;
+void stampWords(void* buf, size_t len, uint64_t message);
+bool checkStamps(const void* buf, size_t len, uint64_t message);
+void poisonStamps(void* buf, size_t len);
 
 }  // namespace autopilot::bench

@@ -27,6 +27,12 @@ params::IntParam gRailWindow("NCCL_AUTOPILOT_NET_RAIL_WINDOW", 4 << 20, 256 << 1
 params::IntParam gStallMs("NCCL_AUTOPILOT_NET_STALL_TIMEOUT_MS", 100, 10, 60000,
                           "A rail holding data with no progress for this long (plus the time "
                           "its queued bytes need at its measured rate) is declared failed.");
+params::IntParam gPeerStallMs("NCCL_AUTOPILOT_NET_PEER_STALL_MS", 1000, 10, 60000,
+                              "When every rail holding data stalls at once (the peer paused, not "
+                              "a link), rails are declared failed only after this long.");
+params::BoolParam gFailover("NCCL_AUTOPILOT_NET_FAILOVER", true,
+                            "0 turns failover off: the first failed rail fails the connection, as "
+                            "a transport without failover would (a baseline for benchmarks).");
 params::IntParam gFailbackMinMs("NCCL_AUTOPILOT_NET_FAILBACK_MIN_MS", 50, 1, 60000,
                                 "First re-connection attempt of a failed rail after this long; "
                                 "doubles per failed attempt.");
@@ -54,11 +60,13 @@ CommConfig load() {
   c.chunks.wholeBelowBytes = 2 * c.chunks.minChunkBytes;
   c.striper.measureMinBytes = c.chunks.minChunkBytes;
   c.health.failure.stallTimeoutNs = uint64_t(gStallMs.get()) * 1'000'000;
+  c.health.peerStallNs = uint64_t(gPeerStallMs.get()) * 1'000'000;
   c.health.failback.initialBackoffNs = uint64_t(gFailbackMinMs.get()) * 1'000'000;
   c.health.failback.maxBackoffNs = uint64_t(gFailbackMaxMs.get()) * 1'000'000;
   c.health.degradation.degradeBelow = gDegradedRatio.get();
   c.health.degradation.recoverAbove = std::min(0.99, gDegradedRatio.get() * 1.4);
   c.peerTimeoutNs = uint64_t(gPeerTimeoutMs.get()) * 1'000'000;
+  c.failover = gFailover.get();
   c.connectTimeoutNs = uint64_t(gConnectTimeoutMs.get()) * 1'000'000;
   c.maxRecvs = int(gMaxRecvs.get());
   return c;

@@ -32,7 +32,10 @@ class FailureDetector {
 
   // A fresh connection: no error, idle.
   void reset(uint64_t nowNs);
-  void onProgress(uint64_t nowNs) { lastProgressNs_ = nowNs; }
+  void onProgress(uint64_t nowNs) {
+    lastProgressNs_ = nowNs;
+    lastEvidenceNs_ = nowNs;
+  }
   // Called whenever the rail's "holds outstanding data" status may have changed.
   void setOutstanding(bool outstanding, uint64_t nowNs);
   void onError() { error_ = true; }
@@ -42,6 +45,10 @@ class FailureDetector {
   uint64_t timeoutNs(uint64_t outstandingBytes, double bandwidthBytesPerSec) const;
   // How long the rail has held data without progress (0 when idle).
   uint64_t stalledForNs(uint64_t nowNs) const;
+  // When the current stall began (meaningful while stalledForNs() > 0).
+  uint64_t stallStartNs() const { return lastProgressNs_; }
+  // The last time the peer demonstrably consumed data on this rail (0: never).
+  uint64_t lastEvidenceNs() const { return lastEvidenceNs_; }
   bool failed(uint64_t nowNs, uint64_t outstandingBytes, double bandwidthBytesPerSec) const;
 
  private:
@@ -49,6 +56,7 @@ class FailureDetector {
   bool error_ = false;
   bool outstanding_ = false;
   uint64_t lastProgressNs_ = 0;
+  uint64_t lastEvidenceNs_ = 0;
 };
 
 }  // namespace autopilot::net::core

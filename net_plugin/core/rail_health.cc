@@ -33,6 +33,17 @@ void RailHealth::init(uint64_t commId, const char* role, const std::vector<RailI
   noLiveSinceNs_ = nowNs;
 }
 
+bool RailHealth::stallBlamesRail(int r, uint64_t nowNs) const {
+  const FailureDetector& fd = rails_[r].failure;
+  if (fd.hasError()) return true;
+  if (fd.stalledForNs(nowNs) >= config_.peerStallNs) return true;
+  for (size_t q = 0; q < rails_.size(); ++q) {
+    if (int(q) == r || rails_[q].state == State::kFailed) continue;
+    if (rails_[q].failure.lastEvidenceNs() > fd.stallStartNs()) return true;
+  }
+  return false;
+}
+
 int RailHealth::liveCount() const {
   int n = 0;
   for (const Rail& r : rails_) n += r.state != State::kFailed;

@@ -30,6 +30,9 @@ struct RailHealthConfig {
   DegradationDetector::Config degradation;
   FailbackScheduler::Config failback;
   uint64_t probationNs = 500'000'000;
+  // When every rail holding data stalls at once, the peer (or this host) is slow, not the rails:
+  // they are failed only after this long.
+  uint64_t peerStallNs = 1'000'000'000;
 };
 
 class RailHealth {
@@ -58,6 +61,10 @@ class RailHealth {
   uint64_t noLiveRailSinceNs() const { return noLiveSinceNs_; }
 
   FailureDetector& failure(int r) { return rails_[r].failure; }
+  // Whether rail r's no-progress stall is its own fault: another live rail showed the peer
+  // consuming data after r's stall began, or the stall outlasted peerStallNs. Without this, a
+  // peer that pauses (page faults on a fresh buffer, descheduling) would fail every rail at once.
+  bool stallBlamesRail(int r, uint64_t nowNs) const;
   FailbackScheduler& failback(int r) { return rails_[r].failback; }
 
   // Initial connection of a rail (at connect/accept time): healthy or standby, quietly.

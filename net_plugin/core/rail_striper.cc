@@ -31,6 +31,7 @@ void RailStriper::setBandwidth(int rail, double bytesPerSec) {
   Rail& r = rails_[rail];
   r.bandwidth = clampBandwidth(bytesPerSec);
   r.sampleBytes = r.sampleNs = 0;
+  r.samples = 0;
 }
 
 bool RailStriper::usable(int rail, bool standbyPass) const {
@@ -41,9 +42,11 @@ bool RailStriper::usable(int rail, bool standbyPass) const {
 bool RailStriper::fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) const {
   if (excludedMask & (1u << rail)) return false;
   const Rail& r = rails_[rail];
+  uint64_t window = r.samples == 0 ? std::min(config_.windowBytes, config_.startWindowBytes)
+                                   : config_.windowBytes;
   // An empty rail always takes one chunk, however large: otherwise a chunk bigger than the
   // window could never be sent.
-  return r.inFlight == 0 || r.inFlight + chunkBytes <= config_.windowBytes;
+  return r.inFlight == 0 || r.inFlight + chunkBytes <= window;
 }
 
 int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask) {
@@ -100,6 +103,7 @@ void RailStriper::onAssigned(int rail, uint64_t bytes, uint64_t nowNs) {
   if (measurable(bytes)) {
     if (r.measuredInFlight == 0) r.busyMarkNs = nowNs;
     r.measuredInFlight += bytes;
+    if (++r.measuredChunks >= 2) r.pipelined = true;
   }
 }
 
@@ -109,13 +113,20 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   r.inFlight -= std::min(r.inFlight, bytes);
   if (!measurable(bytes)) return;
   r.measuredInFlight -= std::min(r.measuredInFlight, bytes);
+  if (r.measuredChunks > 0) --r.measuredChunks;
   // Throughput while busy: acknowledged bytes over the time the rail held measurable data.
   if (nowNs > r.busyMarkNs) r.sampleNs += nowNs - r.busyMarkNs;
   r.busyMarkNs = nowNs;
   r.sampleBytes += bytes;
   if (r.sampleNs >= config_.sampleMinNs) {
     double sample = clampBandwidth(double(r.sampleBytes) * 1e9 / double(r.sampleNs));
-    r.bandwidth = clampBandwidth(config_.ewmaAlpha * sample + (1 - config_.ewmaAlpha) * r.bandwidth);
+    double alpha = r.samples == 0                                              ? 1.0
+                   : (sample > 2 * r.bandwidth || 2 * sample < r.bandwidth) ? config_.fastAlpha
+                                                                            : config_.ewmaAlpha;
+    if (r.pipelined || r.samples == 0 || sample > r.bandwidth) {
+      r.bandwidth = clampBandwidth(alpha * sample + (1 - alpha) * r.bandwidth);
+    }
+    r.pipelined = r.measuredChunks >= 2;
     r.sampleBytes = r.sampleNs = 0;
     ++r.samples;
   }
@@ -126,6 +137,8 @@ void RailStriper::onRailLost(int rail) {
   Rail& r = rails_[rail];
   r.inFlight = 0;
   r.measuredInFlight = 0;
+  r.measuredChunks = 0;
+  r.pipelined = false;
   r.sampleBytes = r.sampleNs = 0;
 }
 

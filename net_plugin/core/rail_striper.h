@@ -4,7 +4,13 @@
 // Measured mode (default): a chunk goes to the usable rail with the earliest predicted
 // completion, (bytes in flight on the rail + chunk) / measured bandwidth. Bandwidth is an EWMA
 // of what the rail really delivered while it was busy with measurable (large) chunks, clamped
-// to [minBandwidth, maxBandwidth]. Every `probeEvery`-th pick, a usable rail that has been
+// to [minBandwidth, maxBandwidth]; a sample more than 2x away from the estimate moves it
+// faster (the rail's rate really changed). Until a rail's first measurement (at start, or
+// after it re-joined) its estimate is a guess, so it holds at most `startWindowBytes`, and the
+// first measurement replaces the guess. A sample taken while the rail never held two
+// measurable chunks at once is bounded by latency rather than bandwidth: it may raise the
+// estimate but not lower it (otherwise a rail given a small share would measure itself slow
+// and keep its small share). Every `probeEvery`-th pick, a usable rail that has been
 // idle for `probeIdleNs` gets the chunk instead, so that idle or slow rails stay measured and
 // a healed rail's share can grow again. A rail never holds more than `windowBytes` (unless it
 // is empty), which keeps the assignment adaptive: chunks are placed as acknowledgements free
@@ -34,9 +40,11 @@ class RailStriper {
     double minBandwidth = 1.0e6;
     double maxBandwidth = 1.0e12;
     double ewmaAlpha = 0.3;                    // weight of a new sample
+    double fastAlpha = 0.75;                   // ... when it is 2x away from the estimate
     uint64_t windowBytes = 4u << 20;           // in-flight cap per rail
+    uint64_t startWindowBytes = 1u << 20;      // ... before the rail's first measurement
     uint64_t measureMinBytes = 64u << 10;      // smaller chunks do not feed the estimate
-    uint64_t sampleMinNs = 2'000'000;          // a sample spans at least this much busy time
+    uint64_t sampleMinNs = 5'000'000;          // a sample spans at least this much busy time
     uint32_t probeEvery = 32;                  // probe cadence, in picks (0: never)
     uint64_t probeIdleNs = 50'000'000;         // a rail idle this long is due for a probe
   };
@@ -69,6 +77,7 @@ class RailStriper {
   double bandwidth(int rail) const { return rails_[rail].bandwidth; }
   uint64_t inFlight(int rail) const { return rails_[rail].inFlight; }
   uint64_t assignedBytes(int rail) const { return rails_[rail].assignedBytes; }
+  // Measurements since the estimate was last set (0: still a guess).
   uint64_t samples(int rail) const { return rails_[rail].samples; }
   bool measurable(uint64_t bytes) const { return bytes >= config_.measureMinBytes; }
 
@@ -78,6 +87,8 @@ class RailStriper {
     double bandwidth = 0;
     uint64_t inFlight = 0;
     uint64_t measuredInFlight = 0;  // bytes of measurable chunks in flight
+    uint32_t measuredChunks = 0;    // ... and their number
+    bool pipelined = false;         // two or more during the current sample
     uint64_t busyMarkNs = 0;        // start of the busy time not yet accounted
     uint64_t sampleBytes = 0;
     uint64_t sampleNs = 0;

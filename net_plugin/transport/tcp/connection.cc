@@ -95,7 +95,7 @@ wire::AckStatus ListenComm::decide(const wire::Hello& hello, const SockAddr&) {
 void ListenComm::install(const wire::Hello& hello, Fd fd, const SockAddr&) {
   accepted_[hello.railIndex] = std::move(fd);
   generations_[hello.railIndex] = hello.generation;
-  if (firstRailNs_ == 0) firstRailNs_ = monotonicNs();
+  if (firstRailNs_ == 0) firstRailNs_ = nowNs_;
 }
 
 abi::Result ListenComm::accept(RecvComm** recvComm) {
@@ -104,6 +104,7 @@ abi::Result ListenComm::accept(RecvComm** recvComm) {
     return abi::kInvalidUsage;
   }
   uint64_t now = monotonicNs();
+  nowNs_ = now;  // install() stamps the first rail with the same clock reading
   auto& injector = core::FaultInjector::instance();
   injector.refresh(now);
   uint32_t paused = 0;
@@ -216,8 +217,8 @@ abi::Result Connector::progress(SendComm** sendComm) {
     if (connected_[r].valid()) {
       rs.fd = std::move(connected_[r]);
     } else {
-      dialers_[r].abandon();
       rs.error = resolved_[r] ? errors_[r] : "no answer within the straggler time";
+      dialers_[r].abandon();
     }
     setup.rails.push_back(std::move(rs));
   }

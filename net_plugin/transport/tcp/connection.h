@@ -54,6 +54,7 @@ class ListenComm final : public CommBase, private RailAcceptor::Owner {
   uint64_t connectionId_ = 0;
   int expectedRails_ = 0;
   uint64_t firstRailNs_ = 0;
+  uint64_t nowNs_ = 0;  // time of the current accept() call
   Fd accepted_[wire::kMaxRails];
   uint32_t generations_[wire::kMaxRails] = {};
   bool done_ = false;

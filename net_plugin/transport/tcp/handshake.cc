@@ -7,7 +7,6 @@ namespace autopilot::net::tcp {
 void RailDialer::start(const SockAddr& local, const SockAddr& remote, const wire::Hello& hello,
                        uint64_t nowNs, uint64_t timeoutNs) {
   fd_.reset();
-  remote_ = remote;
   sent_ = received_ = 0;
   error_.clear();
   refused_ = false;

@@ -34,13 +34,11 @@ class RailDialer {
   // the receiving side is closed or its process is gone).
   const std::string& error() const { return error_; }
   bool refused() const { return refused_; }
-  const SockAddr& remote() const { return remote_; }
 
  private:
   State fail(const std::string& why, bool refused = false);
   State state_ = State::kIdle;
   Fd fd_;
-  SockAddr remote_;
   uint8_t hello_[wire::kHelloBytes] = {};
   uint8_t ack_[wire::kHelloBytes] = {};
   size_t sent_ = 0, received_ = 0;
@@ -64,7 +62,6 @@ class HelloReader {
   const wire::Hello& hello() const { return hello_; }
   const SockAddr& peer() const { return peer_; }
   const std::string& error() const { return error_; }
-  int fd() const { return fd_.get(); }
   // Sends the verdict (best effort: a fresh socket always has room for 64 bytes).
   void reply(wire::AckStatus status, uint32_t generation);
   Fd take() { return std::move(fd_); }

@@ -15,9 +15,10 @@ namespace autopilot::net::tcp {
 namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
-constexpr uint64_t kReadBudgetPerPass = 16 << 20;
+constexpr uint64_t kReadBudgetPerPass = 2 << 20;  // per rail: rails take turns (see send_comm.cc)
 constexpr uint64_t kDirectReadMin = 16 << 10;  // smaller payload remainders go via staging
 constexpr uint64_t kAcceptCheckNs = 1'000'000;
+constexpr int kDirectReadRails = 2;
 constexpr uint64_t kTcpSampleNs = 5'000'000;
 constexpr uint64_t kEvaluateNs = 20'000'000;
 
@@ -187,17 +188,27 @@ void RecvComm::progress(uint64_t nowNs) {
   pollfd fds[wire::kMaxRails];
   int which[wire::kMaxRails];
   int n = 0;
-  for (int r = 0; r < nRails_; ++r) {
+  firstRail_ = (firstRail_ + 1) % nRails_;  // rotating service order, as on the sender
+  for (int i = 0; i < nRails_; ++i) {
+    int r = (firstRail_ + i) % nRails_;
     if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) {
       fds[n] = {rails_[r].link.fd(), POLLIN, 0};
       which[n++] = r;
     }
   }
-  if (n > 0 && ::poll(fds, nfds_t(n), 0) > 0) {
+  if (n <= kDirectReadRails) {
+    // One or two rails: reading each directly costs no more than poll() when idle, and one
+    // system call less on the latency path when data is there.
+    for (int i = 0; i < n; ++i) readRail(which[i], nowNs);
+  } else if (::poll(fds, nfds_t(n), 0) >= 0) {
+    // Bytes already staged (a previous pass stopped at its budget) are parsed even when the
+    // socket itself has nothing new.
     for (int i = 0; i < n; ++i) {
-      if (fds[i].revents != 0) readRail(which[i], nowNs);
+      if (fds[i].revents != 0 || rails_[which[i]].link.stagedBytes() > 0) readRail(which[i], nowNs);
     }
   }
+  // Acknowledgements go out at the end of every pass: the sender's completions and windows
+  // depend on them, and nothing guarantees another call on this comm soon.
   for (int r = 0; r < nRails_; ++r) {
     if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) flushRail(r, nowNs);
   }
@@ -260,6 +271,13 @@ void RecvComm::readRail(int r, uint64_t nowNs) {
     }
     wire::FrameHeader h;
     wire::DecodeError e = wire::decodeFrameHeader(link.staged(), link.stagedBytes(), &h);
+    if (e == wire::DecodeError::kOk && h.type == wire::FrameType::kPing) {
+      // The sender wants proof that we are alive (another rail stalled): answer at once.
+      uint8_t pong[wire::kFrameHeaderBytes];
+      link.queueControl(pong, wire::encodeLiveness(wire::FrameType::kPong, h.seq, pong));
+      link.consume(wire::kFrameHeaderBytes);
+      continue;
+    }
     if (e != wire::DecodeError::kOk || h.type != wire::FrameType::kData) {
       failRail(r, nowNs, std::string("protocol error from the sender: ") +
                              (e != wire::DecodeError::kOk ? wire::decodeErrorText(e)
@@ -358,6 +376,11 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
   if (!health_.fail(r, nowNs, reason, warn)) return;
   rails_[r].link.detach(true);
   rails_[r].tcpWatch = false;
+  if (!config_.failover && warn) {
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
+                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    return;
+  }
   if (lastDataRail_ == r) lastDataRail_ = -1;
   // Announcements queued or in flight on that rail may be lost: repeat them elsewhere.
   announceAll();
@@ -376,7 +399,7 @@ void RecvComm::checkHealth(uint64_t nowNs) {
     core::FailureDetector& fd = health_.failure(r);
     bool held = rail.link.controlQueued() > 0 || (rail.tcpWatch && rail.link.tcpUnacked() > 0);
     fd.setOutstanding(held, nowNs);
-    if (held && fd.failed(nowNs, 0, 0)) {
+    if (held && fd.failed(nowNs, 0, 0) && health_.stallBlamesRail(r, nowNs)) {
       failRail(r, nowNs, "the sender has taken none of our control frames for " +
                              std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
     }

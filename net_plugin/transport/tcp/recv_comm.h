@@ -53,8 +53,6 @@ class RecvComm final : public CommBase, private RailAcceptor::Owner {
   abi::Result irecv(int n, void** data, const size_t* sizes, const int* tags, void** request);
   abi::Result test(RecvRequest* request, int* done, int* sizes);
 
-  const core::RailHealth& health() const { return health_; }
-
  private:
   struct Rail {
     RailLink link;
@@ -95,6 +93,7 @@ class RecvComm final : public CommBase, private RailAcceptor::Owner {
   uint64_t nowNs_ = 0;  // time of the current pass (for the acceptor callbacks)
   uint64_t nextAcceptNs_ = 0;
   uint64_t nextEvaluateNs_ = 0;
+  int firstRail_ = 0;
   abi::Result failed_ = abi::kSuccess;
 };
 

@@ -14,12 +14,15 @@ namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
 constexpr int kMaxFramesPerWrite = 16;          // frames gathered into one sendmsg
-constexpr uint64_t kMaxBytesPerWrite = 8 << 20;  // per sendmsg
-constexpr uint64_t kWriteBudgetPerPass = 16 << 20;
+constexpr uint64_t kMaxBytesPerWrite = 2 << 20;  // per sendmsg
+// Per rail and pass: small enough that rails take turns at the CPU (a rail served after
+// another's 16 MiB would measure slower than it is), large enough to amortise the pass.
+constexpr uint64_t kWriteBudgetPerPass = 2 << 20;
 constexpr uint64_t kReadBudgetPerPass = 256 << 10;  // control traffic only
 constexpr uint64_t kTcpSampleNs = 5'000'000;
 constexpr uint64_t kEvaluateNs = 20'000'000;
-constexpr uint64_t kPacingBurstBytes = 256 << 10;
+constexpr uint64_t kPacingBurstBytes = 64 << 10;
+constexpr uint64_t kPacingQuantumBytes = 64 << 10;
 
 std::string fmtBytes(uint64_t b) {
   char buf[32];
@@ -85,7 +88,17 @@ SendComm::SendComm(SendCommSetup setup)
 }
 
 SendComm::~SendComm() {
-  for (int r = 0; r < nRails_; ++r) rails_[r].link.detach(false);
+  std::string summary;
+  for (int r = 0; r < nRails_; ++r) {
+    char part[160];
+    std::snprintf(part, sizeof(part), "%s rail %d %s %s, %.2f Gbit/s, %llu failure%s",
+                  r ? ";" : "", r, telemetry::railStateName(health_.state(r)),
+                  fmtBytes(striper_.assignedBytes(r)).c_str(), striper_.bandwidth(r) * 8e-9,
+                  (unsigned long long)health_.failures(r), health_.failures(r) == 1 ? "" : "s");
+    summary += part;
+    rails_[r].link.detach(false);
+  }
+  AP_INFO(kFlags, "comm 0x%llx send closed:%s", (unsigned long long)commId_, summary.c_str());
 }
 
 bool SendComm::simulatedDown(int r) const {
@@ -172,34 +185,51 @@ void SendComm::failComm(abi::Result error, const std::string& reason) {
 void SendComm::progress(uint64_t nowNs) {
   core::FaultInjector::instance().refresh(nowNs);
   if (failed_ != abi::kSuccess) return;
-  for (int r = 0; r < nRails_; ++r) {
+  // Rails are served in a rotating order: with the CPU as the bottleneck, always serving rail
+  // 0 first would make it look faster than the others, and the striper would believe it.
+  firstRail_ = (firstRail_ + 1) % nRails_;
+  // Data whose receive is already announced goes out before anything is read: on the latency
+  // path (a send posted after its clear-to-send arrived) the first system call is the write.
+  sendReady(nowNs);
+  bool gotFrames = false;
+  for (int i = 0; i < nRails_; ++i) {
+    int r = (firstRail_ + i) % nRails_;
     if (rails_[r].dialer.active()) pumpDialer(r, nowNs);
-    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) readRail(r, nowNs);
+    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) {
+      gotFrames |= readRail(r, nowNs);
+    }
   }
+  if (gotFrames) sendReady(nowNs);
+  checkHealth(nowNs);
+}
+
+void SendComm::sendReady(uint64_t nowNs) {
   matchRequests();
   placeChunks(nowNs);
-  for (int r = 0; r < nRails_; ++r) {
+  for (int i = 0; i < nRails_; ++i) {
+    int r = (firstRail_ + i) % nRails_;
     if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r) &&
         tracker_.posted(r) < tracker_.queued(r)) {
       writeRail(r, nowNs);
     }
   }
-  checkHealth(nowNs);
 }
 
-void SendComm::readRail(int r, uint64_t nowNs) {
+// True when frames were handled (acknowledgements or announcements arrived).
+bool SendComm::readRail(int r, uint64_t nowNs) {
   RailLink& link = rails_[r].link;
   uint64_t budget = kReadBudgetPerPass;
+  bool handled = false;
   while (budget > 0) {
     IoResult res = link.fill();
     if (res.status == Io::kError) {
       failRail(r, nowNs, "read: " + errnoText(res.error));
-      return;
+      return true;
     }
     if (res.status == Io::kClosed) {
       bool busy = tracker_.queued(r) > 0 || waitingSize_ > 0;
       failRail(r, nowNs, "the receiver closed the connection", busy);
-      return;
+      return true;
     }
     budget -= std::min<uint64_t>(budget, res.bytes);
     while (link.stagedBytes() >= wire::kFrameHeaderBytes) {
@@ -208,15 +238,17 @@ void SendComm::readRail(int r, uint64_t nowNs) {
       if (e != wire::DecodeError::kOk) {
         failRail(r, nowNs, std::string("protocol error from the receiver: ") +
                                wire::decodeErrorText(e));
-        return;
+        return true;
       }
       size_t need = wire::kFrameHeaderBytes + wire::controlBodyBytes(h);
       if (link.stagedBytes() < need) break;
-      if (!handleFrame(r, h, link.staged() + wire::kFrameHeaderBytes, nowNs)) return;
+      if (!handleFrame(r, h, link.staged() + wire::kFrameHeaderBytes, nowNs)) return true;
       link.consume(need);
+      handled = true;
     }
-    if (res.status == Io::kWouldBlock || res.bytes == 0) return;
+    if (res.status == Io::kWouldBlock || res.bytes == 0) return handled;
   }
+  return handled;
 }
 
 // False when the rail was failed (the caller must stop using it).
@@ -253,6 +285,9 @@ bool SendComm::handleFrame(int r, const wire::FrameHeader& h, const uint8_t* bod
       if (delta > 0) health_.failure(r).onProgress(nowNs);
       return true;
     }
+    case wire::FrameType::kPong:
+      health_.failure(r).onProgress(nowNs);  // the peer is alive and reads this rail
+      return true;
     default:
       failRail(r, nowNs, "protocol error: unexpected frame type from the receiver");
       return false;
@@ -314,7 +349,17 @@ void SendComm::writeRail(int r, uint64_t nowNs) {
   double rate = injector.rateBytesPerSec(rail.globalIndex);
   core::Pacer* pacer = rate > 0 ? injector.pacer(rail.globalIndex) : nullptr;
   uint64_t budget = kWriteBudgetPerPass;
-  if (pacer) budget = std::min(budget, pacer->allowance(nowNs, rate, kPacingBurstBytes));
+  if (pacer) {
+    // Wait until a worthwhile slice has accumulated: writing the few bytes earned since the
+    // previous pass would cost a system call each and cap the paced rate well below its value.
+    uint64_t unwritten = tracker_.queuedBytes(r) - tracker_.postedBytes(r);
+    // The bucket holds ~5 ms of the rate (at least 64 KiB): a sender descheduled for a moment
+    // on a busy machine catches up a little, without bursts that would distort measurements.
+    uint64_t burst = std::max<uint64_t>(kPacingBurstBytes, uint64_t(rate * 0.005));
+    uint64_t allowance = pacer->allowance(nowNs, rate, burst);
+    if (allowance < std::min(unwritten + wire::kFrameHeaderBytes, kPacingQuantumBytes)) return;
+    budget = std::min(budget, allowance);
+  }
   uint8_t headers[kMaxFramesPerWrite][wire::kFrameHeaderBytes];
   iovec iov[2 * kMaxFramesPerWrite];
   while (budget > 0 && tracker_.posted(r) < tracker_.queued(r)) {
@@ -390,10 +435,39 @@ void SendComm::writeRail(int r, uint64_t nowNs) {
 
 // ---------------------------------------------------------------------------- failure handling
 
+void SendComm::requestLiveness(int r, uint64_t nowNs) {
+  const uint64_t stallStart = health_.failure(r).stallStartNs();
+  for (int q = 0; q < nRails_; ++q) {
+    Rail& rail = rails_[q];
+    // Only idle rails: a rail carrying data shows the peer's life through its acknowledgements,
+    // and a ping must never land inside a half-written DATA frame.
+    if (q == r || !health_.live(q) || !rail.link.up() || simulatedDown(q) ||
+        tracker_.posted(q) != tracker_.queued(q) || rail.link.partialBytes != 0 ||
+        rail.pingSentNs > stallStart) {
+      continue;
+    }
+    uint8_t ping[wire::kFrameHeaderBytes];
+    size_t n = wire::encodeLiveness(wire::FrameType::kPing, nowNs, ping);
+    iovec iov{ping, n};
+    IoResult res = writeVec(rail.link.fd(), &iov, 1);
+    if (res.status == Io::kOk && res.bytes == n) {
+      rail.pingSentNs = nowNs;
+    } else if (res.status == Io::kOk && res.bytes > 0) {
+      // A partial 32-byte write on an idle socket: the stream is no longer framed. Start over.
+      failRail(q, nowNs, "write: partial liveness ping");
+    }
+  }
+}
+
 void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool warn) {
   Rail& rail = rails_[r];
   if (!health_.fail(r, nowNs, reason, warn)) return;
   rail.link.detach(true);
+  if (!config_.failover && warn) {
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
+                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    return;
+  }
   rail.dialer.abandon();
   uint64_t bytes = 0;
   uint32_t moved = tracker_.railFailed(r, &bytes);
@@ -429,12 +503,13 @@ void SendComm::pumpDialer(int r, uint64_t nowNs) {
   Rail& rail = rails_[r];
   RailDialer::State s = rail.dialer.progress(nowNs);
   if (s == RailDialer::State::kDone) {
+    // Start small: a fraction of what the others deliver (measured before this rail counts
+    // as live again); measurements grow it from there.
+    double peers = medianLiveBandwidth();
+    double start = peers > 0 ? peers * config_.rejoinShare : rail.nominalBytesPerSec;
     rail.link.attach(rail.dialer.take(), rail.generation);
     rail.refused = false;
     health_.rejoin(r, nowNs);
-    // Start small: a fraction of what the others deliver; measurements grow it from there.
-    double peers = medianLiveBandwidth();
-    double start = peers > 0 ? peers * config_.rejoinShare : rail.nominalBytesPerSec;
     striper_.setMode(r, health_.mode(r));
     striper_.setBandwidth(r, start);
     return;
@@ -475,7 +550,9 @@ void SendComm::checkHealth(uint64_t nowNs) {
     }
     uint64_t held = tracker_.queuedBytes(r);
     double bw = striper_.bandwidth(r);
-    if (fd.failed(nowNs, held, bw)) {
+    if (fd.failed(nowNs, held, bw) && !health_.stallBlamesRail(r, nowNs)) {
+      requestLiveness(r, nowNs);
+    } else if (fd.failed(nowNs, held, bw)) {
       char why[160];
       std::snprintf(why, sizeof(why),
                     "no progress for %llu ms while holding %s (allowed %llu ms at %.2f Gbit/s)",

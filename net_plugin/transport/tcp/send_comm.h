@@ -65,9 +65,6 @@ class SendComm : public CommBase {
   abi::Result isend(const void* data, size_t size, int tag, void** request);
   abi::Result test(SendRequest* request, int* done, int* sizes);
 
-  // For tests and benchmarks (through the journal and telemetry in production).
-  const core::RailHealth& health() const { return health_; }
-
  private:
   struct Rail {
     RailLink link;
@@ -78,15 +75,19 @@ class SendComm : public CommBase {
     double nominalBytesPerSec = 0;
     bool refused = false;  // the last re-connection attempt was refused outright
     uint64_t attempts = 0;
+    uint64_t pingSentNs = 0;  // last liveness ping written on this rail
   };
 
   void progress(uint64_t nowNs);
-  void readRail(int r, uint64_t nowNs);
+  void sendReady(uint64_t nowNs);
+  bool readRail(int r, uint64_t nowNs);
   bool handleFrame(int r, const wire::FrameHeader& h, const uint8_t* body, uint64_t nowNs);
   void matchRequests();
   void placeChunks(uint64_t nowNs);
   void writeRail(int r, uint64_t nowNs);
   void checkHealth(uint64_t nowNs);
+  // Rail r stalls and no other rail shows the peer alive: ping the idle ones.
+  void requestLiveness(int r, uint64_t nowNs);
   void failRail(int r, uint64_t nowNs, const std::string& reason, bool warn = true);
   void startReconnect(int r, uint64_t nowNs);
   void pumpDialer(int r, uint64_t nowNs);
@@ -117,6 +118,7 @@ class SendComm : public CommBase {
 
   abi::Result failed_ = abi::kSuccess;  // sticky comm error
   uint64_t nextEvaluateNs_ = 0;
+  int firstRail_ = 0;  // service order rotates every pass
 };
 
 }  // namespace autopilot::net::tcp

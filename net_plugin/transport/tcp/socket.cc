@@ -201,9 +201,4 @@ bool tcpCounters(int fd, uint64_t* bytesAcked, uint64_t* unacked) {
   return true;
 }
 
-bool peerAddress(int fd, SockAddr* out) {
-  out->length = sizeof(out->storage);
-  return ::getpeername(fd, out->sa(), &out->length) == 0;
-}
-
 }  // namespace autopilot::net::tcp

@@ -88,6 +88,5 @@ IoResult writeVec(int fd, const iovec* iov, int iovcnt);
 // queue (unsent or unacknowledged); false on error. Evidence of progress (or of its absence)
 // that needs no application-level reply.
 bool tcpCounters(int fd, uint64_t* bytesAcked, uint64_t* unacked);
-bool peerAddress(int fd, SockAddr* out);
 
 }  // namespace autopilot::net::tcp

@@ -187,6 +187,8 @@ DecodeError decodeFrameHeader(const uint8_t* in, size_t len, FrameHeader* out) {
       }
       break;
     case FrameType::kAck:
+    case FrameType::kPing:
+    case FrameType::kPong:
       if (h.length != 0 || h.buffer != 0 || h.offset != 0 || h.chunk != 0 || h.chunks != 0) {
         return DecodeError::kBadField;
       }
@@ -240,6 +242,14 @@ size_t encodeAck(uint64_t consumedFrames, uint8_t out[kFrameHeaderBytes]) {
   FrameHeader h;
   h.type = FrameType::kAck;
   h.seq = consumedFrames;
+  encodeFrameHeader(h, out);
+  return kFrameHeaderBytes;
+}
+
+size_t encodeLiveness(FrameType type, uint64_t nonce, uint8_t out[kFrameHeaderBytes]) {
+  FrameHeader h;
+  h.type = type;
+  h.seq = nonce;
   encodeFrameHeader(h, out);
   return kFrameHeaderBytes;
 }

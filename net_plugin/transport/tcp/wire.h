@@ -8,6 +8,9 @@
 //   sender -> receiver  DATA  chunk `chunk` of `chunks` for buffer `buffer` of request `seq`,
 //                             `length` payload bytes at byte `offset` of that buffer
 //   receiver -> sender  ACK   cumulative count of DATA frames consumed on this connection
+//   sender -> receiver  PING  "are you there?" (seq = nonce), sent on an idle rail when another
+//                             rail stalls, to tell a dead link from a paused peer
+//   receiver -> sender  PONG  the answer (same seq)
 #pragma once
 
 #include <cstddef>
@@ -17,7 +20,7 @@
 
 namespace autopilot::net::tcp::wire {
 
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
 
 // ---- handshake
 
@@ -79,7 +82,7 @@ inline constexpr size_t kMaxCtsBodyBytes = kCtsEntryBytes * core::kMaxRecvsPerRe
 inline constexpr uint64_t kMaxMessageBytes = uint64_t(1) << 40;  // NCCL_MAX_NET_SIZE_BYTES
 inline constexpr uint32_t kMaxChunksPerMessage = 1u << 20;
 
-enum class FrameType : uint8_t { kData = 1, kCts = 2, kAck = 3 };
+enum class FrameType : uint8_t { kData = 1, kCts = 2, kAck = 3, kPing = 4, kPong = 5 };
 
 struct FrameHeader {
   FrameType type = FrameType::kData;
@@ -103,5 +106,7 @@ size_t encodeCts(const core::PostedReceive& posted, uint8_t* out);
 DecodeError decodeCtsBody(const FrameHeader& h, const uint8_t* body, size_t len,
                           core::PostedReceive* out);
 size_t encodeAck(uint64_t consumedFrames, uint8_t out[kFrameHeaderBytes]);
+// PING / PONG: a header only, the nonce in seq.
+size_t encodeLiveness(FrameType type, uint64_t nonce, uint8_t out[kFrameHeaderBytes]);
 
 }  // namespace autopilot::net::tcp::wire

@@ -121,3 +121,35 @@ TEST_CASE("rail health: a persistently slow rail is marked degraded, then recove
   CHECK(h.state(2) == State::kHealthy);
   CHECK(journalCount("rail_recovered") == 1);
 }
+
+TEST_CASE("rail health: a stall is blamed on one rail only when the peer shows life elsewhere",
+          "[net][health]") {
+  telemetry::RailRegistry::instance().resetForTesting();
+  RailHealth h;
+  RailHealthConfig cfg;
+  cfg.peerStallNs = 1000 * kMs;
+  h.init(0x78, "send", rails(3), cfg, 0);
+  for (int r = 0; r < 3; ++r) h.connected(r, 0);
+  for (int r = 0; r < 3; ++r) {
+    h.failure(r).reset(0);
+    h.failure(r).setOutstanding(true, 10 * kMs);
+  }
+  // Every rail stalls together from t=10ms: the peer paused, nobody is blamed yet...
+  CHECK_FALSE(h.stallBlamesRail(0, 300 * kMs));
+  CHECK_FALSE(h.stallBlamesRail(1, 300 * kMs));
+  // ... until the stall outlasts the peer allowance.
+  CHECK(h.stallBlamesRail(0, 1011 * kMs));
+  // Rail 2 shows the peer consuming data after rail 0 stalled: rail 0 is at fault.
+  h.failure(2).onProgress(200 * kMs);
+  CHECK(h.stallBlamesRail(0, 300 * kMs));
+  CHECK(h.stallBlamesRail(1, 300 * kMs));
+  // Evidence from before the stall began does not count.
+  h.failure(1).onProgress(250 * kMs);
+  h.failure(1).setOutstanding(false, 251 * kMs);
+  h.failure(1).setOutstanding(true, 260 * kMs);  // a new stall starting at 260 ms
+  h.failure(2).setOutstanding(false, 261 * kMs);
+  CHECK_FALSE(h.stallBlamesRail(1, 400 * kMs));
+  // A hard error is always the rail's own.
+  h.failure(1).onError();
+  CHECK(h.stallBlamesRail(1, 400 * kMs));
+}

@@ -233,3 +233,39 @@ TEST_CASE("striper: a lost rail forgets its in-flight bytes", "[net][striper]") 
   s.onAssigned(7, 1, 0);
   s.setMode(-1, RailMode::kActive);
 }
+
+TEST_CASE("striper: a latency-bound sample raises the estimate but never lowers it",
+          "[net][striper]") {
+  RailStriper::Config cfg;
+  cfg.sampleMinNs = 1'000'000;
+  RailStriper s = activeStriper(1, cfg);
+  s.setBandwidth(0, 1e9);
+  uint64_t t = 0;
+  // First measurement after setBandwidth replaces the guess, whatever it is.
+  s.onAssigned(0, 1 << 20, t);
+  s.onCompleted(0, 1 << 20, t += 2'000'000);  // ~524 MB/s
+  REQUIRE(s.samples(0) == 1);
+  double first = s.bandwidth(0);
+  CHECK(first == Approx(524e6).epsilon(0.01));
+  // One chunk at a time, slower: ignored.
+  for (int i = 0; i < 20; ++i) {
+    s.onAssigned(0, 1 << 20, t);
+    s.onCompleted(0, 1 << 20, t += 10'000'000);  // ~105 MB/s
+  }
+  CHECK(s.bandwidth(0) == Approx(first));
+  // Two chunks at a time, just as slow: the rail really is slower.
+  for (int i = 0; i < 20; ++i) {
+    s.onAssigned(0, 1 << 20, t);
+    s.onAssigned(0, 1 << 20, t);
+    s.onCompleted(0, 1 << 20, t += 10'000'000);
+    s.onCompleted(0, 1 << 20, t += 10'000'000);
+  }
+  CHECK(s.bandwidth(0) < 0.3 * first);
+  // One chunk at a time, faster: raises.
+  double low = s.bandwidth(0);
+  for (int i = 0; i < 5; ++i) {
+    s.onAssigned(0, 1 << 20, t);
+    s.onCompleted(0, 1 << 20, t += 1'000'000);
+  }
+  CHECK(s.bandwidth(0) > 2 * low);
+}
