@@ -31,8 +31,9 @@ params::IntParam gPeerStallMs("NCCL_AUTOPILOT_NET_PEER_STALL_MS", 1000, 10, 6000
                               "When every rail holding data stalls at once (the peer paused, not "
                               "a link), rails are declared failed only after this long.");
 params::BoolParam gFailover("NCCL_AUTOPILOT_NET_FAILOVER", true,
-                            "0 turns failover off: the first failed rail fails the connection, as "
-                            "a transport without failover would (a baseline for benchmarks).");
+                            "0 turns failure detection and failover off (a baseline for "
+                            "benchmarks): a silent link stalls the connection, a socket error on "
+                            "any rail fails it, as a transport without failover would.");
 params::IntParam gFailbackMinMs("NCCL_AUTOPILOT_NET_FAILBACK_MIN_MS", 50, 1, 60000,
                                 "First re-connection attempt of a failed rail after this long; "
                                 "doubles per failed attempt.");

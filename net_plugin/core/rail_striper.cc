@@ -1,6 +1,7 @@
 #include "net_plugin/core/rail_striper.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace autopilot::net::core {
 
@@ -49,6 +50,19 @@ bool RailStriper::fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) con
   return r.inFlight == 0 || r.inFlight + chunkBytes <= window;
 }
 
+double RailStriper::effectiveBandwidth(int rail, bool standbyPass) const {
+  double bw[kMaxRails];
+  int n = 0;
+  for (int i = 0; i < n_; ++i) {
+    if (usable(i, standbyPass)) bw[n++] = rails_[i].bandwidth;
+  }
+  double own = rails_[rail].bandwidth;
+  if (n < 2) return own;
+  std::nth_element(bw, bw + n / 2, bw + n);
+  double median = bw[n / 2];
+  return std::abs(own - median) <= config_.equalBand * median ? median : own;
+}
+
 int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask) {
   // Standby rails are a second pass: used only while no active rail is usable at all.
   bool standbyPass = true;
@@ -83,7 +97,7 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
   for (int i = 0; i < n_; ++i) {
     if (!usable(i, standbyPass)) continue;
     const Rail& r = rails_[i];
-    double finish = double(r.inFlight + chunkBytes) / r.bandwidth;
+    double finish = double(r.inFlight + chunkBytes) / effectiveBandwidth(i, standbyPass);
     if (best < 0 || finish < bestFinish) {
       best = i;
       bestFinish = finish;

@@ -389,7 +389,7 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
 void RecvComm::checkHealth(uint64_t nowNs) {
   for (int r = 0; r < nRails_; ++r) {
     Rail& rail = rails_[r];
-    if (!health_.live(r) || !rail.link.up()) continue;
+    if (!health_.live(r) || !rail.link.up() || !config_.failover) continue;
     // What this side sends (announcements, acknowledgements) must be taken by the peer's TCP;
     // a dead link leaves it queued here or unacknowledged in the kernel.
     if (rail.tcpWatch && nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs && !simulatedDown(r)) {

@@ -538,6 +538,9 @@ void SendComm::checkHealth(uint64_t nowNs) {
       continue;
     }
     allRefused = false;
+    // Without failover (the baseline mode) nothing is declared dead from silence: like a
+    // transport without failure detection, a dead link stalls until the socket errors.
+    if (!config_.failover) continue;
     core::FailureDetector& fd = health_.failure(r);
     bool outstanding = tracker_.queued(r) > 0;
     fd.setOutstanding(outstanding, nowNs);
