@@ -118,12 +118,21 @@ bool parse(int argc, char** argv, DemoOptions* o) {
   return true;
 }
 
-// Faults, real (veth cluster) or simulated inside the plugin (loopback rails).
+// Faults, real (veth cluster: tc tbf, ip link) or simulated inside the plugin on loopback rails
+// (NCCL_AUTOPILOT_FAULT_FILE, which every rank's plugin re-reads; clearly labelled SIMULATED).
 class FaultControl {
  public:
-  FaultControl(VethCluster* cluster, const DemoOptions& o) : cluster_(cluster), o_(o) {}
+  FaultControl(VethCluster* cluster, const DemoOptions& o) : cluster_(cluster), o_(o) {
+    if (!cluster_) planPath_ = o_.outDir + "/simulated-faults.txt";
+  }
+  const std::string& planPath() const { return planPath_; }
+  bool simulated() const { return cluster_ == nullptr; }
+
   void apply(int phase) {
-    if (cluster_ == nullptr) return;
+    if (cluster_ == nullptr) {
+      writePlan(phase);
+      return;
+    }
     switch (phase) {
       case 0: break;
       case 1: cluster_->setRailRate(kFaultRail, o_.degradedMbit); break;
@@ -134,39 +143,72 @@ class FaultControl {
         break;
     }
   }
-  void reset() { apply(3); }
+  void reset() {
+    if (cluster_ == nullptr) {
+      writePlan(0);
+    } else {
+      apply(3);
+    }
+  }
   std::string describe(int phase) const {
+    std::string how = simulated() ? " (SIMULATED in the plugin)" : "";
     switch (phase) {
       case 1: return "rail " + std::to_string(kFaultRail) + " rate-limited to " +
-                     std::to_string(o_.degradedMbit) + " Mbit/s (tc tbf)";
-      case 2: return "rail " + std::to_string(kFaultRail) + " down (ip link set down)";
+                     std::to_string(o_.degradedMbit) + " Mbit/s" +
+                     (simulated() ? how : " (tc tbf)");
+      case 2: return "rail " + std::to_string(kFaultRail) + " down" +
+                     (simulated() ? how : " (ip link set down)");
       case 3: return "rail " + std::to_string(kFaultRail) + " up again, full rate";
     }
     return "all rails healthy";
   }
 
  private:
+  // Every rail paced at the line rate, the faulty one as the phase says. Written whole and
+  // renamed into place, so a rank never reads half a plan.
+  void writePlan(int phase) {
+    std::string tmp = planPath_ + ".tmp";
+    {
+      std::ofstream f(tmp);
+      for (int r = 0; r < o_.rails; ++r) {
+        int rate = (r == kFaultRail && phase == 1) ? o_.degradedMbit : o_.railMbit;
+        f << "rail " << r << " rate " << rate << "\n";
+      }
+      if (phase == 2) f << "rail " << kFaultRail << " down\n";
+    }
+    std::rename(tmp.c_str(), planPath_.c_str());
+  }
+
   VethCluster* cluster_;
   const DemoOptions& o_;
+  std::string planPath_;
 };
 
 std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* cluster,
-                                           const DemoOptions& o) {
+                                           const FaultControl& faults, const DemoOptions& o) {
   std::map<std::string, std::string> env{
       {"NCCL_NET_PLUGIN", "autopilot"},
       {"NCCL_TUNER_PLUGIN", "autopilot"},
       {"NCCL_PROFILER_PLUGIN", "autopilot"},
+      // The ranks are separate "nodes" on one filesystem: the tuner's control channel uses its
+      // private Unix socket, never the rails under test.
+      {"NCCL_AUTOPILOT_COORDINATOR", "unix"},
   };
-  if (cluster) env["NCCL_AUTOPILOT_IFNAME"] = cluster->ifnameList();
-  // The ranks are separate "nodes" (network namespaces) on one filesystem: the tuner's control
-  // channel uses its private Unix socket, never the rails under test.
-  env["NCCL_AUTOPILOT_COORDINATOR"] = "unix";
+  if (cluster) {
+    env["NCCL_AUTOPILOT_IFNAME"] = cluster->ifnameList();
+  } else {
+    std::string addrs;
+    for (int r = 0; r < o.rails; ++r) addrs += (r ? ",127.0.0." : "127.0.0.") + std::to_string(r + 1);
+    env["NCCL_AUTOPILOT_NET_ADDRS"] = addrs;
+    env["NCCL_AUTOPILOT_FAULT_FILE"] = faults.planPath();
+  }
   if (!closedLoop) {
     // What stock NCCL with an equal-split multi-rail transport does: NCCL's own choices,
-    // equal split, no failover.
+    // equal split over the rails, no failover.
     env["NCCL_AUTOPILOT_TUNER_ENABLE"] = "0";
+    env["NCCL_AUTOPILOT_NET_STRIPING"] = "equal";
+    env["NCCL_AUTOPILOT_NET_FAILOVER"] = "0";
   }
-  (void)o;
   return env;
 }
 
@@ -217,7 +259,7 @@ class Scenario {
     spec.rails = o_.rails;
     spec.railMbit = o_.railMbit;
     spec.sizes = o_.sizes;
-    spec.env = modeEnv(closedLoop, cluster_, o_);
+    spec.env = modeEnv(closedLoop, cluster_, faults_, o_);
     spec.cluster = cluster_;
     spec.logDir = o_.outDir + "/" + record->mode();
     mkdir(spec.logDir.c_str(), 0755);
@@ -416,9 +458,10 @@ int cmdDemo(int argc, char** argv) {
                 "tc tbf, addresses 127.32.<rail>.<host>)\n",
                 o.ranks, o.rails, o.railMbit);
   } else {
-    std::fprintf(stderr, "autopilot demo: needs root for its veth mini-cluster (%s)\n",
-                 why.c_str());
-    return 1;
+    std::printf("mini-cluster: %d ranks on loopback rails 127.0.0.1..%d paced to %d Mbit/s "
+                "inside the plugin; faults are SIMULATED by the plugin (%s)\n",
+                o.ranks, o.rails, o.railMbit,
+                o.noNetns ? "--no-netns" : ("no veth cluster: " + why).c_str());
   }
   Scenario scenario(o, cluster.get());
   FaultControl faults(cluster.get(), o);
