@@ -38,6 +38,7 @@ struct DemoOptions {
   int railMbit = 250;
   int degradedMbit = 25;
   double phaseSeconds = 7.0;
+  double warmupSeconds = 4.0;
   double stallSeconds = 4.0;
   std::string sizes = "262144,1048576,4194304";
   std::string mode = "both";
@@ -48,8 +49,24 @@ struct DemoOptions {
   bool plot = true;
 };
 
-const char* kPhaseNames[] = {"healthy", "degraded", "failed", "healed"};
+// The scenario. The warm-up is excluded from the comparison, as nccl-tests excludes its warm-up
+// iterations: connections are set up and the tuner takes its first measurements there.
+enum PhaseId { kWarmup = 0, kHealthy, kDegraded, kFailed, kHealed, kNumPhases };
+const char* kPhaseNames[kNumPhases] = {"warm-up", "healthy", "degraded", "failed", "healed"};
 constexpr int kFaultRail = 1;
+
+double phaseStart(const DemoOptions& o, int p) {
+  return p == kWarmup ? 0.0 : o.warmupSeconds + (p - kHealthy) * o.phaseSeconds;
+}
+double phaseEnd(const DemoOptions& o, int p) {
+  return p == kWarmup ? o.warmupSeconds : phaseStart(o, p) + o.phaseSeconds;
+}
+int phaseAt(const DemoOptions& o, double s) {
+  for (int p = kNumPhases - 1; p > kWarmup; --p) {
+    if (s >= phaseStart(o, p)) return p;
+  }
+  return kWarmup;
+}
 
 void usage() {
   std::printf(
@@ -59,6 +76,7 @@ void usage() {
       "  --rail-mbit M      line rate of each rail, Mbit/s (default 250)\n"
       "  --degraded-mbit M  rate of the degraded rail (default 25)\n"
       "  --phase-seconds S  length of each phase (default 7)\n"
+      "  --warmup-seconds S warm-up before the compared phases (default 4)\n"
       "  --sizes LIST       collective sizes in bytes (default 262144,1048576,4194304)\n"
       "  --mode both|closed|static\n"
       "  --out DIR          trace, plot, logs (default demo-out)\n"
@@ -87,6 +105,8 @@ bool parse(int argc, char** argv, DemoOptions* o) {
       o->degradedMbit = std::stoi(next());
     } else if (a == "--phase-seconds") {
       o->phaseSeconds = std::stod(next());
+    } else if (a == "--warmup-seconds") {
+      o->warmupSeconds = std::stod(next());
     } else if (a == "--sizes") {
       o->sizes = next();
     } else if (a == "--mode") {
@@ -107,11 +127,14 @@ bool parse(int argc, char** argv, DemoOptions* o) {
   }
   if (o->quick) {
     o->phaseSeconds = std::min(o->phaseSeconds, 2.5);
+    o->warmupSeconds = std::min(o->warmupSeconds, 1.0);
     o->sizes = "65536,524288";
-    o->stallSeconds = 2.0;
   }
+  // A job that completes nothing for a whole phase has stopped (TCP's retransmission backoff
+  // alone can hold a slow rail for seconds; that is slowness, not a stop).
+  o->stallSeconds = std::max(2.0, o->phaseSeconds);
   if (o->ranks < 2 || o->ranks > 16 || o->rails < 2 || o->rails > 8 || o->railMbit <= 0 ||
-      o->degradedMbit <= 0 || o->phaseSeconds <= 0 ||
+      o->degradedMbit <= 0 || o->phaseSeconds <= 0 || o->warmupSeconds < 0 ||
       (o->mode != "both" && o->mode != "closed" && o->mode != "static")) {
     throw std::runtime_error("invalid options (see --help)");
   }
@@ -134,31 +157,31 @@ class FaultControl {
       return;
     }
     switch (phase) {
-      case 0: break;
-      case 1: cluster_->setRailRate(kFaultRail, o_.degradedMbit); break;
-      case 2: cluster_->setRailUp(kFaultRail, false); break;
-      case 3:
+      case kDegraded: cluster_->setRailRate(kFaultRail, o_.degradedMbit); break;
+      case kFailed: cluster_->setRailUp(kFaultRail, false); break;
+      case kHealed:
         cluster_->setRailUp(kFaultRail, true);
         cluster_->setRailRate(kFaultRail, 0);
         break;
+      default: break;
     }
   }
   void reset() {
     if (cluster_ == nullptr) {
-      writePlan(0);
+      writePlan(kHealthy);
     } else {
-      apply(3);
+      apply(kHealed);
     }
   }
   std::string describe(int phase) const {
     std::string how = simulated() ? " (SIMULATED in the plugin)" : "";
     switch (phase) {
-      case 1: return "rail " + std::to_string(kFaultRail) + " rate-limited to " +
+      case kDegraded: return "rail " + std::to_string(kFaultRail) + " rate-limited to " +
                      std::to_string(o_.degradedMbit) + " Mbit/s" +
                      (simulated() ? how : " (tc tbf)");
-      case 2: return "rail " + std::to_string(kFaultRail) + " down" +
-                     (simulated() ? how : " (ip link set down)");
-      case 3: return "rail " + std::to_string(kFaultRail) + " up again, full rate";
+      case kFailed: return "rail " + std::to_string(kFaultRail) + " down" +
+                           (simulated() ? how : " (ip link set down)");
+      case kHealed: return "rail " + std::to_string(kFaultRail) + " up again, full rate";
     }
     return "all rails healthy";
   }
@@ -171,10 +194,10 @@ class FaultControl {
     {
       std::ofstream f(tmp);
       for (int r = 0; r < o_.rails; ++r) {
-        int rate = (r == kFaultRail && phase == 1) ? o_.degradedMbit : o_.railMbit;
+        int rate = (r == kFaultRail && phase == kDegraded) ? o_.degradedMbit : o_.railMbit;
         f << "rail " << r << " rate " << rate << "\n";
       }
-      if (phase == 2) f << "rail " << kFaultRail << " down\n";
+      if (phase == kFailed) f << "rail " << kFaultRail << " down\n";
     }
     std::rename(tmp.c_str(), planPath_.c_str());
   }
@@ -216,8 +239,8 @@ class Scenario {
  public:
   Scenario(const DemoOptions& o, VethCluster* cluster)
       : o_(o), cluster_(cluster), faults_(cluster, o) {
-    for (int p = 0; p < 4; ++p) {
-      phases_.push_back(Phase{kPhaseNames[p], p * o.phaseSeconds, (p + 1) * o.phaseSeconds});
+    for (int p = 0; p < kNumPhases; ++p) {
+      phases_.push_back(Phase{kPhaseNames[p], phaseStart(o, p), phaseEnd(o, p)});
     }
   }
 
@@ -225,19 +248,19 @@ class Scenario {
     ModeRecord record(closedLoop ? "closed-loop" : "static", phases_, o_.ranks);
     faults_.reset();
     double offset = 0;
-    int startPhase = 0;
-    while (startPhase < 4) {
+    int startPhase = kWarmup;
+    while (startPhase < kNumPhases) {
       int failedAt = runJob(closedLoop, &record, startPhase, &offset);
       if (failedAt < 0) break;
       // The job died (static mode has no failover). A real job would be restarted once the
       // network is repaired: wait for the healed phase and measure a restarted job there.
-      if (closedLoop || failedAt >= 3) break;
-      for (int p = failedAt + 1; p < 3; ++p) record.markFailed(kPhaseNames[p], "job stopped");
-      double waitUntil = 3 * o_.phaseSeconds;
+      if (closedLoop || failedAt >= kHealed) break;
+      for (int p = failedAt + 1; p < kHealed; ++p) record.markFailed(kPhaseNames[p], "job stopped");
+      double waitUntil = phaseStart(o_, kHealed);
       sleepUntil(waitUntil);
-      faults_.apply(3);
+      faults_.apply(kHealed);
       record.markRestarted("healed");
-      startPhase = 3;
+      startPhase = kHealed;
       offset = waitUntil;
     }
     faults_.reset();
@@ -272,7 +295,7 @@ class Scenario {
     }
     job.go();
     const uint64_t t0 = monotonicNs();
-    if (startPhase == 0) scenarioStartNs_ = t0;
+    if (startPhase == kWarmup) scenarioStartNs_ = t0;
     const double jobOffset = *offset;
     uint64_t maxIteration = 0;
     uint64_t lastProgress = t0;
@@ -290,11 +313,11 @@ class Scenario {
       }
     };
     int failedAt = -1;
-    const double end = 4 * o_.phaseSeconds;
+    const double end = phaseEnd(o_, kHealed);
     for (;;) {
       double s = jobOffset + double(monotonicNs() - t0) / 1e9;
       if (s >= end) break;
-      int want = std::min(3, int(s / o_.phaseSeconds));
+      int want = phaseAt(o_, s);
       while (phase < want) {
         ++phase;
         faults_.apply(phase);
@@ -321,7 +344,7 @@ class Scenario {
       if (s - lastStatus >= 0.5) {
         lastStatus = s;
         const PhaseStats& st = record->stats(kPhaseNames[phase]);
-        double phaseElapsed = s - phase * o_.phaseSeconds;
+        double phaseElapsed = s - phaseStart(o_, phase);
         std::fprintf(stderr, "\r[%s] t=%5.1fs %-8s iter %6llu  %6.3f Gbit/s  last %-32s",
                      record->mode().c_str(), s, kPhaseNames[phase],
                      static_cast<unsigned long long>(maxIteration),
@@ -360,9 +383,10 @@ void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* 
   std::ofstream f(path);
   f << "{\n  \"ranks\": " << o.ranks << ", \"rails\": " << o.rails
     << ", \"rail_mbit\": " << o.railMbit << ", \"degraded_mbit\": " << o.degradedMbit
-    << ", \"phase_seconds\": " << o.phaseSeconds << ",\n  \"identical_decisions\": "
-    << (identical ? "true" : "false") << ",\n  \"phases\": [\n";
-  for (int p = 0; p < 4; ++p) {
+    << ", \"phase_seconds\": " << o.phaseSeconds << ", \"warmup_seconds\": " << o.warmupSeconds
+    << ",\n  \"identical_decisions\": " << (identical ? "true" : "false")
+    << ",\n  \"phases\": [\n";
+  for (int p = kHealthy; p < kNumPhases; ++p) {
     std::string name = kPhaseNames[p];
     double c = closed ? closed->stats(name).gbps(o.phaseSeconds) : 0;
     double s = stat ? stat->stats(name).gbps(o.phaseSeconds) : 0;
@@ -379,7 +403,7 @@ void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* 
       << ", \"closed_loop_failed\": "
       << (closed && closed->stats(name).failed ? "true" : "false")
       << ", \"static_restarted\": " << (stat && stat->stats(name).restarted ? "true" : "false")
-      << "}" << (p < 3 ? "," : "") << "\n";
+      << "}" << (p + 1 < kNumPhases ? "," : "") << "\n";
   }
   f << "  ]\n}\n";
 }
@@ -416,8 +440,8 @@ void writePlot(const DemoOptions& o, const std::vector<const ModeRecord*>& recor
   for (const ModeRecord* r : records) {
     for (const auto& [t, g] : r->timeline(0.5)) f << r->mode() << "," << t << "," << g << "\n";
   }
-  for (int p = 1; p < 4; ++p) {
-    f << "event," << p * o.phaseSeconds << "," << kPhaseNames[p] << "\n";
+  for (int p = kHealthy; p < kNumPhases; ++p) {
+    f << "event," << phaseStart(o, p) << "," << kPhaseNames[p] << "\n";
   }
   f.close();
   (void)faults;
@@ -465,8 +489,9 @@ int cmdDemo(int argc, char** argv) {
   }
   Scenario scenario(o, cluster.get());
   FaultControl faults(cluster.get(), o);
-  std::printf("scenario: %.0f s per phase: healthy | %s | %s | %s\n", o.phaseSeconds,
-              faults.describe(1).c_str(), faults.describe(2).c_str(), faults.describe(3).c_str());
+  std::printf("scenario: %.0f s warm-up, then %.0f s per phase: healthy | %s | %s | %s\n",
+              o.warmupSeconds, o.phaseSeconds, faults.describe(kDegraded).c_str(),
+              faults.describe(kFailed).c_str(), faults.describe(kHealed).c_str());
   std::unique_ptr<ModeRecord> closed, stat;
   if (o.mode != "static") closed = std::make_unique<ModeRecord>(scenario.run(true));
   if (o.mode != "closed") stat = std::make_unique<ModeRecord>(scenario.run(false));
@@ -474,7 +499,7 @@ int cmdDemo(int argc, char** argv) {
   bool identical = true;
   std::printf("\n%-9s | %12s | %12s | %8s | %10s | %s\n", "phase", "closed Gbit/s",
               "static Gbit/s", "speedup", "bytes lost", "static");
-  for (int p = 0; p < 4; ++p) {
+  for (int p = kHealthy; p < kNumPhases; ++p) {
     std::string name = kPhaseNames[p];
     double c = closed ? closed->stats(name).gbps(o.phaseSeconds) : 0;
     double s = stat ? stat->stats(name).gbps(o.phaseSeconds) : 0;
@@ -492,7 +517,7 @@ int cmdDemo(int argc, char** argv) {
     if (r == nullptr) continue;
     std::printf("\n%s: latency per size (median us) and decisions per phase\n",
                 r->mode().c_str());
-    for (int p = 0; p < 4; ++p) {
+    for (int p = kWarmup; p < kNumPhases; ++p) {
       const PhaseStats& st = r->stats(kPhaseNames[p]);
       std::printf("  %-9s", kPhaseNames[p]);
       for (auto [bytes, lat] : st.latencyUs) {
