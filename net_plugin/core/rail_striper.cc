@@ -15,6 +15,7 @@ void RailStriper::reset(int n) {
   }
   picks_ = 0;
   nextEqual_ = 0;
+  nextTie_ = 0;
 }
 
 double RailStriper::clampBandwidth(double bw) const {
@@ -92,9 +93,12 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
     }
     if (probe >= 0) return probe;
   }
+  // Ties are common (a message whose chunks start on idle rails) and must not always go to the
+  // lowest index: the scan starts after the rail picked last, so equal rails take turns.
   int best = -1;
   double bestFinish = 0;
-  for (int i = 0; i < n_; ++i) {
+  for (int k = 0; k < n_; ++k) {
+    int i = (nextTie_ + k) % n_;
     if (!usable(i, standbyPass)) continue;
     const Rail& r = rails_[i];
     double finish = double(r.inFlight + chunkBytes) / effectiveBandwidth(i, standbyPass);
@@ -105,6 +109,7 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
   }
   // If the rail that would finish first is full, waiting for it beats a slower rail.
   if (best < 0 || !fits(best, chunkBytes, excludedMask)) return -1;
+  nextTie_ = (best + 1) % n_;
   return best;
 }
 

@@ -113,6 +113,7 @@ class RailStriper {
   Rail rails_[kMaxRails];
   uint64_t picks_ = 0;
   int nextEqual_ = 0;
+  int nextTie_ = 0;
 };
 
 }  // namespace autopilot::net::core

@@ -298,3 +298,22 @@ TEST_CASE("striper: noisy estimates of equal rails still split equally; a truly 
   CHECK(s.effectiveBandwidth(1) == Approx(3e6));
   CHECK(s.effectiveBandwidth(0) == Approx(31e6).epsilon(0.2));
 }
+
+TEST_CASE("striper: equal rails take turns when chunks start on idle rails", "[net][striper]") {
+  // Latency-bound traffic: each message is one or two chunks sent while every rail is idle.
+  // Breaking ties toward the lowest index would leave the last rail unused.
+  RailStriper s = activeStriper(3);
+  for (int i = 0; i < 3; ++i) s.setBandwidth(i, 31e6);
+  uint64_t assigned[3] = {};
+  for (int msg = 0; msg < 300; ++msg) {
+    int a = s.pick(64 << 10, 1'000'000'000);
+    s.onAssigned(a, 64 << 10, 1'000'000'000);
+    int b = s.pick(64 << 10, 1'000'000'000);
+    s.onAssigned(b, 64 << 10, 1'000'000'000);
+    ++assigned[a];
+    ++assigned[b];
+    s.onCompleted(a, 64 << 10, 1'000'000'000);
+    s.onCompleted(b, 64 << 10, 1'000'000'000);
+  }
+  for (uint64_t n : assigned) CHECK(n == Approx(200).margin(2));
+}
