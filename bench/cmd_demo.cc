@@ -225,6 +225,9 @@ std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* c
     env["NCCL_AUTOPILOT_NET_ADDRS"] = addrs;
     env["NCCL_AUTOPILOT_FAULT_FILE"] = faults.planPath();
   }
+  // The tuner's switch points are counted in calls; this workload calls it ~25 times a second
+  // (NCCL jobs: thousands), so the lead between a policy change and its effect is scaled down.
+  env["NCCL_AUTOPILOT_TUNER_SWAP_LEAD"] = "8";
   if (!closedLoop) {
     // What stock NCCL with an equal-split multi-rail transport does: NCCL's own choices,
     // equal split over the rails, no failover.
