@@ -7,6 +7,7 @@
 // as NCCL does and run all-reduce, all-gather, reduce-scatter and broadcast on host buffers
 // (bench/demo/rank.cc). The static mode is what stock NCCL with an equal-split transport would
 // do: NCCL's own choices, equal split over the rails, no failover.
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -141,6 +142,24 @@ bool parse(int argc, char** argv, DemoOptions* o) {
   return true;
 }
 
+// Removes what an earlier run left in a mode's folder (logs, traces, metrics), so that the
+// counters read back are this run's.
+void clearOutputs(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    auto ends = [&](const char* suffix) {
+      size_t n = std::strlen(suffix);
+      return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
+    };
+    if (ends(".prom") || ends(".json") || ends(".log") || ends(".prom.tmp")) {
+      unlink((dir + "/" + name).c_str());
+    }
+  }
+  closedir(d);
+}
+
 // Faults, real (veth cluster: tc tbf, ip link) or simulated inside the plugin on loopback rails
 // (NCCL_AUTOPILOT_FAULT_FILE, which every rank's plugin re-reads; clearly labelled SIMULATED).
 class FaultControl {
@@ -208,8 +227,14 @@ class FaultControl {
 };
 
 std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* cluster,
-                                           const FaultControl& faults, const DemoOptions& o) {
+                                           const FaultControl& faults, const DemoOptions& o,
+                                           const std::string& modeDir) {
   std::map<std::string, std::string> env{
+      // The profiler's exports: a Perfetto trace per rank, and the Prometheus file from which
+      // the demo reads the net plugin's rail counters (failovers, recoveries).
+      {"NCCL_AUTOPILOT_TRACE_FILE", modeDir + "/trace-rank%r.json"},
+      {"NCCL_AUTOPILOT_PROM_FILE", modeDir + "/metrics-%p.prom"},
+      {"NCCL_AUTOPILOT_PROM_INTERVAL_MS", "250"},
       {"NCCL_NET_PLUGIN", "autopilot"},
       {"NCCL_TUNER_PLUGIN", "autopilot"},
       {"NCCL_PROFILER_PLUGIN", "autopilot"},
@@ -250,6 +275,8 @@ class Scenario {
   ModeRecord run(bool closedLoop) {
     ModeRecord record(closedLoop ? "closed-loop" : "static", phases_, o_.ranks);
     faults_.reset();
+    countedFailovers_ = countedRecoveries_ = 0;
+    clearOutputs(o_.outDir + "/" + record.mode());
     double offset = 0;
     int startPhase = kWarmup;
     while (startPhase < kNumPhases) {
@@ -285,10 +312,10 @@ class Scenario {
     spec.rails = o_.rails;
     spec.railMbit = o_.railMbit;
     spec.sizes = o_.sizes;
-    spec.env = modeEnv(closedLoop, cluster_, faults_, o_);
     spec.cluster = cluster_;
     spec.logDir = o_.outDir + "/" + record->mode();
     mkdir(spec.logDir.c_str(), 0755);
+    spec.env = modeEnv(closedLoop, cluster_, faults_, o_, spec.logDir);
     Job job(spec);
     if (!job.waitReady(60000)) {
       std::fprintf(stderr, "\n[%s] setup failed: %s\n", record->mode().c_str(),
@@ -322,6 +349,7 @@ class Scenario {
       if (s >= end) break;
       int want = phaseAt(o_, s);
       while (phase < want) {
+        countRailEvents(record, spec.logDir, phase);
         ++phase;
         faults_.apply(phase);
         std::fprintf(stderr, "\n[%s] t=%5.1fs  %s: %s\n", record->mode().c_str(), s,
@@ -357,19 +385,34 @@ class Scenario {
     }
     if (failedAt >= 0) {
       job.kill();
+      countRailEvents(record, spec.logDir, phase);
       *offset = jobOffset + double(monotonicNs() - t0) / 1e9;
       return failedAt;
     }
     if (!job.stop(maxIteration + 4, 20000, onIteration)) {
       record->markFailed("healed", "ranks did not stop cleanly: " + job.error());
     }
+    countRailEvents(record, spec.logDir, phase);  // the files' final state, written at finalize
     std::fprintf(stderr, "\n");
     return -1;
+  }
+
+  // Attributes the rail failures and recoveries counted since the last call to `phase`. The
+  // files are rewritten every 250 ms, so an event right at a boundary may land in the next phase.
+  void countRailEvents(ModeRecord* record, const std::string& dir, int phase) {
+    double failovers = sumPrometheusMetric(dir, "nccl_autopilot_rail_failovers_total");
+    double recoveries = sumPrometheusMetric(dir, "nccl_autopilot_rail_recoveries_total");
+    PhaseStats& st = record->stats(kPhaseNames[phase]);
+    st.failovers += std::max(0.0, failovers - countedFailovers_);
+    st.recoveries += std::max(0.0, recoveries - countedRecoveries_);
+    countedFailovers_ = std::max(countedFailovers_, failovers);
+    countedRecoveries_ = std::max(countedRecoveries_, recoveries);
   }
 
   const DemoOptions& o_;
   VethCluster* cluster_;
   FaultControl faults_;
+  double countedFailovers_ = 0, countedRecoveries_ = 0;
   std::vector<Phase> phases_;
   uint64_t scenarioStartNs_ = monotonicNs();
 };
@@ -403,6 +446,8 @@ void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* 
       f << "null";
     }
     f << ", \"bytes_lost\": " << lost << ", \"static_failed\": " << (sf ? "true" : "false")
+      << ", \"failovers\": " << (closed ? closed->stats(name).failovers : 0)
+      << ", \"recoveries\": " << (closed ? closed->stats(name).recoveries : 0)
       << ", \"closed_loop_failed\": "
       << (closed && closed->stats(name).failed ? "true" : "false")
       << ", \"static_restarted\": " << (stat && stat->stats(name).restarted ? "true" : "false")
@@ -500,8 +545,8 @@ int cmdDemo(int argc, char** argv) {
   if (o.mode != "closed") stat = std::make_unique<ModeRecord>(scenario.run(false));
 
   bool identical = true;
-  std::printf("\n%-9s | %12s | %12s | %8s | %10s | %s\n", "phase", "closed Gbit/s",
-              "static Gbit/s", "speedup", "bytes lost", "static");
+  std::printf("\n%-9s | %12s | %12s | %8s | %10s | %9s | %s\n", "phase", "closed Gbit/s",
+              "static Gbit/s", "speedup", "bytes lost", "failovers", "static");
   for (int p = kHealthy; p < kNumPhases; ++p) {
     std::string name = kPhaseNames[p];
     double c = closed ? closed->stats(name).gbps(o.phaseSeconds) : 0;
@@ -511,10 +556,15 @@ int cmdDemo(int argc, char** argv) {
                                  : stat->stats(name).restarted ? "restarted after repair" : "ok";
     char speed[16] = "-";
     if (s > 0 && c > 0) std::snprintf(speed, sizeof(speed), "%.2fx", c / s);
-    std::printf("%-9s | %12s | %12s | %8s | %10llu | %s\n", name.c_str(),
+    char rails[32] = "-";
+    if (closed) {
+      std::snprintf(rails, sizeof(rails), "%.0f/%.0f", closed->stats(name).failovers,
+                    closed->stats(name).recoveries);
+    }
+    std::printf("%-9s | %12s | %12s | %8s | %10llu | %9s | %s\n", name.c_str(),
                 fmtGbps(c, closed && closed->stats(name).failed).c_str(),
                 fmtGbps(s, stat && stat->stats(name).failed).c_str(), speed,
-                static_cast<unsigned long long>(lost), st.c_str());
+                static_cast<unsigned long long>(lost), rails, st.c_str());
   }
   for (const ModeRecord* r : {closed.get(), stat.get()}) {
     if (r == nullptr) continue;

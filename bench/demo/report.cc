@@ -3,9 +3,35 @@
 #include <algorithm>
 #include <cmath>
 
+#include <dirent.h>
+
+#include <cstdlib>
+#include <fstream>
+
 #include "bench/demo/collectives.h"
 
 namespace autopilot::demo {
+
+double sumPrometheusMetric(const std::string& dir, const std::string& metric) {
+  double total = 0;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() < 5 || name.compare(name.size() - 5, 5, ".prom") != 0) continue;
+    std::ifstream f(dir + "/" + name);
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.compare(0, metric.size(), metric) != 0) continue;
+      char next = line.size() > metric.size() ? line[metric.size()] : '\0';
+      if (next != '{' && next != ' ') continue;
+      size_t space = line.rfind(' ');
+      if (space != std::string::npos) total += std::strtod(line.c_str() + space + 1, nullptr);
+    }
+  }
+  closedir(d);
+  return total;
+}
 
 ModeRecord::ModeRecord(std::string mode, std::vector<Phase> phases, int nRanks)
     : mode_(std::move(mode)), phases_(std::move(phases)), nRanks_(nRanks) {

@@ -23,11 +23,17 @@ struct PhaseStats {
   std::map<uint64_t, std::vector<double>> latencyUs;  // by tuner-visible size
   std::map<std::string, uint64_t> decisions;          // "Ring/Simple" -> calls
   uint64_t wrongElements = 0;                         // all ranks
+  double failovers = 0;   // rail failures the plugins declared during the phase (all ranks)
+  double recoveries = 0;  // ... and rails that re-joined
   bool failed = false;
   bool restarted = false;
   std::string failure;
   double gbps(double seconds) const { return seconds > 0 ? busBytes * 8 / 1e9 / seconds : 0; }
 };
+
+// Sums a metric over every Prometheus text file (*.prom) in `dir` (the profiler plugin's
+// export, one file per rank process): how the demo reads the plugins' rail counters.
+double sumPrometheusMetric(const std::string& dir, const std::string& metric);
 
 // Everything one mode (closed loop or static) produced.
 class ModeRecord {
