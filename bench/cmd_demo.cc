@@ -365,10 +365,14 @@ class Scenario {
       }
       double stalled = double(monotonicNs() - lastProgress) / 1e9;
       if (stalled > o_.stallSeconds) {
-        std::string why = "stopped: no collective completed for " +
-                          std::to_string(int(o_.stallSeconds)) + " s";
-        record->markFailed(kPhaseNames[phase], why);
-        std::fprintf(stderr, "\n[%s] t=%5.1fs  %s\n", record->mode().c_str(), s, why.c_str());
+        // The job stopped when its last collective completed: that phase is where it failed.
+        double stoppedAt = s - stalled;
+        int stoppedPhase = std::max(startPhase, phaseAt(o_, stoppedAt));
+        char why[96];
+        std::snprintf(why, sizeof(why), "stopped at t=%.1fs: no collective completed since",
+                      stoppedAt);
+        for (int p = stoppedPhase; p <= phase; ++p) record->markFailed(kPhaseNames[p], why);
+        std::fprintf(stderr, "\n[%s] t=%5.1fs  %s\n", record->mode().c_str(), s, why);
         failedAt = phase;
         break;
       }
