@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for people and CI: installs what is missing (Debian 12, as root, apt-get),
 # builds, and runs the main job or the tests.
-#   scripts/ap.sh demo   build, then run the main job
+#   scripts/ap.sh demo   build, then run the main job (autopilot demo; extra arguments go to it)
 #   scripts/ap.sh test   build, run every test, then the unit tests again under ASan+UBSan, and
 #                        the profiler's concurrency test under TSan
 #   scripts/ap.sh build  build only (build/ holds bin/autopilot and lib/libnccl-*-autopilot.so)
@@ -11,7 +11,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${AUTOPILOT_BUILD_DIR:-$ROOT/build}
 JOBS=${AUTOPILOT_JOBS:-$(nproc)}
 PACKAGES=(cmake make g++ binutils pkg-config catch2 libibverbs-dev ibverbs-providers
-          libeigen3-dev iproute2 iperf3 python3 clang libclang-rt-14-dev)
+          libeigen3-dev iproute2 iperf3 python3 python3-matplotlib clang libclang-rt-14-dev)
 
 log() { printf '\n== %s\n' "$*" >&2; }
 
@@ -51,8 +51,8 @@ case "$cmd" in
   demo)
     install_deps
     build "$BUILD"
-    log "autopilot info"
-    exec "$BUILD/bin/autopilot" info "$@"
+    log "autopilot demo $*"
+    exec "$BUILD/bin/autopilot" demo "$@"
     ;;
   test)
     install_deps
