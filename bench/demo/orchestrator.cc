@@ -210,14 +210,15 @@ bool Job::stop(uint64_t iteration, int timeoutMs,
   }
   bool clean = true;
   for (pid_t p : pids_) {
+    // Ranks exit right after their last report; give each a moment, then insist.
     int status = 0;
-    // Ranks exit right after their last report; give them a moment, then insist.
-    for (int i = 0; i < 50 && waitpid(p, &status, WNOHANG) == 0; ++i) usleep(20000);
-    if (waitpid(p, &status, WNOHANG) == 0) {
+    pid_t done = 0;
+    for (int i = 0; i < 50 && (done = waitpid(p, &status, WNOHANG)) == 0; ++i) usleep(20000);
+    if (done == 0) {
       ::kill(p, SIGKILL);
       waitpid(p, &status, 0);
       clean = false;
-    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    } else if (done < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       clean = false;
     }
   }
