@@ -76,8 +76,16 @@ SimRun simulated(int rails, size_t messageBytes, const std::string& initialPlan,
         void* comm = nullptr;
         if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
         if (int rc = streamSend(ep, comm, peer, parent, messageBytes, 8)) return rc;
+        // A needle "a|b" is satisfied by either alternative.
         for (const std::string& n : senderMustLog) {
-          PEER_CHECK(host::LogCapture::count(-1, n) >= 1, "the sender never logged '%s'", n.c_str());
+          size_t seen = 0, start = 0;
+          while (start <= n.size()) {
+            size_t bar = n.find('|', start);
+            if (bar == std::string::npos) bar = n.size();
+            seen += host::LogCapture::count(-1, n.substr(start, bar - start));
+            start = bar + 1;
+          }
+          PEER_CHECK(seen >= 1, "the sender never logged '%s'", n.c_str());
         }
         for (const std::string& n : senderMustNotLog) {
           PEER_CHECK(host::LogCapture::count(-1, n) == 0, "the sender logged '%s'", n.c_str());
@@ -116,7 +124,8 @@ TEST_CASE("simulated: a rail going down mid-transfer loses nothing, and re-joins
         writeFaultPlan(plan, "rail 0 rate 400\nrail 1 rate 400\n");
         sleepMs(1500);
       },
-      {"send rail 1 (lo/127.0.0.2): healthy -> failed", "re-sending",
+      {"send rail 1 (lo/127.0.0.2): healthy -> failed|send rail 1 (lo/127.0.0.2): degraded -> failed",
+       "re-sending",
        "send rail 1 (lo/127.0.0.2): failed -> probing", "SIMULATED fault: rail 1"});
   CHECK(run.receiver == 0);
   CHECK(run.sender == 0);
@@ -138,7 +147,8 @@ TEST_CASE("simulated: a flapping rail never loses or corrupts data", "[net][tcp]
         }
         sleepMs(300);
       },
-      {"send rail 1 (lo/127.0.0.2): healthy -> failed"});
+      // Measurement noise on a loaded machine may call the rail degraded before it first fails.
+      {"send rail 1 (lo/127.0.0.2): healthy -> failed|send rail 1 (lo/127.0.0.2): degraded -> failed"});
   CHECK(run.receiver == 0);
   CHECK(run.sender == 0);
   CHECK(run.stream.messages > 50);
