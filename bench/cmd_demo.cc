@@ -367,7 +367,12 @@ class Scenario {
       if (stalled > o_.stallSeconds) {
         // The job stopped when its last collective completed: that phase is where it failed.
         double stoppedAt = s - stalled;
-        int stoppedPhase = std::max(startPhase, phaseAt(o_, stoppedAt));
+        // The phase of the last completion still completed something: the stop belongs to the
+        // first moment after it.
+        int stoppedPhase = std::max(startPhase, phaseAt(o_, stoppedAt + 1e-3));
+        if (stoppedPhase < phase && phaseStart(o_, stoppedPhase + 1) - stoppedAt < 0.25) {
+          ++stoppedPhase;  // stalled right at a phase change: the new phase stopped it
+        }
         char why[96];
         std::snprintf(why, sizeof(why), "stopped at t=%.1fs: no collective completed since",
                       stoppedAt);
