@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <regex>
+#include <cctype>
 #include <string>
 
 #include "autopilot_version.h"
@@ -29,14 +29,17 @@ std::string describeEnv(PluginKind kind, std::string* value) {
   return std::string(host::kindEnvVar(kind)) + " unset: using 'autopilot'";
 }
 
+// The "instance 0x..." a plugin's init logged (every init names the loaded copy it runs in).
 std::string instanceOf(const std::string& needle) {
-  static const std::regex kInstance("instance (0x[0-9a-f]+)");
   for (const auto& r : LogCapture::records()) {
-    std::smatch m;
-    if (r.message.find(needle) != std::string::npos &&
-        std::regex_search(r.message, m, kInstance)) {
-      return m[1];
+    if (r.message.find(needle) == std::string::npos) continue;
+    size_t at = r.message.find("instance 0x");
+    if (at == std::string::npos) continue;
+    size_t begin = at + 9, end = begin + 2;
+    while (end < r.message.size() && std::isxdigit(static_cast<unsigned char>(r.message[end]))) {
+      ++end;
     }
+    return r.message.substr(begin, end - begin);
   }
   return "?";
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for people and CI: installs what is missing (Debian 12, as root, apt-get),
 # builds, and runs the main job or the tests.
-#   scripts/ap.sh demo   build, then run the main job
+#   scripts/ap.sh demo   build, then run the main job (autopilot demo; extra arguments go to it)
 #   scripts/ap.sh test   build, run every test (the verbs transport's in a qemu VM), then the
 #                        unit tests again under ASan+UBSan, and the profiler's concurrency test
 #                        under TSan
@@ -14,7 +14,7 @@ JOBS=${AUTOPILOT_JOBS:-$(nproc)}
 # qemu-system-x86 .. cpio: the Soft-RoCE VM of the verbs transport's tests (test/verbs/rxe-vm.sh,
 # CTest verbs_vm), which also downloads Debian's kernel package on first use.
 PACKAGES=(cmake make g++ binutils pkg-config catch2 libibverbs-dev ibverbs-providers
-          libeigen3-dev iproute2 iperf3 python3 clang libclang-rt-14-dev
+          libeigen3-dev iproute2 iperf3 python3 python3-matplotlib clang libclang-rt-14-dev
           qemu-system-x86 busybox-static ibverbs-utils rdma-core cpio)
 
 log() { printf '\n== %s\n' "$*" >&2; }
@@ -55,8 +55,8 @@ case "$cmd" in
   demo)
     install_deps
     build "$BUILD"
-    log "autopilot info"
-    exec "$BUILD/bin/autopilot" info "$@"
+    log "autopilot demo $*"
+    exec "$BUILD/bin/autopilot" demo "$@"
     ;;
   test)
     install_deps

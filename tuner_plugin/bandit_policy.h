@@ -45,7 +45,8 @@ struct PolicyConfig {
   int minSamples = 3;             // samples before an arm may become the incumbent
   int maxExploreSamples = 32;     // probes per arm before it is judged on what it has
   int explorePeriod = 2;          // every 2nd call of a context may probe
-  int exploreBudget = 4;          // probes per decision
+  int exploreBudget = 2;          // probes per decision (a table stays in force until the next
+                                  // agreed change: this bounds the probes of a round)
   int refreshPlays = 2000;        // incumbent samples between refreshes (0 = never)
   bool explore = true;            // false: exploit what is known (e.g. loaded), never probe
 };

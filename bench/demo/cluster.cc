@@ -101,6 +101,10 @@ VethCluster::VethCluster(const Config& config) : config_(config) {
                    ".route_localnet=1");
         runChecked("ip -n " + host + " addr add " + railAddress(h, r) + "/24 dev " + nic);
         runChecked("ip -n " + host + " link set " + nic + " up");
+        // With the link down its /24 route goes away and 127/8 would send the rail's traffic to
+        // loopback, which answers with resets; a dead link must be silent instead.
+        runChecked("ip -n " + host + " route add blackhole 127.32." + std::to_string(r) +
+                   ".0/24 metric 4000");
         shape(h, r, config_.rateMbit);
       }
     }
@@ -138,10 +142,15 @@ void VethCluster::shape(int host, int rail, int mbit) {
     runQuiet(ns + "tc qdisc del" + dev + " root");
     return;
   }
-  // Burst sized for ~4 ms at line rate (at least 32 KiB) keeps tbf accurate at low rates.
+  // Burst sized for ~4 ms at line rate (at least 32 KiB) keeps tbf accurate at low rates. A
+  // rate change is applied in place ('change', not 'replace'): a link that slows down does not
+  // drop what it already queued.
   long burst = std::max(32768L, long(mbit) * 1000000L / 8 / 250);
-  runChecked(ns + "tc qdisc replace" + dev + " root tbf rate " + std::to_string(mbit) +
-             "mbit burst " + std::to_string(burst) + " latency 100ms");
+  std::string params = " root tbf rate " + std::to_string(mbit) + "mbit burst " +
+                       std::to_string(burst) + " latency 400ms";
+  if (std::system((ns + "tc qdisc change" + dev + params + " >/dev/null 2>&1").c_str()) != 0) {
+    runChecked(ns + "tc qdisc replace" + dev + params);
+  }
 }
 
 void VethCluster::setRailRate(int rail, int mbit) {

@@ -12,6 +12,7 @@ ProfilerFeed::ProfilerFeed(host::HostProfiler* profiler, void* context, int rank
 
 void ProfilerFeed::enqueued(const CollectiveInfo& info) {
   coll_ = nullptr;
+  nChannels_ = info.nChannels;
   if (profiler_ == nullptr) return;
   sampledMask_ = *mask_;  // NCCL samples the mask once per operation, at enqueue
   const uint64_t m = uint64_t(sampledMask_);
@@ -64,18 +65,22 @@ void ProfilerFeed::enqueued(const CollectiveInfo& info) {
 
 void ProfilerFeed::completed(uint64_t startTimer, uint64_t endTimer) {
   if (profiler_ == nullptr || !(uint64_t(sampledMask_) & ev::kKernelCh)) return;
-  abi::ProfilerEventDescrV5 d;
-  std::memset(&d, 0, sizeof(d));
-  d.type = ev::kKernelCh;
-  d.parentObj = coll_;
-  d.kernelCh.channelId = 0;
-  d.kernelCh.pTimer = startTimer;
-  void* channel = nullptr;
-  profiler_->startEvent(context_, &channel, &d);
-  abi::ProfilerEventStateArgsV5 args;
-  args.kernelCh.pTimer = endTimer;
-  profiler_->recordEventState(channel, abi::state::kKernelChStop, &args);
-  profiler_->stopEvent(channel);
+  // NCCL emits one kernel-channel event per channel the collective used; a profiler counts them
+  // down to tell when the collective completed.
+  for (int c = 0; c < nChannels_; ++c) {
+    abi::ProfilerEventDescrV5 d;
+    std::memset(&d, 0, sizeof(d));
+    d.type = ev::kKernelCh;
+    d.parentObj = coll_;
+    d.kernelCh.channelId = uint8_t(c);
+    d.kernelCh.pTimer = startTimer;
+    void* channel = nullptr;
+    profiler_->startEvent(context_, &channel, &d);
+    abi::ProfilerEventStateArgsV5 args;
+    args.kernelCh.pTimer = endTimer;
+    profiler_->recordEventState(channel, abi::state::kKernelChStop, &args);
+    profiler_->stopEvent(channel);
+  }
 }
 
 }  // namespace autopilot::demo

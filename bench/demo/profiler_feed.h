@@ -29,7 +29,7 @@ class ProfilerFeed {
     int root;
     const char* algo;      // "Ring", "Tree"
     const char* proto;     // "LL", "LL128", "Simple"
-    int nChannels;
+    int nChannels;         // channels used; one KernelCh event is emitted per channel
     uint64_t seqNumber;    // per-communicator, per-function
   };
 
@@ -44,6 +44,7 @@ class ProfilerFeed {
   int rank_;
   const int* mask_;
   int sampledMask_ = 0;
+  int nChannels_ = 1;
   void* coll_ = nullptr;
 };
 

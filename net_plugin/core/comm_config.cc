@@ -30,6 +30,10 @@ params::IntParam gStallMs("NCCL_AUTOPILOT_NET_STALL_TIMEOUT_MS", 100, 10, 60000,
 params::IntParam gPeerStallMs("NCCL_AUTOPILOT_NET_PEER_STALL_MS", 1000, 10, 60000,
                               "When every rail holding data stalls at once (the peer paused, not "
                               "a link), rails are declared failed only after this long.");
+params::BoolParam gFailover("NCCL_AUTOPILOT_NET_FAILOVER", true,
+                            "0 turns failure detection and failover off (a baseline for "
+                            "benchmarks): a silent link stalls the connection, a socket error on "
+                            "any rail fails it, as a transport without failover would.");
 params::IntParam gFailbackMinMs("NCCL_AUTOPILOT_NET_FAILBACK_MIN_MS", 50, 1, 60000,
                                 "First re-connection attempt of a failed rail after this long; "
                                 "doubles per failed attempt.");
@@ -45,7 +49,8 @@ params::IntParam gMaxRecvs("NCCL_AUTOPILOT_NET_MAX_RECVS", 8, 1, 8,
                            "maxRecvs reported to NCCL: buffers one grouped receive may carry.");
 params::DoubleParam gDegradedRatio("NCCL_AUTOPILOT_NET_DEGRADED_RATIO", 0.5, 0.01, 0.95,
                                    "A rail persistently below this fraction of its peers' median "
-                                   "bandwidth is reported degraded.");
+                                   "bandwidth is reported degraded; within the same band around "
+                                   "the median, rails count as equal when striping.");
 
 CommConfig load() {
   CommConfig c;
@@ -61,8 +66,10 @@ CommConfig load() {
   c.health.failback.initialBackoffNs = uint64_t(gFailbackMinMs.get()) * 1'000'000;
   c.health.failback.maxBackoffNs = uint64_t(gFailbackMaxMs.get()) * 1'000'000;
   c.health.degradation.degradeBelow = gDegradedRatio.get();
+  c.striper.equalBand = 1.0 - gDegradedRatio.get();  // shares differ only beyond "degraded"
   c.health.degradation.recoverAbove = std::min(0.99, gDegradedRatio.get() * 1.4);
   c.peerTimeoutNs = uint64_t(gPeerTimeoutMs.get()) * 1'000'000;
+  c.failover = gFailover.get();
   c.connectTimeoutNs = uint64_t(gConnectTimeoutMs.get()) * 1'000'000;
   c.maxRecvs = int(gMaxRecvs.get());
   return c;

@@ -20,6 +20,7 @@ struct CommConfig {
   uint64_t probeTimeoutNs = 1'000'000'000;   // one background re-connection attempt
   uint64_t stragglerNs = 500'000'000;        // connect/accept wait this long for slow rails
   double rejoinShare = 0.125;  // a re-joined rail starts at this fraction of its peers' bandwidth
+  bool failover = true;        // false: the first failed rail fails the connection (a baseline)
   int maxRecvs = 8;
 };
 

@@ -37,9 +37,15 @@ bool RailHealth::stallBlamesRail(int r, uint64_t nowNs) const {
   const FailureDetector& fd = rails_[r].failure;
   if (fd.hasError()) return true;
   if (fd.stalledForNs(nowNs) >= config_.peerStallNs) return true;
+  // The evidence must be recent as well: a peer that answered on another rail right after this
+  // stall began and then paused (descheduled, page faults) says nothing about this rail.
+  const uint64_t recent = nowNs > config_.failure.stallTimeoutNs / 2
+                              ? nowNs - config_.failure.stallTimeoutNs / 2
+                              : 0;
+  const uint64_t since = std::max(fd.stallStartNs(), recent);
   for (size_t q = 0; q < rails_.size(); ++q) {
     if (int(q) == r || rails_[q].state == State::kFailed) continue;
-    if (rails_[q].failure.lastEvidenceNs() > fd.stallStartNs()) return true;
+    if (rails_[q].failure.lastEvidenceNs() > since) return true;
   }
   return false;
 }

@@ -1,6 +1,7 @@
 #include "net_plugin/core/rail_striper.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace autopilot::net::core {
 
@@ -14,6 +15,7 @@ void RailStriper::reset(int n) {
   }
   picks_ = 0;
   nextEqual_ = 0;
+  nextTie_ = 0;
 }
 
 double RailStriper::clampBandwidth(double bw) const {
@@ -49,6 +51,19 @@ bool RailStriper::fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) con
   return r.inFlight == 0 || r.inFlight + chunkBytes <= window;
 }
 
+double RailStriper::effectiveBandwidth(int rail, bool standbyPass) const {
+  double bw[kMaxRails];
+  int n = 0;
+  for (int i = 0; i < n_; ++i) {
+    if (usable(i, standbyPass)) bw[n++] = rails_[i].bandwidth;
+  }
+  double own = rails_[rail].bandwidth;
+  if (n < 2) return own;
+  std::nth_element(bw, bw + n / 2, bw + n);
+  double median = bw[n / 2];
+  return std::abs(own - median) <= config_.equalBand * median ? median : own;
+}
+
 int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask) {
   // Standby rails are a second pass: used only while no active rail is usable at all.
   bool standbyPass = true;
@@ -78,12 +93,15 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
     }
     if (probe >= 0) return probe;
   }
+  // Ties are common (a message whose chunks start on idle rails) and must not always go to the
+  // lowest index: the scan starts after the rail picked last, so equal rails take turns.
   int best = -1;
   double bestFinish = 0;
-  for (int i = 0; i < n_; ++i) {
+  for (int k = 0; k < n_; ++k) {
+    int i = (nextTie_ + k) % n_;
     if (!usable(i, standbyPass)) continue;
     const Rail& r = rails_[i];
-    double finish = double(r.inFlight + chunkBytes) / r.bandwidth;
+    double finish = double(r.inFlight + chunkBytes) / effectiveBandwidth(i, standbyPass);
     if (best < 0 || finish < bestFinish) {
       best = i;
       bestFinish = finish;
@@ -91,6 +109,7 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
   }
   // If the rail that would finish first is full, waiting for it beats a slower rail.
   if (best < 0 || !fits(best, chunkBytes, excludedMask)) return -1;
+  nextTie_ = (best + 1) % n_;
   return best;
 }
 

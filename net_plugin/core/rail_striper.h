@@ -16,6 +16,13 @@
 // is empty), which keeps the assignment adaptive: chunks are placed as acknowledgements free
 // room, with up-to-date estimates.
 //
+// Estimates within `equalBand` of the rails' median count as the median: on equal rails,
+// measurement noise must not skew the split, since a message completes only when its slowest
+// chunk does. The noise is large: latency-bound traffic measures burst speed, not the line
+// rate, and a loaded host delays acknowledgements. The band therefore matches the degradation
+// threshold (a rail below half its peers' median is degraded): a rail outside it (a degraded
+// one, a much slower or faster NIC) keeps its own estimate and its own share.
+//
 // Equal-split mode: chunks rotate over the usable rails regardless of bandwidth (what NCCL's
 // own multi-NIC merge and aws-ofi-nccl do); kept as a baseline for benchmarks.
 //
@@ -47,6 +54,7 @@ class RailStriper {
     uint64_t sampleMinNs = 5'000'000;          // a sample spans at least this much busy time
     uint32_t probeEvery = 32;                  // probe cadence, in picks (0: never)
     uint64_t probeIdleNs = 50'000'000;         // a rail idle this long is due for a probe
+    double equalBand = 0.5;                    // |bw - median| <= band * median: the median
   };
 
   RailStriper() : RailStriper(Config{}) {}
@@ -75,6 +83,8 @@ class RailStriper {
   void onRailLost(int rail);
 
   double bandwidth(int rail) const { return rails_[rail].bandwidth; }
+  // The estimate the split uses (see equalBand).
+  double effectiveBandwidth(int rail, bool standbyPass = false) const;
   uint64_t inFlight(int rail) const { return rails_[rail].inFlight; }
   uint64_t assignedBytes(int rail) const { return rails_[rail].assignedBytes; }
   // Measurements since the estimate was last set (0: still a guess).
@@ -105,6 +115,7 @@ class RailStriper {
   Rail rails_[kMaxRails];
   uint64_t picks_ = 0;
   int nextEqual_ = 0;
+  int nextTie_ = 0;
 };
 
 }  // namespace autopilot::net::core

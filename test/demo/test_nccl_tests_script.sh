@@ -13,6 +13,12 @@ cat > "$T/tests/build/all_reduce_perf" <<'PERF'
 echo "# NCCL_NET_PLUGIN=${NCCL_NET_PLUGIN:-} NCCL_TUNER_PLUGIN=${NCCL_TUNER_PLUGIN:-} HOSTID=${NCCL_HOSTID:-}"
 echo "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
 bw=1.00; [ "${NCCL_NET_PLUGIN:-}" = autopilot ] && bw=1.50
+if [ -n "${NCCL_AUTOPILOT_PROM_FILE:-}" ]; then  # what our profiler would export
+  f=$(echo "$NCCL_AUTOPILOT_PROM_FILE" | sed "s/%h/$(hostname)/; s/%p/$$/")
+  printf 'nccl_autopilot_rail_failovers_total{rail="eth1",transport="tcp",device="0"} 2\n' > "$f"
+  printf 'nccl_autopilot_rail_state{rail="eth1",transport="tcp",device="0",state="healthy"} 1\n' >> "$f"
+  printf 'nccl_autopilot_rail_state{rail="eth1",transport="tcp",device="0",state="failed"} 0\n' >> "$f"
+fi
 echo "        1024           256     float     sum      -1    12.00    0.09    $bw      0    11.80    0.09    $bw      0"
 echo "     1048576        262144     float     sum      -1   120.00    8.70    $bw      0   118.00    8.80    $bw      0"
 PERF
@@ -26,6 +32,7 @@ grep -q 'NCCL_NET_PLUGIN=none' "$T/out/all_reduce.stock.log" || { echo "stock no
 grep -q 'NCCL_NET_PLUGIN=autopilot NCCL_TUNER_PLUGIN=autopilot' "$T/out/all_reduce.all.log" ||
   { echo "plugins not selected"; exit 1; }
 grep -q 'NCCL_TUNER_PLUGIN=none' "$T/out/all_reduce.net.log" || { echo "net-only mode wrong"; exit 1; }
+echo "$out" | grep -q 'rail eth1 .*failovers_total=2.*state=healthy' || { echo "no rail summary"; exit 1; }
 python3 -c "import json,sys; d=json.load(open('$T/r.json')); assert len(d['results'])==3, d"
 # Single-GPU mode: every process gets its own NCCL_HOSTID from the launcher's rank variable.
 out=$("$SRC/bench/nccl-tests" --nccl-tests "$T/tests" --launcher "env RANK=3" --modes stock \

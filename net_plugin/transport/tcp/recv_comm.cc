@@ -376,6 +376,11 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
   if (!health_.fail(r, nowNs, reason, warn)) return;
   rails_[r].link.detach(true);
   rails_[r].tcpWatch = false;
+  if (!config_.failover && warn) {
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
+                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    return;
+  }
   if (lastDataRail_ == r) lastDataRail_ = -1;
   // Announcements queued or in flight on that rail may be lost: repeat them elsewhere.
   announceAll();
@@ -384,7 +389,7 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
 void RecvComm::checkHealth(uint64_t nowNs) {
   for (int r = 0; r < nRails_; ++r) {
     Rail& rail = rails_[r];
-    if (!health_.live(r) || !rail.link.up()) continue;
+    if (!health_.live(r) || !rail.link.up() || !config_.failover) continue;
     // What this side sends (announcements, acknowledgements) must be taken by the peer's TCP;
     // a dead link leaves it queued here or unacknowledged in the kernel.
     if (rail.tcpWatch && nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs && !simulatedDown(r)) {

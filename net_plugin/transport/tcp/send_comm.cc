@@ -463,6 +463,11 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
   Rail& rail = rails_[r];
   if (!health_.fail(r, nowNs, reason, warn)) return;
   rail.link.detach(true);
+  if (!config_.failover && warn) {
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
+                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    return;
+  }
   rail.dialer.abandon();
   uint64_t bytes = 0;
   uint32_t moved = tracker_.railFailed(r, &bytes);
@@ -533,6 +538,9 @@ void SendComm::checkHealth(uint64_t nowNs) {
       continue;
     }
     allRefused = false;
+    // Without failover (the baseline mode) nothing is declared dead from silence: like a
+    // transport without failure detection, a dead link stalls until the socket errors.
+    if (!config_.failover) continue;
     core::FailureDetector& fd = health_.failure(r);
     bool outstanding = tracker_.queued(r) > 0;
     fd.setOutstanding(outstanding, nowNs);

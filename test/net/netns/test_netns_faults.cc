@@ -131,7 +131,7 @@ TEST_CASE("veth: a flapping rail never loses or corrupts data", "[net][netns]") 
   CHECK(run.sender == 0);
   CHECK(run.stream.corrupt == 0);
   CHECK(run.stream.messages > 50);
-  CHECK(contains(run.senderLog, "healthy -> failed"));
+  CHECK((contains(run.senderLog, "healthy -> failed") || contains(run.senderLog, "degraded -> failed")));
 }
 
 TEST_CASE("veth: a rail rate-limited with tbf gets a small share; healed, it recovers",

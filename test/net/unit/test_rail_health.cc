@@ -139,17 +139,19 @@ TEST_CASE("rail health: a stall is blamed on one rail only when the peer shows l
   CHECK_FALSE(h.stallBlamesRail(1, 300 * kMs));
   // ... until the stall outlasts the peer allowance.
   CHECK(h.stallBlamesRail(0, 1011 * kMs));
-  // Rail 2 shows the peer consuming data after rail 0 stalled: rail 0 is at fault.
-  h.failure(2).onProgress(200 * kMs);
+  // Rail 2 shows the peer consuming data after rail 0 stalled: rail 0 is at fault...
+  h.failure(2).onProgress(280 * kMs);
   CHECK(h.stallBlamesRail(0, 300 * kMs));
   CHECK(h.stallBlamesRail(1, 300 * kMs));
+  // ... but only while that evidence is recent: a peer that answered and then paused does not
+  // incriminate a rail (the default stall timeout is 100 ms: evidence within the last 50 ms).
+  CHECK_FALSE(h.stallBlamesRail(0, 400 * kMs));
   // Evidence from before the stall began does not count.
   h.failure(1).onProgress(250 * kMs);
   h.failure(1).setOutstanding(false, 251 * kMs);
-  h.failure(1).setOutstanding(true, 260 * kMs);  // a new stall starting at 260 ms
-  h.failure(2).setOutstanding(false, 261 * kMs);
-  CHECK_FALSE(h.stallBlamesRail(1, 400 * kMs));
+  h.failure(1).setOutstanding(true, 290 * kMs);  // a new stall starting at 290 ms
+  CHECK_FALSE(h.stallBlamesRail(1, 300 * kMs));  // rail 2's evidence (280 ms) predates it
   // A hard error is always the rail's own.
   h.failure(1).onError();
-  CHECK(h.stallBlamesRail(1, 400 * kMs));
+  CHECK(h.stallBlamesRail(1, 300 * kMs));
 }

@@ -269,3 +269,51 @@ TEST_CASE("striper: a latency-bound sample raises the estimate but never lowers 
   }
   CHECK(s.bandwidth(0) > 2 * low);
 }
+
+TEST_CASE("striper: noisy estimates of equal rails still split equally; a truly slow rail does not",
+          "[net][striper]") {
+  RailStriper s = activeStriper(3);
+  // Estimates as a loaded host measures three equal 250 Mbit/s rails.
+  s.setBandwidth(0, 36e6);
+  s.setBandwidth(1, 27e6);
+  s.setBandwidth(2, 31e6);
+  CHECK(s.effectiveBandwidth(0) == Approx(31e6));
+  CHECK(s.effectiveBandwidth(1) == Approx(31e6));
+  uint64_t assigned[3] = {};
+  for (int round = 0; round < 10; ++round) {
+    // Thirty 64 KiB chunks in flight together, then all acknowledged at once (no time passes,
+    // so the estimates themselves do not move).
+    int picked[30];
+    for (int k = 0; k < 30; ++k) {
+      picked[k] = s.pick(64 << 10, 1'000'000'000);
+      REQUIRE(picked[k] >= 0);
+      s.onAssigned(picked[k], 64 << 10, 1'000'000'000);
+      ++assigned[picked[k]];
+    }
+    for (int k = 0; k < 30; ++k) s.onCompleted(picked[k], 64 << 10, 1'000'000'000);
+  }
+  for (uint64_t a : assigned) CHECK(a == Approx(100).margin(3));
+  // A degraded rail (a tenth of the others) is outside the band: it keeps its own estimate.
+  s.setBandwidth(1, 3e6);
+  CHECK(s.effectiveBandwidth(1) == Approx(3e6));
+  CHECK(s.effectiveBandwidth(0) == Approx(31e6).epsilon(0.2));
+}
+
+TEST_CASE("striper: equal rails take turns when chunks start on idle rails", "[net][striper]") {
+  // Latency-bound traffic: each message is one or two chunks sent while every rail is idle.
+  // Breaking ties toward the lowest index would leave the last rail unused.
+  RailStriper s = activeStriper(3);
+  for (int i = 0; i < 3; ++i) s.setBandwidth(i, 31e6);
+  uint64_t assigned[3] = {};
+  for (int msg = 0; msg < 300; ++msg) {
+    int a = s.pick(64 << 10, 1'000'000'000);
+    s.onAssigned(a, 64 << 10, 1'000'000'000);
+    int b = s.pick(64 << 10, 1'000'000'000);
+    s.onAssigned(b, 64 << 10, 1'000'000'000);
+    ++assigned[a];
+    ++assigned[b];
+    s.onCompleted(a, 64 << 10, 1'000'000'000);
+    s.onCompleted(b, 64 << 10, 1'000'000'000);
+  }
+  for (uint64_t n : assigned) CHECK(n == Approx(200).margin(2));
+}

@@ -432,7 +432,9 @@ TEST_CASE("the leader killed mid-run: followers finish, frozen at the last commi
     CHECK(o.exitCodes[r] == 0);
     REQUIRE(o.choices[r].size() == size_t(s.calls));
     CHECK(o.logs[r].find("lost the leader") != std::string::npos);
-    std::vector<double> v = numbers(o.logs[r], R"(rank \d+: [a-z]+/frozen at [^;]+; policy v(\d+) in effect)");
+    // A communicator whose ranks had not all joined when the leader died never had an agreed
+    // table: it is off (NCCL's choices), the other documented safe outcome.
+    std::vector<double> v = numbers(o.logs[r], R"(rank \d+: [a-z]+/(?:frozen|off) at [^;]+; policy v(\d+) in effect)");
     CHECK(v.size() == size_t(kComms));
     for (double x : v) finalVersions.push_back(x);
   }

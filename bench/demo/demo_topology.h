@@ -1,0 +1,20 @@
+// The topology the demo declares to NCCL's cost model: `nRanks` nodes with one GPU each, every
+// node with one (virtual) NIC made of `rails` rails of `railMbit` each — what NCCL would see with
+// our net plugin grouping the rails into one device. The model gives the cost table NCCL would
+// hand the tuner; it is a prior, and the demo's measurements are what the tuner learns from.
+#pragma once
+
+#include "common/abi/tuner_abi.h"
+#include "tuner_plugin/cost_model.h"
+
+namespace autopilot::demo {
+
+struct DeclaredTopology {
+  int nRanks = 4;
+  int rails = 3;
+  int railMbit = 250;
+};
+
+tuner::model::Topology modelTopology(const DeclaredTopology& t);
+
+}  // namespace autopilot::demo

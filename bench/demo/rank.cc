@@ -1,0 +1,255 @@
+// `autopilot demo-rank`: one rank of the demo's mini-cluster (started by `autopilot demo`, not
+// by hand). It loads the three plugins exactly as NCCL would (NCCL_*_PLUGIN from its
+// environment, the same .so), runs one communicator's plugin lifecycle, connects to every peer
+// through the net plugin, then runs the workload: per call it gives the tuner the cost table
+// NCCL would, applies NCCL's selection rule to the result, emits the profiler events NCCL would,
+// runs the collective on host buffers, checks the result exactly and reports to the parent.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/commands.h"
+#include "bench/demo/collectives.h"
+#include "bench/demo/demo_topology.h"
+#include "bench/demo/net_transport.h"
+#include "bench/demo/profiler_feed.h"
+#include "bench/demo/wire.h"
+#include "bench/demo/workload.h"
+#include "common/clock.h"
+#include "common/host/log_capture.h"
+#include "common/host/plugin_host.h"
+
+namespace autopilot::demo {
+namespace {
+
+struct RankOptions {
+  int rank = -1;
+  int nRanks = 0;
+  int fd = -1;
+  uint64_t commId = 0;
+  DeclaredTopology topology;
+  std::vector<size_t> sizes;
+};
+
+std::vector<size_t> parseSizes(const std::string& list) {
+  std::vector<size_t> out;
+  size_t start = 0;
+  while (start < list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    out.push_back(std::strtoull(list.substr(start, end - start).c_str(), nullptr, 10));
+    start = end + 1;
+  }
+  return out;
+}
+
+class Rank {
+ public:
+  explicit Rank(const RankOptions& o) : o_(o) {}
+
+  void fatal(const std::string& text) {
+    wire::Error e{};
+    e.h = {wire::Type::kError, o_.rank};
+    std::snprintf(e.text, sizeof(e.text), "%s", text.c_str());
+    wire::sendMsg(o_.fd, e);
+  }
+
+  int run() {
+    host::LogCapture::configureEchoFromEnv();
+    host::PluginHost plugins;  // NCCL_NET_PLUGIN / NCCL_TUNER_PLUGIN / NCCL_PROFILER_PLUGIN
+    if (!plugins.loadNet()) {
+      fatal("the net plugin did not load");
+      return 2;
+    }
+    plugins.loadProfiler();
+    plugins.loadTuner();
+
+    tuner::model::Topology topo = modelTopology(o_.topology);
+    tuner::model::CostModel model(topo);
+    host::CommSession::Config cfg;
+    cfg.commId = o_.commId;
+    cfg.nRanks = o_.nRanks;
+    cfg.nNodes = o_.nRanks;
+    cfg.rank = o_.rank;
+    cfg.name = "autopilot-demo";
+    cfg.nvlDomain = {o_.nRanks, 1, 1};
+    cfg.constants = tuner::model::defaultConstants();
+    host::CommSession session(plugins, cfg);
+    if (session.init() != abi::kSuccess) {
+      fatal("tuner init failed (NCCL would abort the communicator)");
+      return 2;
+    }
+    if (!session.netUsable()) {
+      fatal("the net plugin reported no devices (check NCCL_AUTOPILOT_IFNAME)");
+      return 2;
+    }
+
+    NetTransport transport(*plugins.net(), session.netContext(), 0, o_.rank, o_.nRanks);
+    std::map<int, std::vector<char>> handles;
+    transport.connectAll(
+        [&](int peer, const void* handle, size_t bytes) {
+          wire::Handle m{};
+          m.h = {wire::Type::kHandle, o_.rank};
+          m.peer = peer;
+          std::memcpy(m.handle, handle, std::min(bytes, sizeof(m.handle)));
+          wire::sendMsg(o_.fd, m);
+        },
+        [&](int peer, void* handle, size_t bytes) {
+          while (!handles.count(peer)) {
+            wire::Handle m{};
+            if (recv(o_.fd, &m, sizeof(m), 0) != ssize_t(sizeof(m)) ||
+                m.h.type != wire::Type::kHandle) {
+              throw TransportError("bootstrap: lost the parent");
+            }
+            handles[m.peer].assign(m.handle, m.handle + sizeof(m.handle));
+          }
+          std::memcpy(handle, handles[peer].data(), std::min(bytes, handles[peer].size()));
+        },
+        30000);
+
+    Workload workload(o_.nRanks, o_.sizes);
+    std::vector<float> data(workload.maxElements());
+    CollectiveEngine engine(transport);
+    transport.registerRegion(data.data(), data.size() * sizeof(float));
+    transport.registerRegion(engine.scratch(), engine.scratchBytes());
+    ProfilerFeed feed(plugins.profiler(), session.profilerContext(), o_.rank,
+                      plugins.activationMask());
+
+    wire::Header ready{wire::Type::kReady, o_.rank};
+    wire::sendMsg(o_.fd, ready);
+    wire::Header go{};
+    if (recv(o_.fd, &go, sizeof(go), 0) <= 0 || go.type != wire::Type::kGo) return 0;
+
+    uint64_t stopAt = UINT64_MAX;
+    uint64_t hash = 1469598103934665603ull;
+    uint64_t seq[5] = {};
+    for (uint64_t it = 0; it < stopAt; ++it) {
+      pollParent(&stopAt);
+      if (it >= stopAt) break;
+      const WorkItem& item = workload.at(it);
+      CollectiveCall call{item.kind, Algorithm::kRing, 2, item.count, item.root};
+      const uint64_t nBytes = tunerBytes(call, o_.nRanks);
+
+      float table[abi::kNumAlgorithms][abi::kNumProtocols];
+      model.fillTable(int(item.kind), nBytes, 1, table);
+      int nChannels = 0;
+      if (host::HostTuner* tuner = plugins.tuner()) {
+        tuner->getCollInfo(session.tunerContext(), int(item.kind), nBytes, 1,
+                           reinterpret_cast<float**>(table), abi::kNumAlgorithms,
+                           abi::kNumProtocols, 0, &nChannels);
+      }
+      int cell = tuner::model::ncclChoice(&table[0][0]);
+      if (cell < 0) {
+        fatal("no algorithm/protocol left in the cost table (NCCL would fail the collective)");
+        return 3;
+      }
+      call.algorithm = Algorithm(cell / abi::kNumProtocols);
+      call.protocol = cell % abi::kNumProtocols;
+      if ((cell / abi::kNumProtocols) > abi::kAlgoRing ||
+          !CollectiveEngine::supports(item.kind, call.algorithm)) {
+        fatal("the cost table offered an algorithm this mini-cluster cannot run");
+        return 3;
+      }
+      hash = (hash ^ (it * 131 + uint64_t(cell) * 7 + uint64_t(nChannels))) * 1099511628211ull;
+
+      bool int8Task = item.kind == CollectiveKind::kAllGather ||
+                      item.kind == CollectiveKind::kBroadcast;
+      ProfilerFeed::CollectiveInfo info{collectiveName(item.kind),
+                                        item.count,
+                                        "ncclFloat32",
+                                        int8Task ? item.count * sizeof(float) : item.count,
+                                        int8Task ? "ncclInt8" : "ncclFloat32",
+                                        item.root,
+                                        algorithmName(call.algorithm),
+                                        protocolByIndex(call.protocol).name,
+                                        1,  // one "channel": one KernelCh event marks completion
+                                        seq[int(item.kind)]++};
+      workload.fillInput(item, it, o_.rank, data.data());
+      feed.enqueued(info);
+      uint64_t t0 = monotonicNs();
+      try {
+        engine.run(call, data.data());
+      } catch (const TransportError& e) {
+        fatal(std::string("collective failed: ") + e.what());
+        return 4;
+      }
+      uint64_t t1 = monotonicNs();
+      feed.completed(t0, t1);
+
+      wire::Iteration m{};
+      m.h = {wire::Type::kIteration, o_.rank};
+      m.iteration = it;
+      m.endNs = t1;
+      m.durationNs = t1 - t0;
+      m.kind = int(item.kind);
+      m.algo = int(call.algorithm);
+      m.proto = call.protocol;
+      m.nChannels = nChannels;
+      m.tunerBytes = nBytes;
+      m.busBytes = workload.busBytes(item);
+      m.wrongElements = workload.countWrong(item, it, o_.rank, data.data());
+      m.decisionHash = hash;
+      wire::sendMsg(o_.fd, m);
+    }
+    session.finalize();
+    return 0;
+  }
+
+ private:
+  void pollParent(uint64_t* stopAt) {
+    pollfd p{o_.fd, POLLIN, 0};
+    while (poll(&p, 1, 0) > 0) {
+      if (p.revents & (POLLHUP | POLLERR)) {
+        *stopAt = 0;  // the parent is gone: stop
+        return;
+      }
+      wire::Stop s{};
+      if (recv(o_.fd, &s, sizeof(s), 0) <= 0) {
+        *stopAt = 0;
+        return;
+      }
+      if (s.h.type == wire::Type::kStop) *stopAt = s.atIteration;
+    }
+  }
+
+  RankOptions o_;
+};
+
+int cmdDemoRank(int argc, char** argv) {
+  RankOptions o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--rank") o.rank = std::atoi(v.c_str());
+    else if (k == "--nranks") o.nRanks = std::atoi(v.c_str());
+    else if (k == "--fd") o.fd = std::atoi(v.c_str());
+    else if (k == "--comm-id") o.commId = std::strtoull(v.c_str(), nullptr, 0);
+    else if (k == "--rails") o.topology.rails = std::atoi(v.c_str());
+    else if (k == "--rail-mbit") o.topology.railMbit = std::atoi(v.c_str());
+    else if (k == "--sizes") o.sizes = parseSizes(v);
+  }
+  o.topology.nRanks = o.nRanks;
+  if (o.rank < 0 || o.nRanks < 2 || o.fd < 0 || o.commId == 0 || o.sizes.empty()) {
+    std::fprintf(stderr, "demo-rank is started by `autopilot demo`\n");
+    return 2;
+  }
+  Rank rank(o);
+  try {
+    return rank.run();
+  } catch (const std::exception& e) {
+    rank.fatal(e.what());
+    return 5;
+  }
+}
+
+cli::CommandRegistrar registerDemoRank("demo-rank", cmdDemoRank,
+                                  "one rank of `autopilot demo` (started by it)");
+
+}  // namespace
+}  // namespace autopilot::demo

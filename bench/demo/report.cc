@@ -1,0 +1,99 @@
+#include "bench/demo/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <dirent.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "bench/demo/collectives.h"
+
+namespace autopilot::demo {
+
+double sumPrometheusMetric(const std::string& dir, const std::string& metric) {
+  double total = 0;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() < 5 || name.compare(name.size() - 5, 5, ".prom") != 0) continue;
+    std::ifstream f(dir + "/" + name);
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.compare(0, metric.size(), metric) != 0) continue;
+      char next = line.size() > metric.size() ? line[metric.size()] : '\0';
+      if (next != '{' && next != ' ') continue;
+      size_t space = line.rfind(' ');
+      if (space != std::string::npos) total += std::strtod(line.c_str() + space + 1, nullptr);
+    }
+  }
+  closedir(d);
+  return total;
+}
+
+ModeRecord::ModeRecord(std::string mode, std::vector<Phase> phases, int nRanks)
+    : mode_(std::move(mode)), phases_(std::move(phases)), nRanks_(nRanks) {
+  for (const Phase& p : phases_) stats_[p.name];
+}
+
+std::string ModeRecord::phaseAt(double s) const {
+  for (const Phase& p : phases_) {
+    if (s >= p.startS && s < p.endS) return p.name;
+  }
+  return {};
+}
+
+void ModeRecord::add(const wire::Iteration& it, uint64_t t0Ns, double phaseOffsetS) {
+  double s = phaseOffsetS + (it.endNs > t0Ns ? double(it.endNs - t0Ns) / 1e9 : 0.0);
+  std::string phase = phaseAt(s);
+  int64_t code = int64_t(it.algo) * 1000 + it.proto * 100 + it.nChannels;
+  auto& row = decisions_[it.iteration];
+  row.push_back(code);
+  if (int(row.size()) == nRanks_) {
+    ++compared_;
+    if (std::any_of(row.begin(), row.end(), [&](int64_t c) { return c != row[0]; })) {
+      ++mismatches_;
+    }
+    decisions_.erase(it.iteration);  // bounded: only in-flight iterations are kept
+  }
+  if (phase.empty()) return;
+  PhaseStats& st = stats_[phase];
+  st.wrongElements += it.wrongElements;
+  if (it.h.rank != 0) return;
+  st.busBytes += double(it.busBytes);
+  ++st.iterations;
+  st.latencyUs[it.tunerBytes].push_back(double(it.durationNs) / 1e3);
+  std::string arm = std::string(algorithmName(Algorithm(it.algo))) + "/" +
+                    protocolByIndex(it.proto).name;
+  ++st.decisions[arm];
+  completions_.emplace_back(s, double(it.busBytes));
+}
+
+void ModeRecord::markFailed(const std::string& phase, const std::string& why) {
+  PhaseStats& st = stats_[phase];
+  if (!st.failed) {
+    st.failed = true;
+    st.failure = why;
+  }
+}
+
+void ModeRecord::markRestarted(const std::string& phase) { stats_[phase].restarted = true; }
+
+uint64_t ModeRecord::decisionMismatches() const { return mismatches_; }
+
+std::vector<std::pair<double, double>> ModeRecord::timeline(double binS) const {
+  double end = phases_.empty() ? 0 : phases_.back().endS;
+  size_t bins = size_t(std::ceil(end / binS));
+  std::vector<double> bytes(bins, 0.0);
+  for (const auto& [s, b] : completions_) {
+    size_t i = size_t(s / binS);
+    if (i < bins) bytes[i] += b;
+  }
+  std::vector<std::pair<double, double>> out;
+  for (size_t i = 0; i < bins; ++i) out.emplace_back((double(i) + 0.5) * binS, bytes[i] * 8 / 1e9 / binS);
+  return out;
+}
+
+}  // namespace autopilot::demo

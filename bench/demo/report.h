@@ -1,0 +1,70 @@
+// Per-phase accounting of the demo: throughput, latency per size, decisions, exactness, and the
+// cross-rank decision check, plus the tables, JSON and plot data built from them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/demo/wire.h"
+
+namespace autopilot::demo {
+
+struct Phase {
+  std::string name;
+  double startS;
+  double endS;
+};
+
+struct PhaseStats {
+  double busBytes = 0;  // completed in the phase (rank 0's view)
+  uint64_t iterations = 0;
+  std::map<uint64_t, std::vector<double>> latencyUs;  // by tuner-visible size
+  std::map<std::string, uint64_t> decisions;          // "Ring/Simple" -> calls
+  uint64_t wrongElements = 0;                         // all ranks
+  double failovers = 0;   // rail failures the plugins declared during the phase (all ranks)
+  double recoveries = 0;  // ... and rails that re-joined
+  bool failed = false;
+  bool restarted = false;
+  std::string failure;
+  double gbps(double seconds) const { return seconds > 0 ? busBytes * 8 / 1e9 / seconds : 0; }
+};
+
+// Sums a metric over every Prometheus text file (*.prom) in `dir` (the profiler plugin's
+// export, one file per rank process): how the demo reads the plugins' rail counters.
+double sumPrometheusMetric(const std::string& dir, const std::string& metric);
+
+// Everything one mode (closed loop or static) produced.
+class ModeRecord {
+ public:
+  ModeRecord(std::string mode, std::vector<Phase> phases, int nRanks);
+
+  // `t0Ns`: CLOCK_MONOTONIC when the phase clock started for this job.
+  void add(const wire::Iteration& it, uint64_t t0Ns, double phaseOffsetS);
+  void markFailed(const std::string& phase, const std::string& why);
+  void markRestarted(const std::string& phase);
+
+  const std::string& mode() const { return mode_; }
+  const std::vector<Phase>& phases() const { return phases_; }
+  PhaseStats& stats(const std::string& phase) { return stats_[phase]; }
+  const PhaseStats& stats(const std::string& phase) const { return stats_.at(phase); }
+  // Iterations where some rank's decision differed from rank 0's.
+  uint64_t decisionMismatches() const;
+  uint64_t decisionsCompared() const { return compared_; }
+  // Throughput over time for the plot: (seconds, Gbit/s) in `binS` bins.
+  std::vector<std::pair<double, double>> timeline(double binS) const;
+
+ private:
+  std::string phaseAt(double s) const;
+  std::string mode_;
+  std::vector<Phase> phases_;
+  int nRanks_;
+  std::map<std::string, PhaseStats> stats_;
+  std::map<uint64_t, std::vector<int64_t>> decisions_;  // iteration -> per-rank decision code
+  uint64_t compared_ = 0;
+  uint64_t mismatches_ = 0;
+  std::vector<std::pair<double, double>> completions_;  // (seconds, bus bytes), rank 0
+};
+
+}  // namespace autopilot::demo
