@@ -348,14 +348,19 @@ class Scenario {
       double s = jobOffset + double(monotonicNs() - t0) / 1e9;
       if (s >= end) break;
       int want = phaseAt(o_, s);
-      while (phase < want) {
+      // A phase that ends after most of it passed with nothing completed stopped the job, even
+      // if the next phase (a repair) would let it resume: a stuck job does not wait for repairs.
+      double stalled = double(monotonicNs() - lastProgress) / 1e9;
+      bool stoppedThroughPhase = phase < want && phase > kWarmup &&
+                                 stalled >= 0.8 * (phaseEnd(o_, phase) - phaseStart(o_, phase));
+      while (phase < want && !stoppedThroughPhase) {
         countRailEvents(record, spec.logDir, phase);
         ++phase;
         faults_.apply(phase);
         std::fprintf(stderr, "\n[%s] t=%5.1fs  %s: %s\n", record->mode().c_str(), s,
                      kPhaseNames[phase], faults_.describe(phase).c_str());
       }
-      job.pump(50, onIteration);
+      if (!stoppedThroughPhase) job.pump(50, onIteration);
       if (job.failed()) {
         record->markFailed(kPhaseNames[phase], job.error());
         std::fprintf(stderr, "\n[%s] t=%5.1fs  job failed: %s\n", record->mode().c_str(), s,
@@ -363,8 +368,8 @@ class Scenario {
         failedAt = phase;
         break;
       }
-      double stalled = double(monotonicNs() - lastProgress) / 1e9;
-      if (stalled > o_.stallSeconds) {
+      if (!stoppedThroughPhase) stalled = double(monotonicNs() - lastProgress) / 1e9;
+      if (stalled > o_.stallSeconds || stoppedThroughPhase) {
         // The job stopped when its last collective completed: that phase is where it failed.
         double stoppedAt = s - stalled;
         // The phase of the last completion still completed something: the stop belongs to the

@@ -475,6 +475,11 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
   // A rail re-created by the sender is not live until data crosses it, yet has a QP to drop.
   bool wasLive = health_.fail(r, nowNs, reason, warn);
   rail.qp.reset();
+  if (wasLive && !config_.failover && warn) {
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
+                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    return;
+  }
   rail.recvsPosted = 0;
   rail.ctsInFlight = 0;
   if (lastDataRail_ == r) lastDataRail_ = -1;
@@ -551,6 +556,7 @@ void RecvComm::checkHealth(uint64_t nowNs) {
       failRail(r, nowNs, "port down (asynchronous event)");
       continue;
     }
+    if (!config_.failover) continue;  // the baseline mode: silence is never a failure
     // What this side writes (clear-to-send entries) must complete.
     core::FailureDetector& fd = health_.failure(r);
     fd.setOutstanding(rail.ctsInFlight > 0, nowNs);

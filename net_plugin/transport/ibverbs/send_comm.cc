@@ -476,8 +476,12 @@ void SendComm::requestLiveness(int r, uint64_t nowNs) {
   for (int q = 0; q < nRails_; ++q) {
     Rail& rail = rails_[q];
     // Only idle rails: a rail carrying data shows the peer's life through its completions.
+    // Evidence must be recent to count (RailHealth::stallBlamesRail): ping again when the last
+    // answer is getting old.
     if (q == r || !health_.live(q) || !rail.qp || tracker_.queued(q) != 0 ||
-        rail.livenessOutstanding || rail.livenessSentNs > stallStart) {
+        rail.livenessOutstanding ||
+        (rail.livenessSentNs > stallStart &&
+         nowNs - rail.livenessSentNs < config_.health.failure.stallTimeoutNs / 4)) {
       continue;
     }
     if (rail.qp->postWrite(workId(Work::kLiveness), area_->data() + kProbeSourceAt, 8,
@@ -494,6 +498,11 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
   // Destroying the QP stops the NIC retransmitting its writes: after this none of them can
   // land, so replaying them elsewhere cannot race with a late original.
   rail.qp.reset();
+  if (!config_.failover) {
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
+                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    return;
+  }
   rail.livenessOutstanding = false;
   rail.failback = Failback::kIdle;
   for (uint32_t i = 0; i < tracker_.queued(r); ++i) {
@@ -652,6 +661,9 @@ void SendComm::checkHealth(uint64_t nowNs) {
       failRail(r, nowNs, "port down (asynchronous event)");
       continue;
     }
+    // Without failover (the baseline mode) nothing is declared dead from silence: like a
+    // transport without failure detection, a dead path stalls until the NIC reports it.
+    if (!config_.failover) continue;
     core::FailureDetector& fd = health_.failure(r);
     bool outstanding = tracker_.queued(r) > 0;
     fd.setOutstanding(outstanding, nowNs);
