@@ -40,6 +40,7 @@ void FaultInjector::configure(const std::vector<std::string>& names, const std::
   haveStamp_ = false;
   for (int i = 0; i < kMaxRails; ++i) {
     down_[i].store(false, std::memory_order_relaxed);
+    deaf_[i].store(false, std::memory_order_relaxed);
     rateBytesPerSec_[i].store(0, std::memory_order_relaxed);
     qpReset_[i].store(0, std::memory_order_relaxed);
     pacers_[i].reset();
@@ -94,7 +95,7 @@ void FaultInjector::reload() {
   for (const std::string& e : plan.errors) {
     AP_WARN(kFlags, "SIMULATED fault file %s: %s (line ignored)", path_.c_str(), e.c_str());
   }
-  bool down[kMaxRails] = {};
+  bool down[kMaxRails] = {}, deaf[kMaxRails] = {};
   uint64_t rate[kMaxRails] = {};
   uint32_t reset[kMaxRails] = {};
   for (const FaultRule& rule : plan.rules) {
@@ -111,13 +112,19 @@ void FaultInjector::reload() {
     }
     switch (rule.action) {
       case FaultRule::Action::kDown: down[idx] = true; break;
-      case FaultRule::Action::kUp: down[idx] = false; break;
+      case FaultRule::Action::kUp: down[idx] = deaf[idx] = false; break;
+      case FaultRule::Action::kDeaf: deaf[idx] = true; break;
       case FaultRule::Action::kRate: rate[idx] = uint64_t(rule.rateMbps * 1e6 / 8); break;
       case FaultRule::Action::kQpReset: reset[idx] = uint32_t(rule.resetSequence); break;
     }
   }
   for (int i = 0; i < kMaxRails && i < int(names_.size()); ++i) {
     bool wasDown = down_[i].exchange(down[i], std::memory_order_relaxed);
+    if (deaf_[i].exchange(deaf[i], std::memory_order_relaxed) != deaf[i]) {
+      AP_WARN(kFlags, "SIMULATED fault: rail %d (%s) %s", i, names_[i].c_str(),
+              deaf[i] ? "DEAF: nothing it delivers is read here (one direction dead)"
+                      : "hears again");
+    }
     uint64_t wasRate = rateBytesPerSec_[i].exchange(rate[i], std::memory_order_relaxed);
     if (qpReset_[i].exchange(reset[i], std::memory_order_relaxed) != reset[i] && reset[i] != 0) {
       AP_WARN(kFlags, "SIMULATED fault: rail %d (%s) queue pair reset #%u (the peer is not told)",

@@ -36,6 +36,10 @@ class FaultInjector {
   bool down(int rail) const {
     return rail >= 0 && rail < kMaxRails && down_[rail].load(std::memory_order_relaxed);
   }
+  // Nothing arriving on the rail is read (`deaf`).
+  bool deaf(int rail) const {
+    return rail >= 0 && rail < kMaxRails && deaf_[rail].load(std::memory_order_relaxed);
+  }
   // 0: unlimited.
   double rateBytesPerSec(int rail) const {
     return rail >= 0 && rail < kMaxRails
@@ -59,6 +63,7 @@ class FaultInjector {
   bool haveStamp_ = false;
   uint64_t stamp_[4] = {};  // dev, ino, size, mtime of the last file read
   std::atomic<bool> down_[kMaxRails] = {};
+  std::atomic<bool> deaf_[kMaxRails] = {};
   std::atomic<uint64_t> rateBytesPerSec_[kMaxRails] = {};
   std::atomic<uint32_t> qpReset_[kMaxRails] = {};
   Pacer pacers_[kMaxRails];

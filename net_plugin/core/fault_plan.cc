@@ -93,7 +93,7 @@ FaultPlan parseFaultPlan(const char* text, size_t length) {
     if (t.empty()) continue;
     if (t[0] != "rail" || t.size() < 3) {
       plan.errors.push_back(where +
-                            "expected 'rail <name|index> down|up|rate <Mbit/s>|qp-reset <n>'");
+                            "expected 'rail <name|index> down|deaf|up|rate <Mbit/s>|qp-reset <n>'");
       continue;
     }
     FaultRule rule;
@@ -107,6 +107,8 @@ FaultPlan parseFaultPlan(const char* text, size_t length) {
     if (parseIndex(rule.rail, &index)) rule.index = index;
     if (t[2] == "down" && t.size() == 3) {
       rule.action = FaultRule::Action::kDown;
+    } else if (t[2] == "deaf" && t.size() == 3) {
+      rule.action = FaultRule::Action::kDeaf;
     } else if (t[2] == "up" && t.size() == 3) {
       rule.action = FaultRule::Action::kUp;
     } else if (t[2] == "rate" && t.size() == 4) {
@@ -123,7 +125,7 @@ FaultPlan parseFaultPlan(const char* text, size_t length) {
       }
     } else {
       plan.errors.push_back(where +
-                            "expected down, up, rate <Mbit/s> or qp-reset <n> after the rail");
+                            "expected down, deaf, up, rate <Mbit/s> or qp-reset <n> after the rail");
       continue;
     }
     plan.rules.push_back(std::move(rule));

@@ -4,7 +4,10 @@
 //   # comment
 //   rail <name|index> down         the rail stops moving bytes (no error, no progress),
 //                                   as a dead link would
-//   rail <name|index> up           (the default) undoes `down`
+//   rail <name|index> up           (the default) undoes `down` and `deaf`
+//   rail <name|index> deaf         this process reads nothing the rail delivers (its sending
+//                                   side still works): a link dead in one direction, which
+//                                   loses the peer's acknowledgements of data that did land
 //   rail <name|index> rate <Mbit>  senders pace the rail to this rate; 0 removes the limit
 //   rail <name|index> qp-reset <n> (verbs transport) the rail's queue pair is destroyed
 //                                   without telling the peer, as a crashed or reset remote QP
@@ -22,7 +25,7 @@
 namespace autopilot::net::core {
 
 struct FaultRule {
-  enum class Action { kDown, kUp, kRate, kQpReset };
+  enum class Action { kDown, kUp, kRate, kQpReset, kDeaf };
   std::string rail;  // as written: a name or a decimal index
   int index = -1;    // >= 0 when `rail` is a decimal index
   Action action = Action::kUp;

@@ -20,6 +20,7 @@ void SendTracker::push(Ring& r, uint32_t cap, const Entry& e) {
   r.items[(r.head + r.size) % cap] = e;
   r.size++;
   r.bytes += e.bytes;
+  if (e.leftover && e.resend) r.leftoverBytes += e.bytes;
 }
 
 SendTracker::Entry SendTracker::pop(Ring& r, uint32_t cap) {
@@ -27,6 +28,7 @@ SendTracker::Entry SendTracker::pop(Ring& r, uint32_t cap) {
   r.head = (r.head + 1) % cap;
   r.size--;
   r.bytes -= e.bytes;
+  if (e.leftover && e.resend) r.leftoverBytes -= e.bytes;
   return e;
 }
 
@@ -35,6 +37,8 @@ void SendTracker::start(uint32_t message, const ChunkPlan& plan) {
   m.plan = plan;
   m.nextNew = 0;
   m.acked = 0;
+  m.generation++;
+  m.peerComplete = false;
   m.inUse = true;
   order_[(orderHead_ + orderSize_) % messages_] = message;
   orderSize_++;
@@ -44,7 +48,48 @@ void SendTracker::release(uint32_t message) { state_[message].inUse = false; }
 
 bool SendTracker::done(uint32_t message) const {
   const MessageState& m = state_[message];
-  return m.inUse && m.acked == m.plan.count;
+  return m.inUse && (m.acked == m.plan.count || m.peerComplete);
+}
+
+bool SendTracker::completeByPeer(uint32_t message, uint32_t partialRails) {
+  MessageState& m = state_[message];
+  if (!m.inUse || m.nextNew < m.plan.count) return false;
+  if (m.peerComplete || m.acked == m.plan.count) return true;
+  m.peerComplete = true;
+  auto ours = [&](const Entry& e) { return e.message == message && e.generation == m.generation; };
+  // Bounded by the queue capacities; only messages that were not already fully acknowledged
+  // (a copy in flight, or acknowledgements still on their way) get here.
+  for (int r = 0; r < rails_; ++r) {
+    Ring& q = queue_[r];
+    uint32_t keep = std::min(q.size, q.posted + ((partialRails >> r) & 1u));
+    for (uint32_t i = 0; i < keep; ++i) {
+      Entry& e = q.items[(q.head + i) % capacity_];
+      if (ours(e) && !e.leftover) {
+        e.leftover = true;
+        if (e.resend) q.leftoverBytes += e.bytes;
+      }
+    }
+    // Never transmitted: removed, so that nothing reads the message's buffer once it is done.
+    uint32_t kept = keep;
+    for (uint32_t i = keep; i < q.size; ++i) {
+      const Entry e = q.items[(q.head + i) % capacity_];
+      if (ours(e)) {
+        q.bytes -= e.bytes;
+      } else {
+        q.items[(q.head + kept++) % capacity_] = e;
+      }
+    }
+    q.size = kept;
+  }
+  // Copies not yet placed are not needed at all.
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < resend_.size; ++i) {
+    const Entry& e = at(resend_, resendCapacity_, i);
+    if (!ours(e)) resend_.items[(resend_.head + kept++) % resendCapacity_] = e;
+    else resend_.bytes -= e.bytes;
+  }
+  resend_.size = kept;
+  return true;
 }
 
 bool SendTracker::peek(Entry* out) const {
@@ -55,7 +100,7 @@ bool SendTracker::peek(Entry* out) const {
   if (orderSize_ == 0) return false;
   uint32_t message = order_[orderHead_];
   const MessageState& m = state_[message];
-  *out = Entry{message, m.nextNew, m.plan.length(m.nextNew), false};
+  *out = Entry{message, m.nextNew, m.plan.length(m.nextNew), m.generation, false, false};
   return true;
 }
 
@@ -68,7 +113,7 @@ bool SendTracker::placeNext(int rail) {
   } else if (orderSize_ > 0) {
     uint32_t message = order_[orderHead_];
     MessageState& m = state_[message];
-    e = Entry{message, m.nextNew, m.plan.length(m.nextNew), false};
+    e = Entry{message, m.nextNew, m.plan.length(m.nextNew), m.generation, false, false};
     if (++m.nextNew == m.plan.count) {
       orderHead_ = (orderHead_ + 1) % messages_;
       orderSize_--;
@@ -97,6 +142,7 @@ uint32_t SendTracker::railFailed(int rail, uint64_t* bytes) {
   uint64_t movedBytes = 0;
   while (q.size > 0) {
     Entry e = pop(q, capacity_);
+    if (e.leftover) continue;  // its message is complete: nothing to re-send
     e.resend = true;
     movedBytes += e.bytes;
     push(resend_, resendCapacity_, e);  // cannot overflow: it holds every rail queue

@@ -10,6 +10,17 @@
 // Each chunk is in exactly one place at any time: not yet placed, in the re-send queue, in one
 // rail queue, or acknowledged. Acknowledgements of a rail arrive in its queue order (one
 // ordered connection per rail), so acknowledging means popping the oldest entries.
+//
+// A re-sent chunk may duplicate one that did land (its rail failed before the acknowledgement
+// came back). The receiver then completes the message without needing the copy, and may stop
+// reading (NCCL calls test() only while it waits for something), so the copy's acknowledgement
+// can be arbitrarily late. A transport whose receiver reports completed messages calls
+// completeByPeer(): the message is done at once, and its chunks still queued become leftovers
+// (they stay in their rail queue to match acknowledgements by position and are dropped, not
+// re-sent, when their rail fails). A leftover copy does not count as held data; a leftover
+// original does: it did land (no other copy of it exists), so its acknowledgement must come,
+// and a rail that loses them is broken. Generations keep a leftover from counting for the next
+// message that reuses its slot.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +36,9 @@ class SendTracker {
     uint32_t message;
     uint32_t chunk;
     uint64_t bytes;
-    bool resend;  // placed again after its first rail failed
+    uint32_t generation;  // of the message's slot when the chunk was planned
+    bool resend;          // placed again after its first rail failed
+    bool leftover;        // its message completed without it (completeByPeer)
   };
 
   SendTracker(int rails, uint32_t messages, uint32_t queueCapacity);
@@ -42,6 +55,14 @@ class SendTracker {
   const ChunkPlan& plan(uint32_t message) const { return state_[message].plan; }
   bool done(uint32_t message) const;
   uint32_t acknowledged(uint32_t message) const { return state_[message].acked; }
+  uint32_t generation(uint32_t message) const { return state_[message].generation; }
+  // The receiver reported the message complete: it is done whatever acknowledgements are still
+  // to come. Its transmitted chunks become leftovers; those not yet transmitted are dropped,
+  // except the first untransmitted entry of each rail in `partialRails` (a bit per rail: the
+  // transport is half-way through writing it and must finish). False (nothing changes) when
+  // some chunk was never placed: the receiver cannot have it, so the report is a protocol
+  // violation.
+  bool completeByPeer(uint32_t message, uint32_t partialRails);
 
   // The next chunk to place (re-sends first), without taking it. False when nothing waits.
   bool peek(Entry* out) const;
@@ -53,6 +74,9 @@ class SendTracker {
   // transmitted (`posted`); acknowledgements can only cover those.
   uint32_t queued(int rail) const { return queue_[rail].size; }
   uint64_t queuedBytes(int rail) const { return queue_[rail].bytes; }
+  // What the rail holds whose acknowledgement must come (queued minus leftover copies): the
+  // bytes whose lack of progress means the rail is stuck.
+  uint64_t heldBytes(int rail) const { return queue_[rail].bytes - queue_[rail].leftoverBytes; }
   bool queueFull(int rail) const { return queue_[rail].size == capacity_; }
   const Entry& entry(int rail, uint32_t i) const;
   uint32_t posted(int rail) const { return queue_[rail].posted; }
@@ -75,13 +99,16 @@ class SendTracker {
     ChunkPlan plan;
     uint32_t nextNew = 0;  // next chunk never placed
     uint32_t acked = 0;
+    uint32_t generation = 0;
     bool inUse = false;
+    bool peerComplete = false;
   };
   struct Ring {
     std::unique_ptr<Entry[]> items;
     uint32_t head = 0, size = 0;
     uint32_t posted = 0;
     uint64_t bytes = 0, postedBytes = 0;
+    uint64_t leftoverBytes = 0;
   };
   static const Entry& at(const Ring& r, uint32_t cap, uint32_t i) {
     return r.items[(r.head + i) % cap];
@@ -108,7 +135,8 @@ bool SendTracker::acknowledge(int rail, uint32_t count, OnChunk&& onChunk) {
     Entry e = pop(q, capacity_);
     q.posted--;
     q.postedBytes -= e.bytes;
-    state_[e.message].acked++;
+    MessageState& m = state_[e.message];
+    if (!e.leftover && e.generation == m.generation && !m.peerComplete) m.acked++;
     onChunk(static_cast<const Entry&>(e));
   }
   return true;

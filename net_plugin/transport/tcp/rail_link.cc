@@ -25,7 +25,7 @@ void RailLink::detach(bool abort) {
   dst = nullptr;
   remaining = 0;
   landingSlot = -1;
-  framesConsumed = framesAckSent = peerAcked = 0;
+  framesConsumed = framesAckSent = peerAcked = watermarkSent = 0;
   partialBytes = 0;
   tcpAcked_ = tcpUnacked_ = 0;
   lastTcpSampleNs_ = 0;

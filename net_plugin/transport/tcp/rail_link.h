@@ -56,6 +56,7 @@ class RailLink {
   // ---- acknowledgement bookkeeping (per connection)
   uint64_t framesConsumed = 0;  // receiver: DATA frames fully read on this connection
   uint64_t framesAckSent = 0;   // receiver: the count last announced to the sender
+  uint64_t watermarkSent = 0;   // receiver: the receive watermark last announced on this rail
   uint64_t peerAcked = 0;       // sender: the count the receiver last announced
   uint64_t partialBytes = 0;    // sender: bytes of the next frame already written
 

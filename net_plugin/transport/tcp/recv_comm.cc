@@ -191,7 +191,8 @@ void RecvComm::progress(uint64_t nowNs) {
   firstRail_ = (firstRail_ + 1) % nRails_;  // rotating service order, as on the sender
   for (int i = 0; i < nRails_; ++i) {
     int r = (firstRail_ + i) % nRails_;
-    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) {
+    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r) &&
+        !core::FaultInjector::instance().deaf(rails_[r].globalIndex)) {
       fds[n] = {rails_[r].link.fd(), POLLIN, 0};
       which[n++] = r;
     }
@@ -341,6 +342,11 @@ void RecvComm::finishChunk(int r, uint64_t nowNs) {
   q.completeMask |= uint8_t(1u << h.buffer);
   if (q.completeMask != uint8_t((1u << q.n) - 1)) return;
   q.state = RecvRequest::State::kDone;
+  while (completedBelow_ < nextSeq_) {
+    const RecvRequest& w = slots_[completedBelow_ % kSlots];
+    if (w.seq == completedBelow_ && w.state == RecvRequest::State::kPosted) break;
+    ++completedBelow_;  // done, or already handed back to NCCL (its slot may be reused)
+  }
   // Another rail may be half-way through a duplicate of one of this request's chunks: from
   // now on its bytes are discarded, since NCCL owns the buffer once test() reports done.
   for (int o = 0; o < nRails_; ++o) {
@@ -355,10 +361,16 @@ void RecvComm::finishChunk(int r, uint64_t nowNs) {
 void RecvComm::flushRail(int r, uint64_t nowNs) {
   Rail& rail = rails_[r];
   RailLink& link = rail.link;
-  if (link.framesConsumed != link.framesAckSent) {
+  // The watermark rides on every acknowledgement. When nothing else is posted, NCCL may not call
+  // test() again for a long time, and the sender may still wait for copies of chunks that landed
+  // (their rail failed before the acknowledgement got through): then the watermark goes out on
+  // every live rail, so that one failed rail cannot hide it.
+  bool quiet = completedBelow_ == nextSeq_ && link.watermarkSent != completedBelow_;
+  if (link.framesConsumed != link.framesAckSent || quiet) {
     uint8_t ack[wire::kFrameHeaderBytes];
-    if (link.queueControl(ack, wire::encodeAck(link.framesConsumed, ack))) {
+    if (link.queueControl(ack, wire::encodeAck(link.framesConsumed, completedBelow_, ack))) {
       link.framesAckSent = link.framesConsumed;
+      link.watermarkSent = completedBelow_;
     }
   }
   if (link.controlQueued() == 0) return;
@@ -392,7 +404,9 @@ void RecvComm::checkHealth(uint64_t nowNs) {
     if (!health_.live(r) || !rail.link.up() || !config_.failover) continue;
     // What this side sends (announcements, acknowledgements) must be taken by the peer's TCP;
     // a dead link leaves it queued here or unacknowledged in the kernel.
-    if (rail.tcpWatch && nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs && !simulatedDown(r)) {
+    // A deaf rail (simulated) has lost its inbound direction, TCP's acknowledgements included.
+    if (rail.tcpWatch && nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs && !simulatedDown(r) &&
+        !core::FaultInjector::instance().deaf(rail.globalIndex)) {
       if (rail.link.sampleTcp(nowNs)) health_.failure(r).onProgress(nowNs);
       if (rail.link.tcpUnacked() == 0) rail.tcpWatch = false;
     }

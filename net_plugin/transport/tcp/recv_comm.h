@@ -89,6 +89,9 @@ class RecvComm final : public CommBase, private RailAcceptor::Owner {
   core::RailMetrics metrics_;
   std::unique_ptr<RecvRequest[]> slots_;
   uint64_t nextSeq_ = 0;
+  // Every receive with a lower seq is complete; sent with every acknowledgement so that the
+  // sender can complete a send whose re-sent copies this side no longer needs to read.
+  uint64_t completedBelow_ = 0;
   int posted_ = 0;  // requests posted and not yet returned to NCCL
   int lastDataRail_ = -1;
   uint64_t nowNs_ = 0;  // time of the current pass (for the acceptor callbacks)

@@ -195,7 +195,8 @@ void SendComm::progress(uint64_t nowNs) {
   for (int i = 0; i < nRails_; ++i) {
     int r = (firstRail_ + i) % nRails_;
     if (rails_[r].dialer.active()) pumpDialer(r, nowNs);
-    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) {
+    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r) &&
+        !core::FaultInjector::instance().deaf(rails_[r].globalIndex)) {
       gotFrames |= readRail(r, nowNs);
     }
   }
@@ -275,7 +276,10 @@ bool SendComm::handleFrame(int r, const wire::FrameHeader& h, const uint8_t* bod
       bool ok = delta <= tracker_.posted(r) &&
                 tracker_.acknowledge(r, uint32_t(delta), [&](const core::SendTracker::Entry& e) {
                   striper_.onCompleted(r, e.bytes, nowNs);
-                  if (tracker_.done(e.message)) pool_[e.message].state = SendRequest::State::kDone;
+                  // A leftover's slot may already serve a newer send.
+                  if (!e.leftover && tracker_.done(e.message)) {
+                    pool_[e.message].state = SendRequest::State::kDone;
+                  }
                 });
       if (!ok) {
         failRail(r, nowNs, "protocol error: acknowledgement of data never sent");
@@ -283,6 +287,10 @@ bool SendComm::handleFrame(int r, const wire::FrameHeader& h, const uint8_t* bod
       }
       link.peerAcked = h.seq;
       if (delta > 0) health_.failure(r).onProgress(nowNs);
+      if (h.offset > peerCompletedBelow_) {
+        peerCompletedBelow_ = h.offset;
+        if (!completeByPeer(r, nowNs)) return false;
+      }
       return true;
     }
     case wire::FrameType::kPong:
@@ -292,6 +300,30 @@ bool SendComm::handleFrame(int r, const wire::FrameHeader& h, const uint8_t* bod
       failRail(r, nowNs, "protocol error: unexpected frame type from the receiver");
       return false;
   }
+}
+
+// The receiver completed every receive below peerCompletedBelow_: sends into them are done even
+// if acknowledgements of re-sent copies are still outstanding (the receiver may not read them
+// until NCCL gives it more to do). False when the rail was failed.
+bool SendComm::completeByPeer(int r, uint64_t nowNs) {
+  for (uint32_t i = 0; i < poolSize_; ++i) {
+    SendRequest& q = pool_[i];
+    if (q.state != SendRequest::State::kActive || q.recvSeq >= peerCompletedBelow_) continue;
+    uint32_t partial = 0;
+    for (int k = 0; k < nRails_; ++k) {
+      if (rails_[k].link.partialBytes != 0 && tracker_.posted(k) < tracker_.queued(k) &&
+          tracker_.entry(k, tracker_.posted(k)).message == q.index) {
+        partial |= 1u << k;
+      }
+    }
+    if (!tracker_.completeByPeer(q.index, partial)) {
+      failRail(r, nowNs, "protocol error: a receive reported complete before all its data was sent");
+      return false;
+    }
+    // A frame of it half-written still reads its buffer: done once that write finishes.
+    if (partial == 0) q.state = SendRequest::State::kDone;
+  }
+  return true;
 }
 
 void SendComm::matchRequests() {
@@ -427,6 +459,11 @@ void SendComm::writeRail(int r, uint64_t nowNs) {
         core::RailMetrics::add(counters->chunksSent, 1);
         core::RailMetrics::add(counters->bytesSent, e.bytes);
       }
+      SendRequest& sent = pool_[e.message];
+      if (e.leftover && e.generation == tracker_.generation(e.message) &&
+          sent.state == SendRequest::State::kActive && tracker_.done(e.message)) {
+        sent.state = SendRequest::State::kDone;  // the receiver had it; the write is over
+      }
       tracker_.setPosted(r, tracker_.posted(r) + 1);
     }
     if (res.bytes < acc) return;  // the socket is full
@@ -542,16 +579,19 @@ void SendComm::checkHealth(uint64_t nowNs) {
     // transport without failure detection, a dead link stalls until the socket errors.
     if (!config_.failover) continue;
     core::FailureDetector& fd = health_.failure(r);
-    bool outstanding = tracker_.queued(r) > 0;
+    // Leftover copies of completed messages are not held: the receiver may rightly not read them
+    // for a long time.
+    bool outstanding = tracker_.heldBytes(r) > 0;
     fd.setOutstanding(outstanding, nowNs);
     if (!outstanding) continue;
     // No acknowledgement for a while: ask the kernel whether the peer's TCP still takes bytes
     // (a slow rail does; a dead one does not).
     if (fd.stalledForNs(nowNs) > kTcpSampleNs && nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs &&
-        !simulatedDown(r) && rail.link.sampleTcp(nowNs)) {
+        !simulatedDown(r) && !core::FaultInjector::instance().deaf(rail.globalIndex) &&
+        rail.link.sampleTcp(nowNs)) {
       fd.onProgress(nowNs);
     }
-    uint64_t held = tracker_.queuedBytes(r);
+    uint64_t held = tracker_.heldBytes(r);
     double bw = striper_.bandwidth(r);
     if (fd.failed(nowNs, held, bw) && !health_.stallBlamesRail(r, nowNs)) {
       requestLiveness(r, nowNs);

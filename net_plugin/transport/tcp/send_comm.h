@@ -84,6 +84,7 @@ class SendComm : public CommBase {
   bool readRail(int r, uint64_t nowNs);
   bool handleFrame(int r, const wire::FrameHeader& h, const uint8_t* body, uint64_t nowNs);
   void matchRequests();
+  bool completeByPeer(int r, uint64_t nowNs);
   void placeChunks(uint64_t nowNs);
   void writeRail(int r, uint64_t nowNs);
   void checkHealth(uint64_t nowNs);
@@ -119,6 +120,7 @@ class SendComm : public CommBase {
 
   abi::Result failed_ = abi::kSuccess;  // sticky comm error
   uint64_t nextEvaluateNs_ = 0;
+  uint64_t peerCompletedBelow_ = 0;  // the receiver's watermark: receives below it are complete
   int firstRail_ = 0;  // service order rotates every pass
 };
 

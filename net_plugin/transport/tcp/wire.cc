@@ -161,6 +161,10 @@ DecodeError decodeFrameHeader(const uint8_t* in, size_t len, FrameHeader* out) {
       }
       break;
     case FrameType::kAck:
+      if (h.length != 0 || h.buffer != 0 || h.chunk != 0 || h.chunks != 0) {
+        return DecodeError::kBadField;
+      }
+      break;
     case FrameType::kPing:
     case FrameType::kPong:
       if (h.length != 0 || h.buffer != 0 || h.offset != 0 || h.chunk != 0 || h.chunks != 0) {
@@ -212,10 +216,12 @@ DecodeError decodeCtsBody(const FrameHeader& h, const uint8_t* body, size_t len,
   return DecodeError::kOk;
 }
 
-size_t encodeAck(uint64_t consumedFrames, uint8_t out[kFrameHeaderBytes]) {
+size_t encodeAck(uint64_t consumedFrames, uint64_t completedBelow,
+                 uint8_t out[kFrameHeaderBytes]) {
   FrameHeader h;
   h.type = FrameType::kAck;
   h.seq = consumedFrames;
+  h.offset = completedBelow;
   encodeFrameHeader(h, out);
   return kFrameHeaderBytes;
 }

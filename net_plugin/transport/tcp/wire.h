@@ -7,7 +7,8 @@
 //   receiver -> sender  CTS   a posted receive: request seq, n buffers (size, tag) each
 //   sender -> receiver  DATA  chunk `chunk` of `chunks` for buffer `buffer` of request `seq`,
 //                             `length` payload bytes at byte `offset` of that buffer
-//   receiver -> sender  ACK   cumulative count of DATA frames consumed on this connection
+//   receiver -> sender  ACK   cumulative count of DATA frames consumed on this connection, and
+//                             the receive watermark: every receive with a lower seq is complete
 //   sender -> receiver  PING  "are you there?" (seq = nonce), sent on an idle rail when another
 //                             rail stalls, to tell a dead link from a paused peer
 //   receiver -> sender  PONG  the answer (same seq)
@@ -20,7 +21,7 @@
 
 namespace autopilot::net::tcp::wire {
 
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 
 // ---- handshake
 
@@ -89,7 +90,7 @@ struct FrameHeader {
   uint8_t buffer = 0;   // DATA: which buffer of a multi-receive
   uint32_t length = 0;  // DATA: payload bytes; CTS: number of entries; ACK: 0
   uint64_t seq = 0;     // DATA/CTS: receive request seq; ACK: cumulative DATA frames consumed
-  uint64_t offset = 0;  // DATA: byte offset in the buffer
+  uint64_t offset = 0;  // DATA: byte offset in the buffer; ACK: the receive watermark
   uint32_t chunk = 0;   // DATA
   uint32_t chunks = 0;  // DATA
 };
@@ -105,7 +106,8 @@ size_t encodeCts(const core::PostedReceive& posted, uint8_t* out);
 // Decodes the entries of a CTS whose header was decoded already.
 DecodeError decodeCtsBody(const FrameHeader& h, const uint8_t* body, size_t len,
                           core::PostedReceive* out);
-size_t encodeAck(uint64_t consumedFrames, uint8_t out[kFrameHeaderBytes]);
+// ACK: `completedBelow` is the receive watermark (receives with seq < it are all complete).
+size_t encodeAck(uint64_t consumedFrames, uint64_t completedBelow, uint8_t out[kFrameHeaderBytes]);
 // PING / PONG: a header only, the nonce in seq.
 size_t encodeLiveness(FrameType type, uint64_t nonce, uint8_t out[kFrameHeaderBytes]);
 

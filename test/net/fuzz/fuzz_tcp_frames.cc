@@ -78,7 +78,7 @@ void stream(const uint8_t* data, size_t size) {
         // Header-only frames re-encode to the same bytes.
         uint8_t again[wire::kFrameHeaderBytes];
         if (h.type == wire::FrameType::kAck) {
-          wire::encodeAck(h.seq, again);
+          wire::encodeAck(h.seq, h.offset, again);
         } else {
           wire::encodeLiveness(h.type, h.seq, again);
         }

@@ -227,3 +227,31 @@ TEST_CASE("simulated: with failover off a dead rail stalls the connection",
   CHECK((run.receiver != 0 || run.sender != 0));
   CHECK(run.stream.corrupt == 0);
 }
+
+// A rail that loses its inbound direction at the sender: data lands, its acknowledgements never
+// come back. The sender fails the rail and re-sends copies of chunks the receiver already has;
+// the receiver completes without them and, with nothing more posted, stops calling test() (as
+// NCCL's proxy does when it has nothing to wait for). Every send must still complete (the
+// receiver's watermark says so), with no error and every byte checked. The last message of
+// each transfer is the one at stake: a fresh connection has both rails live, so it always
+// puts chunks on the deaf rail.
+TEST_CASE("simulated: lost acknowledgements never hold a send whose data landed",
+          "[net][tcp][simfault]") {
+  std::string plan = "/tmp/apn-deaf-" + std::to_string(getpid()) + ".txt";
+  writeFaultPlan(plan, "rail 1 deaf\n");
+  PairOptions o = tcpPair(2);
+  o.timeoutMs = 60000;
+  o.senderEnv = {{"NCCL_AUTOPILOT_FAULT_FILE", plan}};
+  const std::vector<Message> transfers[] = {
+      {Message{size_t(4) << 20, size_t(4) << 20}},
+      {Message{size_t(1) << 20, size_t(1) << 20}, Message{(size_t(16) << 20) + 3, (size_t(16) << 20) + 3}},
+      {Message{300000, 300000}}};
+  for (const auto& msgs : transfers) {
+    DYNAMIC_SECTION(msgs.size() << " message(s), the last of " << msgs.back().size << " bytes") {
+      PairOutcome out = transferMessages(o, msgs, 1);
+      CHECK(out.receiver == 0);
+      CHECK(out.sender == 0);
+    }
+  }
+  unlink(plan.c_str());
+}

@@ -81,6 +81,87 @@ TEST_CASE("tracker: a failed rail's chunks are re-sent first, on other rails", "
   CHECK(t.done(0));
 }
 
+// A chunk re-sent after its rail failed may duplicate one that did land: the receiver completes
+// the message without the copy and may not read it for a long time.
+TEST_CASE("tracker: a message the receiver reports complete is done; its copies are leftovers",
+          "[net][tracker]") {
+  SendTracker t(3, 2, 16);
+  t.start(0, plan(400, 100));
+  for (int i = 0; i < 4; ++i) REQUIRE(t.placeNext(i % 2));  // chunks 0,2 on rail 0; 1,3 on 1
+  t.setPosted(0, 2);
+  t.setPosted(1, 2);
+  REQUIRE(t.acknowledge(0, 2, [](const SendTracker::Entry&) {}));
+  uint64_t bytes = 0;
+  CHECK(t.railFailed(1, &bytes) == 2);  // chunks 1 and 3 did land, but no ack came back
+  REQUIRE(t.placeNext(0));              // copy of chunk 1: transmitted
+  REQUIRE(t.placeNext(2));              // copy of chunk 3: half-written on rail 2
+  t.setPosted(0, 1);
+  t.start(1, plan(200, 100));
+  REQUIRE(t.placeNext(2));  // the next message's chunk, behind the copy
+  CHECK_FALSE(t.done(0));
+  CHECK_FALSE(t.completeByPeer(1, 0));  // chunk 1 of message 1 was never placed: a lie
+  REQUIRE(t.completeByPeer(0, 1u << 2));
+  CHECK(t.done(0));
+  // Transmitted and half-written copies stay to match acknowledgements, but are not held.
+  CHECK(t.queued(0) == 1);
+  CHECK(t.heldBytes(0) == 0);
+  CHECK(t.queued(2) == 2);
+  CHECK(t.heldBytes(2) == 100);  // only message 1's chunk
+  CHECK(t.entry(2, 0).leftover);
+  CHECK_FALSE(t.entry(2, 1).leftover);
+  // The slot is reused: a late acknowledgement of the leftover does not count for the new one.
+  t.release(0);
+  t.start(0, plan(100, 100));
+  int leftovers = 0;
+  REQUIRE(t.acknowledge(0, 1, [&](const SendTracker::Entry& e) { leftovers += e.leftover; }));
+  CHECK(leftovers == 1);
+  CHECK(t.acknowledged(0) == 0);
+  CHECK_FALSE(t.done(0));
+  // A failed rail drops leftovers instead of re-sending them.
+  CHECK(t.railFailed(2, &bytes) == 1);
+  CHECK(bytes == 100);
+  SendTracker::Entry e;
+  REQUIRE(t.peek(&e));
+  CHECK(e.message == 1);
+}
+
+TEST_CASE("tracker: copies of a completed message not yet transmitted are dropped",
+          "[net][tracker]") {
+  SendTracker t(2, 1, 8);
+  t.start(0, plan(300, 100));
+  for (int i = 0; i < 3; ++i) REQUIRE(t.placeNext(1));
+  t.setPosted(1, 1);
+  uint64_t bytes = 0;
+  t.railFailed(1, &bytes);
+  REQUIRE(t.placeNext(0));  // one copy placed, two still in the re-send queue
+  CHECK(t.resendQueued() == 2);
+  REQUIRE(t.completeByPeer(0, 0));
+  CHECK(t.queued(0) == 0);  // untransmitted: removed
+  CHECK(t.resendQueued() == 0);
+  SendTracker::Entry e;
+  CHECK_FALSE(t.peek(&e));
+  CHECK(t.done(0));
+}
+
+TEST_CASE("tracker: a completed message's original chunks stay held until acknowledged",
+          "[net][tracker]") {
+  // The watermark may overtake another rail's acknowledgements: those originals did land, so
+  // their acknowledgements must come; a rail that never delivers them is broken.
+  SendTracker t(2, 1, 8);
+  t.start(0, plan(200, 100));
+  REQUIRE(t.placeNext(0));
+  REQUIRE(t.placeNext(1));
+  t.setPosted(0, 1);
+  t.setPosted(1, 1);
+  REQUIRE(t.acknowledge(0, 1, [](const SendTracker::Entry&) {}));
+  REQUIRE(t.completeByPeer(0, 0));
+  CHECK(t.done(0));
+  CHECK(t.heldBytes(1) == 100);
+  REQUIRE(t.acknowledge(1, 1, [](const SendTracker::Entry&) {}));
+  CHECK(t.heldBytes(1) == 0);
+  CHECK(t.queued(1) == 0);
+}
+
 TEST_CASE("tracker: queue capacity is respected", "[net][tracker]") {
   SendTracker t(1, 1, 3);
   t.start(0, plan(1000, 100));

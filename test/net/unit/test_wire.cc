@@ -29,3 +29,16 @@ TEST_CASE("wire: liveness ping and pong round-trip; stray fields are rejected", 
   wire::FrameHeader h;
   CHECK(wire::decodeFrameHeader(unknown, sizeof(unknown), &h) == wire::DecodeError::kBadField);
 }
+
+TEST_CASE("wire: an acknowledgement carries the frame count and the receive watermark",
+          "[net][wire]") {
+  uint8_t buf[wire::kFrameHeaderBytes];
+  REQUIRE(wire::encodeAck(123456, 789, buf) == wire::kFrameHeaderBytes);
+  wire::FrameHeader h;
+  REQUIRE(wire::decodeFrameHeader(buf, sizeof(buf), &h) == wire::DecodeError::kOk);
+  CHECK(h.type == wire::FrameType::kAck);
+  CHECK(h.seq == 123456);
+  CHECK(h.offset == 789);
+  buf[24] = 1;  // a chunk index on an acknowledgement
+  CHECK(wire::decodeFrameHeader(buf, sizeof(buf), &h) == wire::DecodeError::kBadField);
+}
