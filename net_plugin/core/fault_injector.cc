@@ -17,7 +17,7 @@ namespace {
 params::StringParam gFaultFile(
     "NCCL_AUTOPILOT_FAULT_FILE", "",
     "Simulated rail faults for tests and demos without root: a file re-read while running, "
-    "with lines 'rail <name|index> down|up|rate <Mbit/s>'. Empty: no simulated faults.");
+    "with lines 'rail <name|index> down|deaf|up|rate <Mbit/s>|qp-reset <n>'. Empty: no simulated faults.");
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
 constexpr size_t kMaxFileBytes = 64 << 10;

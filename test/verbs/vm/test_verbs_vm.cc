@@ -74,7 +74,7 @@ StreamRun stream(const PairOptions& options,
 // its line.
 std::string after(const std::string& log, const std::string& from, const std::string& key) {
   size_t at = log.find(from);
-  if (at != std::string::npos) at = log.find(key, at);
+  if (at != std::string::npos) at = log.find(key, at + from.size());
   if (at == std::string::npos) return "?";
   at += key.size();
   return log.substr(at, log.find('\n', at) - at);
