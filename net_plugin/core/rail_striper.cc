@@ -34,6 +34,7 @@ void RailStriper::setBandwidth(int rail, double bytesPerSec) {
   r.bandwidth = clampBandwidth(bytesPerSec);
   r.sampleBytes = r.sampleNs = 0;
   r.samples = 0;
+  r.outside = r.distinct = false;
 }
 
 bool RailStriper::usable(int rail, bool standbyPass) const {
@@ -51,17 +52,42 @@ bool RailStriper::fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) con
   return r.inFlight == 0 || r.inFlight + chunkBytes <= window;
 }
 
-double RailStriper::effectiveBandwidth(int rail, bool standbyPass) const {
+double RailStriper::median(bool standbyPass, int* count) const {
   double bw[kMaxRails];
   int n = 0;
   for (int i = 0; i < n_; ++i) {
     if (usable(i, standbyPass)) bw[n++] = rails_[i].bandwidth;
   }
-  double own = rails_[rail].bandwidth;
-  if (n < 2) return own;
+  *count = n;
+  if (n == 0) return 0;
   std::nth_element(bw, bw + n / 2, bw + n);
-  double median = bw[n / 2];
-  return std::abs(own - median) <= config_.equalBand * median ? median : own;
+  return bw[n / 2];
+}
+
+void RailStriper::refreshBands(uint64_t nowNs, bool standbyPass) {
+  int n = 0;
+  double m = median(standbyPass, &n);
+  for (int i = 0; i < n_; ++i) {
+    Rail& r = rails_[i];
+    if (!usable(i, standbyPass)) continue;
+    if (std::abs(r.bandwidth - m) <= config_.equalBand * m) {
+      r.outside = r.distinct = false;
+      continue;
+    }
+    if (!r.outside) {
+      r.outside = true;
+      r.outsideSinceNs = nowNs;
+    }
+    r.distinct = nowNs - r.outsideSinceNs >= config_.bandHoldNs;
+  }
+}
+
+double RailStriper::effectiveBandwidth(int rail, bool standbyPass) const {
+  int n = 0;
+  double m = median(standbyPass, &n);
+  const Rail& r = rails_[rail];
+  // `distinct` is refreshed by pick(); before any pick every measured rail counts as the median.
+  return n < 2 || r.samples == 0 || r.distinct ? r.bandwidth : m;
 }
 
 int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask) {
@@ -93,6 +119,7 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
     }
     if (probe >= 0) return probe;
   }
+  refreshBands(nowNs, standbyPass);
   // Ties are common (a message whose chunks start on idle rails) and must not always go to the
   // lowest index: the scan starts after the rail picked last, so equal rails take turns.
   int best = -1;
@@ -142,13 +169,35 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
     double alpha = r.samples == 0                                              ? 1.0
                    : (sample > 2 * r.bandwidth || 2 * sample < r.bandwidth) ? config_.fastAlpha
                                                                             : config_.ewmaAlpha;
-    if (r.pipelined || r.samples == 0 || sample > r.bandwidth) {
+    if (r.pipelined) {
       r.bandwidth = clampBandwidth(alpha * sample + (1 - alpha) * r.bandwidth);
+    } else if (r.samples == 0 || sample > r.bandwidth) {
+      // Latency-bound: one chunk at a time measures the path's burst speed (a shaper's bucket,
+      // an idle queue), more than the rail sustains. It may lift the rail to its measured
+      // peers' level, not above: ratcheted up by bursts, one equal rail would look faster than
+      // the others, take more chunks and hold every message back.
+      double next = clampBandwidth(alpha * sample + (1 - alpha) * r.bandwidth);
+      double peers = measuredPeerMedian(rail);
+      if (peers > 0) next = std::min(next, std::max(peers, r.samples == 0 ? 0.0 : r.bandwidth));
+      r.bandwidth = clampBandwidth(next);
     }
     r.pipelined = r.measuredChunks >= 2;
     r.sampleBytes = r.sampleNs = 0;
     ++r.samples;
   }
+}
+
+double RailStriper::measuredPeerMedian(int rail) const {
+  double bw[kMaxRails];
+  int n = 0;
+  for (int i = 0; i < n_; ++i) {
+    if (i != rail && rails_[i].mode == RailMode::kActive && rails_[i].samples > 0) {
+      bw[n++] = rails_[i].bandwidth;
+    }
+  }
+  if (n == 0) return 0;
+  std::nth_element(bw, bw + n / 2, bw + n);
+  return bw[n / 2];
 }
 
 void RailStriper::onRailLost(int rail) {

@@ -10,7 +10,8 @@
 // first measurement replaces the guess. A sample taken while the rail never held two
 // measurable chunks at once is bounded by latency rather than bandwidth: it may raise the
 // estimate but not lower it (otherwise a rail given a small share would measure itself slow
-// and keep its small share). Every `probeEvery`-th pick, a usable rail that has been
+// and keep its small share), and not above the median of the other measured rails (bursts
+// would ratchet it up). Every `probeEvery`-th pick, a usable rail that has been
 // idle for `probeIdleNs` gets the chunk instead, so that idle or slow rails stay measured and
 // a healed rail's share can grow again. A rail never holds more than `windowBytes` (unless it
 // is empty), which keeps the assignment adaptive: chunks are placed as acknowledgements free
@@ -21,7 +22,11 @@
 // chunk does. The noise is large: latency-bound traffic measures burst speed, not the line
 // rate, and a loaded host delays acknowledgements. The band therefore matches the degradation
 // threshold (a rail below half its peers' median is degraded): a rail outside it (a degraded
-// one, a much slower or faster NIC) keeps its own estimate and its own share.
+// one, a much slower or faster NIC) keeps its own estimate and its own share, once it has been
+// outside for `bandHoldNs`. The hold matters: a rail given a smaller share is measured less
+// often, so one unlucky sample (a receiver that was busy computing) would otherwise shrink an
+// equal rail's share for a long time. A rail whose estimate was set (setBandwidth: a re-joined
+// rail starts small) keeps it until its first measurement.
 //
 // Equal-split mode: chunks rotate over the usable rails regardless of bandwidth (what NCCL's
 // own multi-NIC merge and aws-ofi-nccl do); kept as a baseline for benchmarks.
@@ -55,6 +60,7 @@ class RailStriper {
     uint32_t probeEvery = 32;                  // probe cadence, in picks (0: never)
     uint64_t probeIdleNs = 50'000'000;         // a rail idle this long is due for a probe
     double equalBand = 0.5;                    // |bw - median| <= band * median: the median
+    uint64_t bandHoldNs = 300'000'000;         // ... and until outside that long
   };
 
   RailStriper() : RailStriper(Config{}) {}
@@ -105,10 +111,17 @@ class RailStriper {
     uint64_t lastAssignedNs = 0;
     uint64_t assignedBytes = 0;
     uint64_t samples = 0;
+    bool outside = false;         // the estimate is outside the band ...
+    uint64_t outsideSinceNs = 0;  // ... since then
+    bool distinct = false;        // the split uses the rail's own estimate
   };
   bool usable(int rail, bool standbyPass) const;
+  double median(bool standbyPass, int* count) const;
+  void refreshBands(uint64_t nowNs, bool standbyPass);
   bool fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) const;
   double clampBandwidth(double bw) const;
+  // Median estimate of the other active rails that have been measured; 0 when there are none.
+  double measuredPeerMedian(int rail) const;
 
   Config config_;
   int n_ = 0;

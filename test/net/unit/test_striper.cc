@@ -61,6 +61,15 @@ SimResult simulate(RailStriper& s, const std::vector<double>& rates, uint64_t to
   return res;
 }
 
+// Gives `rail` a measured estimate of `bw` (one pipelined sample replacing the guess).
+void measureAt(RailStriper& s, int rail, double bw, uint64_t* t) {
+  s.setBandwidth(rail, bw);
+  s.onAssigned(rail, 1 << 20, *t);
+  s.onAssigned(rail, 1 << 20, *t);
+  s.onCompleted(rail, 1 << 20, *t += uint64_t(double(1 << 20) * 1e9 / bw));
+  s.onCompleted(rail, 1 << 20, *t += uint64_t(double(1 << 20) * 1e9 / bw));
+}
+
 RailStriper activeStriper(int n, RailStriper::Config cfg = {}) {
   RailStriper s(cfg);
   s.reset(n);
@@ -274,11 +283,12 @@ TEST_CASE("striper: noisy estimates of equal rails still split equally; a truly 
           "[net][striper]") {
   RailStriper s = activeStriper(3);
   // Estimates as a loaded host measures three equal 250 Mbit/s rails.
-  s.setBandwidth(0, 36e6);
-  s.setBandwidth(1, 27e6);
-  s.setBandwidth(2, 31e6);
-  CHECK(s.effectiveBandwidth(0) == Approx(31e6));
-  CHECK(s.effectiveBandwidth(1) == Approx(31e6));
+  uint64_t t = 0;
+  measureAt(s, 0, 36e6, &t);
+  measureAt(s, 1, 27e6, &t);
+  measureAt(s, 2, 31e6, &t);
+  CHECK(s.effectiveBandwidth(0) == Approx(31e6).epsilon(0.01));
+  CHECK(s.effectiveBandwidth(1) == Approx(31e6).epsilon(0.01));
   uint64_t assigned[3] = {};
   for (int round = 0; round < 10; ++round) {
     // Thirty 64 KiB chunks in flight together, then all acknowledged at once (no time passes,
@@ -293,9 +303,14 @@ TEST_CASE("striper: noisy estimates of equal rails still split equally; a truly 
     for (int k = 0; k < 30; ++k) s.onCompleted(picked[k], 64 << 10, 1'000'000'000);
   }
   for (uint64_t a : assigned) CHECK(a == Approx(100).margin(3));
-  // A degraded rail (a tenth of the others) is outside the band: it keeps its own estimate.
-  s.setBandwidth(1, 3e6);
-  CHECK(s.effectiveBandwidth(1) == Approx(3e6));
+  // A degraded rail (a tenth of the others) leaves the band: once it has stayed outside for the
+  // hold, it keeps its own estimate.
+  t = 2'000'000'000;
+  measureAt(s, 1, 3e6, &t);
+  s.pick(64 << 10, t);
+  CHECK(s.effectiveBandwidth(1) == Approx(31e6).epsilon(0.01));
+  s.pick(64 << 10, t + s.config().bandHoldNs);
+  CHECK(s.effectiveBandwidth(1) == Approx(3e6).epsilon(0.01));
   CHECK(s.effectiveBandwidth(0) == Approx(31e6).epsilon(0.2));
 }
 
@@ -316,4 +331,41 @@ TEST_CASE("striper: equal rails take turns when chunks start on idle rails", "[n
     s.onCompleted(b, 64 << 10, 1'000'000'000);
   }
   for (uint64_t n : assigned) CHECK(n == Approx(200).margin(2));
+}
+
+TEST_CASE("striper: latency-bound bursts lift a rail to its peers' level, not above",
+          "[net][striper]") {
+  RailStriper::Config cfg;
+  cfg.sampleMinNs = 1'000'000;
+  RailStriper s = activeStriper(2, cfg);
+  uint64_t t = 0;
+  // Rail 1 measured pipelined at ~105 MB/s.
+  for (int i = 0; i < 10; ++i) {
+    s.onAssigned(1, 1 << 20, t);
+    s.onAssigned(1, 1 << 20, t);
+    s.onCompleted(1, 1 << 20, t += 10'000'000);
+    s.onCompleted(1, 1 << 20, t += 10'000'000);
+  }
+  double peer = s.bandwidth(1);
+  REQUIRE(peer == Approx(105e6).epsilon(0.05));
+  // Rail 0 starts low (a small share), then sees one chunk at a time at burst speed (~524 MB/s,
+  // a shaper's bucket): it rises to rail 1's level and stops there.
+  s.setBandwidth(0, 20e6);
+  s.onAssigned(0, 1 << 20, t);
+  s.onCompleted(0, 1 << 20, t += 2'000'000);
+  CHECK(s.bandwidth(0) == Approx(peer));
+  for (int i = 0; i < 10; ++i) {
+    s.onAssigned(0, 1 << 20, t);
+    s.onCompleted(0, 1 << 20, t += 2'000'000);
+  }
+  CHECK(s.bandwidth(0) == Approx(peer));
+  CHECK(s.effectiveBandwidth(0) == Approx(s.effectiveBandwidth(1)));
+  // Pipelined, it may show it really is faster.
+  for (int i = 0; i < 10; ++i) {
+    s.onAssigned(0, 1 << 20, t);
+    s.onAssigned(0, 1 << 20, t);
+    s.onCompleted(0, 1 << 20, t += 2'000'000);
+    s.onCompleted(0, 1 << 20, t += 2'000'000);
+  }
+  CHECK(s.bandwidth(0) > 3 * peer);
 }
