@@ -8,10 +8,12 @@
 // (bench/demo/rank.cc). The static mode is what stock NCCL with an equal-split transport would
 // do: NCCL's own choices, equal split over the rails, no failover.
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +34,16 @@
 
 namespace autopilot::demo {
 namespace {
+
+// Ctrl-C or a kill: the demo unwinds, so that the rank processes are reaped and the network
+// namespaces, veth links and qdiscs it created are removed (destructors), instead of being left
+// for the next run to clean up.
+std::atomic<bool> gInterrupted{false};
+struct Interrupted {};
+void onSignal(int) { gInterrupted.store(true); }
+void checkInterrupted() {
+  if (gInterrupted.load()) throw Interrupted{};
+}
 
 struct DemoOptions {
   int ranks = 4;
@@ -299,8 +311,12 @@ class Scenario {
 
  private:
   void sleepUntil(double scenarioS) {
-    double now = double(monotonicNs() - scenarioStartNs_) / 1e9;
-    if (scenarioS > now) usleep(useconds_t((scenarioS - now) * 1e6));
+    for (;;) {
+      checkInterrupted();
+      double now = double(monotonicNs() - scenarioStartNs_) / 1e9;
+      if (scenarioS <= now) return;
+      usleep(useconds_t(std::min(scenarioS - now, 0.1) * 1e6));
+    }
   }
 
   // Runs one job from `startPhase` to the end of the scenario. Returns -1 when it finished, or
@@ -345,6 +361,7 @@ class Scenario {
     int failedAt = -1;
     const double end = phaseEnd(o_, kHealed);
     for (;;) {
+      checkInterrupted();
       double s = jobOffset + double(monotonicNs() - t0) / 1e9;
       if (s >= end) break;
       int want = phaseAt(o_, s);
@@ -555,8 +572,19 @@ int cmdDemo(int argc, char** argv) {
               o.warmupSeconds, o.phaseSeconds, faults.describe(kDegraded).c_str(),
               faults.describe(kFailed).c_str(), faults.describe(kHealed).c_str());
   std::unique_ptr<ModeRecord> closed, stat;
-  if (o.mode != "static") closed = std::make_unique<ModeRecord>(scenario.run(true));
-  if (o.mode != "closed") stat = std::make_unique<ModeRecord>(scenario.run(false));
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  try {
+    if (o.mode != "static") closed = std::make_unique<ModeRecord>(scenario.run(true));
+    if (o.mode != "closed") stat = std::make_unique<ModeRecord>(scenario.run(false));
+  } catch (const Interrupted&) {
+    std::fprintf(stderr, "\nautopilot demo: interrupted; stopping the ranks and removing the "
+                         "mini-cluster\n");
+    return 130;
+  }
 
   bool identical = true;
   std::printf("\n%-9s | %12s | %12s | %8s | %10s | %9s | %s\n", "phase", "closed Gbit/s",
