@@ -228,7 +228,7 @@ bool SendComm::readRail(int r, uint64_t nowNs) {
       return true;
     }
     if (res.status == Io::kClosed) {
-      bool busy = tracker_.queued(r) > 0 || waitingSize_ > 0;
+      bool busy = tracker_.heldBytes(r) > 0 || waitingSize_ > 0;
       failRail(r, nowNs, "the receiver closed the connection", busy);
       return true;
     }
