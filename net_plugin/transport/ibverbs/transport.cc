@@ -5,8 +5,8 @@
 
 #include "common/log.h"
 #include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/transport_glue.h"
 #include "net_plugin/transport/ibverbs/gpu_direct.h"
-#include "net_plugin/transport/tcp/handle.h"
 
 namespace autopilot::net::ib {
 
@@ -72,15 +72,7 @@ abi::Result getProperties(int dev, DeviceProperties* props) {
   props->latencyUs = 0;  // unknown: NCCL then uses its own default for the network
   props->maxComms = ib.maxComms(*d);
   props->maxRecvs = core::commConfig().maxRecvs;
-  if (d->isVirtual) {
-    props->vProps.ndevs = int(d->children.size());
-    for (size_t i = 0; i < d->children.size() && i < size_t(abi::kNetMaxDevsPerNic); ++i) {
-      props->vProps.devs[i] = d->children[i];
-    }
-  } else {
-    props->vProps.ndevs = 1;
-    props->vProps.devs[0] = dev;
-  }
+  core::describeDeviceLayout(*d, dev, props);
   props->maxP2pBytes = size_t(std::min<uint64_t>(abi::kMaxNetSizeBytes, maxBytes));
   props->maxCollBytes = size_t(std::min<uint64_t>(abi::kMaxCollNetSize, maxBytes));
   return abi::kSuccess;
@@ -89,15 +81,7 @@ abi::Result getProperties(int dev, DeviceProperties* props) {
 abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV11& props) {
   IbRails& ib = IbRails::instance();
   ib.ensureDiscovered();
-  std::string error;
-  int v = ib.devices().makeVirtual(props.devs, props.ndevs, &error);
-  if (v < 0) {
-    AP_WARN(kFlags, "makeVDevice: %s", error.c_str());
-    return abi::kInvalidUsage;
-  }
-  AP_INFO(kFlags, "virtual net device %d: %s", v, ib.devices().device(v)->name.c_str());
-  *d = v;
-  return abi::kSuccess;
+  return core::makeVirtualDevice(ib.devices(), props, d);
 }
 
 abi::Result listen(uint64_t commId, int dev, int trafficClass, void* handle, void** listenComm) {
@@ -112,26 +96,13 @@ abi::Result listen(uint64_t commId, int dev, int trafficClass, void* handle, voi
 abi::Result connect(ContextState& ctx, uint64_t commId, int dev, int trafficClass, void* handle,
                     void** sendComm) {
   IbRails::instance().ensureDiscovered();
-  auto* bytes = static_cast<uint8_t*>(handle);
-  uint64_t token = tcp::connectToken(bytes);
-  Connector* c = token != 0 ? ctx.connects.find(token) : nullptr;
-  if (c == nullptr) {
-    // First call for this handle (or NCCL handed a fresh copy): start.
-    auto fresh = std::make_unique<Connector>(commId, dev, trafficClass);
-    abi::Result r = fresh->start(bytes);
-    if (r != abi::kSuccess) return r;
-    c = fresh.get();
-    token = ctx.connects.add(std::move(fresh));
-    tcp::setConnectToken(bytes, token);
-  }
-  SendComm* comm = nullptr;
-  abi::Result r = c->progress(&comm);
-  if (r != abi::kSuccess || comm != nullptr) {
-    ctx.connects.remove(token);
-    tcp::setConnectToken(bytes, 0);
-  }
-  if (comm != nullptr) *sendComm = static_cast<CommBase*>(comm);
-  return r;
+  return core::connectStep<SendComm>(
+      ctx.connects, handle,
+      [&](std::unique_ptr<Connector>* fresh) {
+        *fresh = std::make_unique<Connector>(commId, dev, trafficClass);
+        return (*fresh)->start(static_cast<const uint8_t*>(handle));
+      },
+      sendComm);
 }
 
 abi::Result accept(void* listenComm, void** recvComm) {

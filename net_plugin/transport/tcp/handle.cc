@@ -12,7 +12,6 @@ namespace {
 
 constexpr size_t kRailsAt = 24;
 constexpr size_t kChecksumAt = 116;
-constexpr size_t kTokenAt = 120;
 
 using core::bytes::fnv32;
 using core::bytes::get32;
@@ -101,14 +100,5 @@ wire::DecodeError decodeHandle(const uint8_t* in, size_t len, Handle* out) {
   return DecodeError::kOk;
 }
 
-uint64_t connectToken(const uint8_t* handle) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | handle[kTokenAt + size_t(i)];
-  return v;
-}
-
-void setConnectToken(uint8_t* handle, uint64_t token) {
-  for (int i = 0; i < 8; ++i) handle[kTokenAt + size_t(i)] = uint8_t(token >> (8 * i));
-}
 
 }  // namespace autopilot::net::tcp

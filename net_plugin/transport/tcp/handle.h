@@ -33,7 +33,4 @@ struct Handle {
 bool encodeHandle(const Handle& h, uint8_t out[kHandleBytes], std::string* error);
 wire::DecodeError decodeHandle(const uint8_t* in, size_t len, Handle* out);
 
-uint64_t connectToken(const uint8_t* handle);
-void setConnectToken(uint8_t* handle, uint64_t token);
-
 }  // namespace autopilot::net::tcp

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/transport_glue.h"
 #include "net_plugin/transport/tcp/discovery.h"
 #include "net_plugin/transport/tcp/recv_comm.h"
 #include "net_plugin/transport/tcp/send_comm.h"
@@ -46,15 +47,7 @@ abi::Result getProperties(int dev, DeviceProperties* props) {
   props->latencyUs = 0;  // unknown: NCCL then uses its own default for the network
   props->maxComms = rails.maxComms(int(d->rails.size()));
   props->maxRecvs = core::commConfig().maxRecvs;
-  if (d->isVirtual) {
-    props->vProps.ndevs = int(d->children.size());
-    for (size_t i = 0; i < d->children.size() && i < size_t(abi::kNetMaxDevsPerNic); ++i) {
-      props->vProps.devs[i] = d->children[i];
-    }
-  } else {
-    props->vProps.ndevs = 1;
-    props->vProps.devs[0] = dev;
-  }
+  core::describeDeviceLayout(*d, dev, props);
   props->maxP2pBytes = abi::kMaxNetSizeBytes;
   props->maxCollBytes = abi::kMaxCollNetSize;
   return abi::kSuccess;
@@ -63,16 +56,7 @@ abi::Result getProperties(int dev, DeviceProperties* props) {
 abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV11& props) {
   TcpRails& rails = TcpRails::instance();
   rails.ensureDiscovered();
-  std::string error;
-  // The table rejects counts beyond the 4 entries vProps has before reading them.
-  int v = rails.devices().makeVirtual(props.devs, props.ndevs, &error);
-  if (v < 0) {
-    AP_WARN(kFlags, "makeVDevice: %s", error.c_str());
-    return abi::kInvalidUsage;
-  }
-  AP_INFO(kFlags, "virtual net device %d: %s", v, rails.devices().device(v)->name.c_str());
-  *d = v;
-  return abi::kSuccess;
+  return core::makeVirtualDevice(rails.devices(), props, d);
 }
 
 abi::Result listen(uint64_t commId, int dev, void* handle, void** listenComm) {
@@ -86,26 +70,13 @@ abi::Result listen(uint64_t commId, int dev, void* handle, void** listenComm) {
 
 abi::Result connect(ContextState& ctx, uint64_t commId, int dev, void* handle, void** sendComm) {
   TcpRails::instance().ensureDiscovered();
-  auto* bytes = static_cast<uint8_t*>(handle);
-  uint64_t token = connectToken(bytes);
-  Connector* c = token != 0 ? ctx.connects.find(token) : nullptr;
-  if (c == nullptr) {
-    // First call for this handle (or NCCL handed a fresh copy): start dialing.
-    auto fresh = std::make_unique<Connector>(commId, dev);
-    abi::Result r = fresh->start(bytes);
-    if (r != abi::kSuccess) return r;
-    c = fresh.get();
-    token = ctx.connects.add(std::move(fresh));
-    setConnectToken(bytes, token);
-  }
-  SendComm* comm = nullptr;
-  abi::Result r = c->progress(&comm);
-  if (r != abi::kSuccess || comm != nullptr) {
-    ctx.connects.remove(token);
-    setConnectToken(bytes, 0);
-  }
-  if (comm != nullptr) *sendComm = static_cast<CommBase*>(comm);
-  return r;
+  return core::connectStep<SendComm>(
+      ctx.connects, handle,
+      [&](std::unique_ptr<Connector>* fresh) {
+        *fresh = std::make_unique<Connector>(commId, dev);
+        return (*fresh)->start(static_cast<const uint8_t*>(handle));
+      },
+      sendComm);
 }
 
 abi::Result accept(void* listenComm, void** recvComm) {

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "net_plugin/core/transport_glue.h"
 #include "net_plugin/transport/ibverbs/wire.h"
 #include "net_plugin/transport/tcp/handle.h"
 
@@ -191,7 +192,7 @@ TEST_CASE("verbs wire: the handle round-trips; the TCP transport's handle is rec
   h.control.setPort(40123);
   uint8_t buf[wire::kHandleBytes];
   REQUIRE(wire::encodeHandle(h, buf));
-  tcp::setConnectToken(buf, 0x1122334455667788ull);  // the connecting side's bytes
+  core::bytes::put64(buf + core::kConnectTokenAt, 0x1122334455667788ull);  // the connecting side's
   wire::Handle d;
   REQUIRE(wire::decodeHandle(buf, sizeof(buf), &d) == DecodeError::kOk);
   CHECK(d.control.str() == "127.0.0.1:40123");
