@@ -55,10 +55,7 @@ SendComm::SendComm(SendCommSetup setup)
       striper_(config_.striper),
       tracker_(nRails_, uint32_t(abi::kNetMaxRequests * config_.maxRecvs), kQueueDepth),
       matcher_(uint32_t(wire::kSlots)),
-      poolSize_(uint32_t(abi::kNetMaxRequests * config_.maxRecvs)),
-      pool_(new SendRequest[poolSize_]),
-      freeList_(new uint32_t[poolSize_]),
-      waiting_(new uint32_t[poolSize_]) {
+      pool_(uint32_t(abi::kNetMaxRequests * config_.maxRecvs), this) {
   IbRails& ib = IbRails::instance();
   uint64_t now = monotonicNs();
   std::vector<core::RailHealth::RailInfo> infos;
@@ -101,13 +98,6 @@ SendComm::SendComm(SendCommSetup setup)
     }
     striper_.setMode(r, health_.mode(r));
   }
-  for (uint32_t i = 0; i < poolSize_; ++i) {
-    pool_[i].owner = this;
-    pool_[i].kind = RequestKind::kSend;
-    pool_[i].index = i;
-    freeList_[i] = poolSize_ - 1 - i;
-  }
-  freeCount_ = poolSize_;
 }
 
 SendComm::~SendComm() {
@@ -173,16 +163,14 @@ abi::Result SendComm::isend(const void* data, size_t size, int tag, const void* 
       return abi::kInvalidArgument;
     }
   }
-  if (freeCount_ == 0) return abi::kSuccess;  // NULL request: NCCL retries later
-  SendRequest* q = &pool_[freeList_[--freeCount_]];
+  SendRequest* q = pool_.post();
+  if (q == nullptr) return abi::kSuccess;  // NULL request: NCCL retries later
   q->state = SendRequest::State::kWaitingForReceive;
   q->data = static_cast<const uint8_t*>(data);
   q->size = size;
   q->tag = tag;
   q->memory = mh;
   q->failovers = 0;
-  waiting_[(waitingHead_ + waitingSize_) % poolSize_] = q->index;
-  waitingSize_++;
   *request = static_cast<RequestHeader*>(q);
   progress(monotonicNs());
   return abi::kSuccess;
@@ -191,7 +179,7 @@ abi::Result SendComm::isend(const void* data, size_t size, int tag, const void* 
 void SendComm::freeRequest(SendRequest* q) {
   if (tracker_.inUse(q->index)) tracker_.release(q->index);
   q->state = SendRequest::State::kFree;
-  freeList_[freeCount_++] = q->index;
+  pool_.release(q);
 }
 
 abi::Result SendComm::test(SendRequest* q, int* done, int* sizes) {
@@ -302,13 +290,12 @@ void SendComm::pollFifo(uint64_t nowNs) {
 }
 
 void SendComm::matchRequests() {
-  while (waitingSize_ > 0) {
-    SendRequest* q = &pool_[waiting_[waitingHead_]];
+  while (pool_.anyWaiting()) {
+    SendRequest* q = pool_.firstWaiting();
     core::ReceiveMatcher::Slot slot;
     core::ReceiveMatcher::Match m = matcher_.match(q->tag, q->size, &slot);
     if (m == core::ReceiveMatcher::Match::kWait) return;
-    waitingHead_ = (waitingHead_ + 1) % poolSize_;
-    waitingSize_--;
+    pool_.popWaiting();
     if (m != core::ReceiveMatcher::Match::kMatched) {
       q->state = SendRequest::State::kFailed;
       failComm(abi::kInvalidUsage,
@@ -695,7 +682,7 @@ void SendComm::checkHealth(uint64_t nowNs) {
     for (int r = 0; r < nRails_; ++r) striper_.setMode(r, health_.mode(r));
     metrics_.publish(nowNs, striper_);
   }
-  bool pending = waitingSize_ > 0 || freeCount_ < poolSize_;
+  bool pending = pool_.anyWaiting() || pool_.anyInUse();
   uint64_t since = health_.noLiveRailSinceNs();
   // As on the receiving side: a closed control connection is an orderly teardown racing with
   // sends still posted, or a dead receiver; sends fail when it stays closed for the peer timeout.

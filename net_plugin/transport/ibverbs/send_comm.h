@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common/abi/net_abi.h"
+#include "net_plugin/core/send_request_pool.h"
 #include "net_plugin/core/comm_config.h"
 #include "net_plugin/core/rail_health.h"
 #include "net_plugin/core/rail_metrics.h"
@@ -158,12 +159,7 @@ class SendComm : public CommBase {
   uint64_t nextCts_ = 0;           // sequence number of the next entry expected
   uint64_t ctsCorruptSinceNs_ = 0;  // the expected slot carries its marker but does not decode
 
-  uint32_t poolSize_;
-  std::unique_ptr<SendRequest[]> pool_;
-  std::unique_ptr<uint32_t[]> freeList_;
-  uint32_t freeCount_ = 0;
-  std::unique_ptr<uint32_t[]> waiting_;  // requests not yet matched, in posting order
-  uint32_t waitingHead_ = 0, waitingSize_ = 0;
+  core::SendRequestPool<SendRequest> pool_;
 
   // Set when chunks were replayed: new data must not overtake a replay into the same receive
   // memory (the receiver may have completed the request from the first copy and re-posted the

@@ -46,10 +46,7 @@ SendComm::SendComm(SendCommSetup setup)
       striper_(config_.striper),
       tracker_(nRails_, uint32_t(abi::kNetMaxRequests * config_.maxRecvs), 512),
       matcher_(uint32_t(abi::kNetMaxRequests)),
-      poolSize_(uint32_t(abi::kNetMaxRequests * config_.maxRecvs)),
-      pool_(new SendRequest[poolSize_]),
-      freeList_(new uint32_t[poolSize_]),
-      waiting_(new uint32_t[poolSize_]) {
+      pool_(uint32_t(abi::kNetMaxRequests * config_.maxRecvs), this) {
   std::copy(setup.secret, setup.secret + wire::kSecretBytes, secret_);
   uint64_t now = monotonicNs();
   std::vector<core::RailHealth::RailInfo> infos;
@@ -78,13 +75,6 @@ SendComm::SendComm(SendCommSetup setup)
     }
     striper_.setMode(r, health_.mode(r));
   }
-  for (uint32_t i = 0; i < poolSize_; ++i) {
-    pool_[i].owner = this;
-    pool_[i].kind = RequestKind::kSend;
-    pool_[i].index = i;
-    freeList_[i] = poolSize_ - 1 - i;
-  }
-  freeCount_ = poolSize_;
 }
 
 SendComm::~SendComm() {
@@ -132,15 +122,13 @@ abi::Result SendComm::isend(const void* data, size_t size, int tag, void** reque
             (unsigned long long)wire::kMaxMessageBytes);
     return abi::kInvalidArgument;
   }
-  if (freeCount_ == 0) return abi::kSuccess;  // NULL request: NCCL retries later
-  SendRequest* q = &pool_[freeList_[--freeCount_]];
+  SendRequest* q = pool_.post();
+  if (q == nullptr) return abi::kSuccess;  // NULL request: NCCL retries later
   q->state = SendRequest::State::kWaitingForReceive;
   q->data = static_cast<const uint8_t*>(data);
   q->size = size;
   q->tag = tag;
   q->error = abi::kSuccess;
-  waiting_[(waitingHead_ + waitingSize_) % poolSize_] = q->index;
-  waitingSize_++;
   *request = q;
   progress(monotonicNs());
   return abi::kSuccess;
@@ -149,7 +137,7 @@ abi::Result SendComm::isend(const void* data, size_t size, int tag, void** reque
 void SendComm::freeRequest(SendRequest* q) {
   if (tracker_.inUse(q->index)) tracker_.release(q->index);
   q->state = SendRequest::State::kFree;
-  freeList_[freeCount_++] = q->index;
+  pool_.release(q);
 }
 
 abi::Result SendComm::test(SendRequest* q, int* done, int* sizes) {
@@ -228,7 +216,7 @@ bool SendComm::readRail(int r, uint64_t nowNs) {
       return true;
     }
     if (res.status == Io::kClosed) {
-      bool busy = tracker_.heldBytes(r) > 0 || waitingSize_ > 0;
+      bool busy = tracker_.heldBytes(r) > 0 || pool_.anyWaiting();
       failRail(r, nowNs, "the receiver closed the connection", busy);
       return true;
     }
@@ -306,7 +294,7 @@ bool SendComm::handleFrame(int r, const wire::FrameHeader& h, const uint8_t* bod
 // if acknowledgements of re-sent copies are still outstanding (the receiver may not read them
 // until NCCL gives it more to do). False when the rail was failed.
 bool SendComm::completeByPeer(int r, uint64_t nowNs) {
-  for (uint32_t i = 0; i < poolSize_; ++i) {
+  for (uint32_t i = 0; i < pool_.size(); ++i) {
     SendRequest& q = pool_[i];
     if (q.state != SendRequest::State::kActive || q.recvSeq >= peerCompletedBelow_) continue;
     uint32_t partial = 0;
@@ -327,13 +315,12 @@ bool SendComm::completeByPeer(int r, uint64_t nowNs) {
 }
 
 void SendComm::matchRequests() {
-  while (waitingSize_ > 0) {
-    SendRequest* q = &pool_[waiting_[waitingHead_]];
+  while (pool_.anyWaiting()) {
+    SendRequest* q = pool_.firstWaiting();
     core::ReceiveMatcher::Slot slot;
     core::ReceiveMatcher::Match m = matcher_.match(q->tag, q->size, &slot);
     if (m == core::ReceiveMatcher::Match::kWait) return;
-    waitingHead_ = (waitingHead_ + 1) % poolSize_;
-    waitingSize_--;
+    pool_.popWaiting();
     if (m != core::ReceiveMatcher::Match::kMatched) {
       // The peer's receive cannot take this send: a usage error that breaks the ordering for
       // every later send on this connection.

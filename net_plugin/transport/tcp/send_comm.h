@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/abi/net_abi.h"
+#include "net_plugin/core/send_request_pool.h"
 #include "net_plugin/core/comm_config.h"
 #include "net_plugin/core/rail_health.h"
 #include "net_plugin/core/rail_metrics.h"
@@ -111,12 +112,7 @@ class SendComm : public CommBase {
   core::ReceiveMatcher matcher_;
   core::RailMetrics metrics_;
 
-  uint32_t poolSize_;
-  std::unique_ptr<SendRequest[]> pool_;
-  std::unique_ptr<uint32_t[]> freeList_;
-  uint32_t freeCount_ = 0;
-  std::unique_ptr<uint32_t[]> waiting_;  // requests not yet matched, in posting order
-  uint32_t waitingHead_ = 0, waitingSize_ = 0;
+  core::SendRequestPool<SendRequest> pool_;
 
   abi::Result failed_ = abi::kSuccess;  // sticky comm error
   uint64_t nextEvaluateNs_ = 0;
