@@ -110,6 +110,13 @@ TEST_CASE("the tuner learns from measurements and never raises an IGNORE cell", 
   HostTuner* t = host.tuner();
   long n = callUntil(t, session.tunerContext(), kRingSimple, 20);
   INFO("calls until the learned choice took effect: " << n);
+  if (n <= 0) {
+    // The tuner's own account (its summary at finalize): where the loop stopped.
+    session.finalize();
+    for (const auto& rec : LogCapture::records()) {
+      if (rec.message.find("tuner") != std::string::npos) UNSCOPED_INFO(rec.message);
+    }
+  }
   CHECK(n > 0);
 
   // Random tables, most cells IGNORE: no IGNORE cell ever comes back non-negative, nChannels is
