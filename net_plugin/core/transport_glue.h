@@ -76,4 +76,15 @@ abi::Result connectStep(PendingConnects<Connector>& pending, void* handle, Start
   return r;
 }
 
+// One accept() call on a transport's ListenComm (`accept(RecvComm**)`): NULL until ready.
+template <typename ListenComm, typename RecvComm>
+abi::Result acceptStep(void* listenComm, void** recvComm) {
+  ListenComm* l = commOf<ListenComm>(listenComm, "accept");
+  if (l == nullptr) return abi::kInvalidArgument;
+  RecvComm* comm = nullptr;
+  abi::Result r = l->accept(&comm);
+  if (comm != nullptr) *recvComm = static_cast<CommBase*>(comm);
+  return r;
+}
+
 }  // namespace autopilot::net::core

@@ -106,12 +106,7 @@ abi::Result connect(ContextState& ctx, uint64_t commId, int dev, int trafficClas
 }
 
 abi::Result accept(void* listenComm, void** recvComm) {
-  ListenComm* l = commOf<ListenComm>(listenComm, "accept");
-  if (l == nullptr) return abi::kInvalidArgument;
-  RecvComm* comm = nullptr;
-  abi::Result r = l->accept(&comm);
-  if (comm != nullptr) *recvComm = static_cast<CommBase*>(comm);
-  return r;
+  return core::acceptStep<ListenComm, RecvComm>(listenComm, recvComm);
 }
 
 abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
