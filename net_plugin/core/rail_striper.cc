@@ -64,9 +64,10 @@ double RailStriper::median(bool standbyPass, int* count) const {
   return bw[n / 2];
 }
 
-void RailStriper::refreshBands(uint64_t nowNs, bool standbyPass) {
+double RailStriper::refreshBands(uint64_t nowNs, bool standbyPass, int* count) {
   int n = 0;
   double m = median(standbyPass, &n);
+  *count = n;
   for (int i = 0; i < n_; ++i) {
     Rail& r = rails_[i];
     if (!usable(i, standbyPass)) continue;
@@ -80,14 +81,19 @@ void RailStriper::refreshBands(uint64_t nowNs, bool standbyPass) {
     }
     r.distinct = nowNs - r.outsideSinceNs >= config_.bandHoldNs;
   }
+  return m;
 }
 
 double RailStriper::effectiveBandwidth(int rail, bool standbyPass) const {
   int n = 0;
   double m = median(standbyPass, &n);
+  return effective(rail, m, n);
+}
+
+double RailStriper::effective(int rail, double mid, int usableRails) const {
   const Rail& r = rails_[rail];
   // `distinct` is refreshed by pick(); before any pick every measured rail counts as the median.
-  return n < 2 || r.samples == 0 || r.distinct ? r.bandwidth : m;
+  return usableRails < 2 || r.samples == 0 || r.distinct ? r.bandwidth : mid;
 }
 
 int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask) {
@@ -119,7 +125,8 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
     }
     if (probe >= 0) return probe;
   }
-  refreshBands(nowNs, standbyPass);
+  int usableRails = 0;
+  const double m = refreshBands(nowNs, standbyPass, &usableRails);
   // Ties are common (a message whose chunks start on idle rails) and must not always go to the
   // lowest index: the scan starts after the rail picked last, so equal rails take turns.
   int best = -1;
@@ -128,7 +135,7 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
     int i = (nextTie_ + k) % n_;
     if (!usable(i, standbyPass)) continue;
     const Rail& r = rails_[i];
-    double finish = double(r.inFlight + chunkBytes) / effectiveBandwidth(i, standbyPass);
+    double finish = double(r.inFlight + chunkBytes) / effective(i, m, usableRails);
     if (best < 0 || finish < bestFinish) {
       best = i;
       bestFinish = finish;

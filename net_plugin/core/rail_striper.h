@@ -117,7 +117,9 @@ class RailStriper {
   };
   bool usable(int rail, bool standbyPass) const;
   double median(bool standbyPass, int* count) const;
-  void refreshBands(uint64_t nowNs, bool standbyPass);
+  // Updates each usable rail's band state; returns the median (and *count, the usable rails).
+  double refreshBands(uint64_t nowNs, bool standbyPass, int* count);
+  double effective(int rail, double mid, int usableRails) const;
   bool fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) const;
   double clampBandwidth(double bw) const;
   // Median estimate of the other active rails that have been measured; 0 when there are none.
