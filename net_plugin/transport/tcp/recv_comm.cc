@@ -69,6 +69,10 @@ bool RecvComm::simulatedDown(int r) const {
   return core::FaultInjector::instance().down(rails_[r].globalIndex);
 }
 
+bool RecvComm::simulatedDeaf(int r) const {
+  return core::FaultInjector::instance().deaf(rails_[r].globalIndex);
+}
+
 bool RecvComm::outstanding() const { return posted_ > 0; }
 
 void RecvComm::failComm(abi::Result error, const std::string& reason) {
@@ -192,7 +196,7 @@ void RecvComm::progress(uint64_t nowNs) {
   for (int i = 0; i < nRails_; ++i) {
     int r = (firstRail_ + i) % nRails_;
     if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r) &&
-        !core::FaultInjector::instance().deaf(rails_[r].globalIndex)) {
+        !simulatedDeaf(r)) {
       fds[n] = {rails_[r].link.fd(), POLLIN, 0};
       which[n++] = r;
     }
@@ -406,7 +410,7 @@ void RecvComm::checkHealth(uint64_t nowNs) {
     // a dead link leaves it queued here or unacknowledged in the kernel.
     // A deaf rail (simulated) has lost its inbound direction, TCP's acknowledgements included.
     if (rail.tcpWatch && nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs && !simulatedDown(r) &&
-        !core::FaultInjector::instance().deaf(rail.globalIndex)) {
+        !simulatedDeaf(r)) {
       if (rail.link.sampleTcp(nowNs)) health_.failure(r).onProgress(nowNs);
       if (rail.link.tcpUnacked() == 0) rail.tcpWatch = false;
     }

@@ -72,6 +72,7 @@ class RecvComm final : public CommBase, private RailAcceptor::Owner {
   void announceAll();
   int controlRail() const;
   bool simulatedDown(int r) const;
+  bool simulatedDeaf(int r) const;  // `deaf` fault: nothing read from the rail
   bool outstanding() const;
   void failComm(abi::Result error, const std::string& reason);
 

@@ -95,6 +95,10 @@ bool SendComm::simulatedDown(int r) const {
   return core::FaultInjector::instance().down(rails_[r].globalIndex);
 }
 
+bool SendComm::simulatedDeaf(int r) const {
+  return core::FaultInjector::instance().deaf(rails_[r].globalIndex);
+}
+
 int SendComm::usableRails() const {
   int n = 0;
   for (int r = 0; r < nRails_; ++r) n += striper_.mode(r) == core::RailMode::kActive;
@@ -184,7 +188,7 @@ void SendComm::progress(uint64_t nowNs) {
     int r = (firstRail_ + i) % nRails_;
     if (rails_[r].dialer.active()) pumpDialer(r, nowNs);
     if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r) &&
-        !core::FaultInjector::instance().deaf(rails_[r].globalIndex)) {
+        !simulatedDeaf(r)) {
       gotFrames |= readRail(r, nowNs);
     }
   }
@@ -574,7 +578,7 @@ void SendComm::checkHealth(uint64_t nowNs) {
     // No acknowledgement for a while: ask the kernel whether the peer's TCP still takes bytes
     // (a slow rail does; a dead one does not).
     if (fd.stalledForNs(nowNs) > kTcpSampleNs && nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs &&
-        !simulatedDown(r) && !core::FaultInjector::instance().deaf(rail.globalIndex) &&
+        !simulatedDown(r) && !simulatedDeaf(r) &&
         rail.link.sampleTcp(nowNs)) {
       fd.onProgress(nowNs);
     }

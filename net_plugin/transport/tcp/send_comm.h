@@ -96,6 +96,7 @@ class SendComm : public CommBase {
   void pumpDialer(int r, uint64_t nowNs);
   void failComm(abi::Result error, const std::string& reason);
   bool simulatedDown(int r) const;
+  bool simulatedDeaf(int r) const;  // `deaf` fault: nothing read from the rail
   void freeRequest(SendRequest* q);
   int usableRails() const;
   double medianLiveBandwidth() const;
