@@ -25,6 +25,9 @@ class InspectorWriter {
   void record(const CompletedColl& c, bool gpuClock, uint64_t wallNowUs);
   void flush();
   void close();
+  // In a forked child: the file is the parent's. Forget it without writing (its buffer was
+  // flushed before the fork); the child's copy of the stream is not reclaimed.
+  void abandon() { file_ = nullptr; }
   const std::string& path() const { return path_; }
   uint64_t written() const { return written_; }
   uint64_t dropped() const { return dropped_; }

@@ -99,9 +99,19 @@ ProfilerService& ProfilerService::instance() {
   return service;
 }
 
+ProfilerService::ProfilerService() {
+  // What the thread and the destructor use is built first, so it is destroyed after this object
+  // (statics are destroyed in reverse order of construction), i.e. after the join.
+  ContextRegistry::instance();
+  bus::MeasurementBus::instance();
+  journal::EventJournal::instance();
+  telemetry::RailRegistry::instance();
+  registerForkHandlers({&prepareFork, &parentAfterFork, &childAfterFork});
+}
+
 ProfilerService::~ProfilerService() {
-  // Library unload (or process exit) with communicators NCCL never finalized: stop the thread
-  // and close the exports so the files are complete.
+  // exit() or dlclose() with communicators NCCL never finalized: stop the thread and close the
+  // exports so the files are complete.
   std::unique_lock<std::mutex> lifecycle(lifecycleMu_);
   stopThread(lifecycle);
   std::lock_guard<std::mutex> lock(mu_);
@@ -113,6 +123,44 @@ ProfilerService::~ProfilerService() {
   }
   if (!live_.empty()) writePrometheusLocked();
   live_.clear();
+}
+
+// fork(): the locks are taken so none is copied into the child held, and the exports' buffers
+// are flushed so that the child's exit() (which flushes every stdio stream) writes nothing of
+// the parent's into the parent's files.
+void ProfilerService::prepareFork() {
+  ProfilerService& s = instance();
+  s.lifecycleMu_.lock();
+  s.mu_.lock();
+  for (ProfilerContext* ctx : s.live_) {
+    if (!ctx->state) continue;
+    if (ctx->state->trace) ctx->state->trace->flush();
+    if (ctx->state->inspector) ctx->state->inspector->flush();
+  }
+}
+
+void ProfilerService::parentAfterFork() {
+  ProfilerService& s = instance();
+  s.mu_.unlock();
+  s.lifecycleMu_.unlock();
+}
+
+void ProfilerService::childAfterFork() {
+  ProfilerService& s = instance();
+  s.thread_.forgetAfterFork();
+  s.stopRequested_ = false;
+  // The copied condition variable still counts the parent's thread as a waiter, and destroying
+  // it (at the child's exit) would wait for that thread forever: start from a fresh one.
+  new (&s.wake_) std::condition_variable();
+  for (ProfilerContext* ctx : s.live_) {
+    if (!ctx->state) continue;
+    if (ctx->state->trace) ctx->state->trace->abandon();
+    if (ctx->state->inspector) ctx->state->inspector->abandon();
+  }
+  s.live_.clear();  // a finalize of an inherited communicator in the child then does nothing
+  s.prometheusPath_.clear();
+  s.mu_.unlock();
+  s.lifecycleMu_.unlock();
 }
 
 void ProfilerService::attach(ProfilerContext* ctx) {
@@ -146,11 +194,13 @@ void ProfilerService::attach(ProfilerContext* ctx) {
     ctx->state = std::move(state);
     if (live_.empty()) journalCursor_ = journal::EventJournal::instance().lastSeq();
     live_.push_back(ctx);
-    if (thread_.joinable()) return;
+    if (thread_.running()) return;
     stopRequested_ = false;
   }
-  thread_ = std::thread([this] { threadMain(); });
-  pthread_setname_np(thread_.native_handle(), "ap-profiler");
+  if (!thread_.start("ap-profiler", [this] { threadMain(); })) {
+    AP_WARN(kFlags, "profiler: no service thread: collectives are measured but exports and "
+            "aggregation wait for finalize");
+  }
 }
 
 void ProfilerService::detach(ProfilerContext* ctx) {
@@ -185,18 +235,20 @@ void ProfilerService::detach(ProfilerContext* ctx) {
 
 void ProfilerService::stopThread(std::unique_lock<std::mutex>& lifecycle) {
   (void)lifecycle;  // held by the caller: no attach can start a thread meanwhile
-  if (!thread_.joinable()) return;
+  if (!thread_.running()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopRequested_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  // A round is bounded (one queue's worth per communicator); a thread that has not returned
+  // after this long is stuck, and finalize, exit or dlclose must not wait on it any longer.
+  thread_.join(std::chrono::milliseconds(2000));
 }
 
 bool ProfilerService::threadRunning() {
   std::lock_guard<std::mutex> lifecycle(lifecycleMu_);
-  return thread_.joinable();
+  return thread_.running();
 }
 
 void ProfilerService::runOnce() {

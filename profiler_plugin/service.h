@@ -8,9 +8,11 @@
 // Prometheus file every NCCL_AUTOPILOT_PROM_INTERVAL_MS.
 //
 // The thread exists while at least one communicator is attached: started by the first attach,
-// joined by the last detach (or at library unload). It takes one mutex (mu_), never touched by
-// the event callbacks; attach/detach also hold lifecycleMu_ (taken first) so that joining the
-// thread never races with starting a new one.
+// joined by the last detach, or at exit() or dlclose() when NCCL never finalized (the
+// destructor; exports are completed then). It takes one mutex (mu_), never touched by the event
+// callbacks; attach/detach also hold lifecycleMu_ (taken first) so that joining the thread never
+// races with starting a new one. A forked child inherits neither the thread nor the parent's
+// communicators: it never writes their exports (common/service_thread.h).
 #pragma once
 
 #include <condition_variable>
@@ -19,11 +21,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/event_journal.h"
 #include "common/rail_telemetry.h"
+#include "common/service_thread.h"
 #include "profiler_plugin/collective_stats.h"
 #include "profiler_plugin/context.h"
 #include "profiler_plugin/inspector_writer.h"
@@ -65,7 +67,10 @@ class ProfilerService {
   bool threadRunning();
 
  private:
-  ProfilerService() = default;
+  ProfilerService();
+  static void prepareFork();
+  static void parentAfterFork();
+  static void childAfterFork();
   void threadMain();
   void roundLocked(uint64_t nowNs, bool forcePrometheus);
   void drainLocked(ProfilerContext* ctx, uint64_t nowNs);
@@ -79,7 +84,7 @@ class ProfilerService {
   std::mutex mu_;
   std::condition_variable wake_;
   bool stopRequested_ = false;
-  std::thread thread_;
+  ServiceThread thread_;
 
   std::vector<ProfilerContext*> live_;
   RailMonitor rails_;

@@ -33,6 +33,9 @@ class TraceWriter {
   void instant(const char* category, const char* name, const char* detail, uint64_t atNs);
   void flush();
   void close();  // writes the closing bracket; idempotent
+  // In a forked child: the file is the parent's. Forget it without writing (its buffer was
+  // flushed before the fork); the child's copy of the stream is not reclaimed.
+  void abandon() { file_ = nullptr; }
 
   const std::string& path() const { return path_; }
   uint64_t written() const { return written_; }

@@ -238,6 +238,7 @@ class TunerRuntime final : public ServiceClient {
 };
 
 struct TunerContext {
+  pid_t ownerPid = getpid();  // a forked child's copy is its parent's communicator
   int abiVersion = 5;
   uint64_t commId = 0;
   bool busAttached = false;
@@ -336,6 +337,14 @@ void getCollInfo(void* ctx, int collType, size_t nBytes, int numPipeOps, float**
 abi::Result finalize(void* ctx) {
   if (ctx == nullptr) return abi::kSuccess;
   std::unique_ptr<TunerContext> context(static_cast<TunerContext*>(ctx));
+  if (context->ownerPid != getpid()) {
+    // A forked child finalizing what it inherited: the rendezvous sockets and the socket file
+    // are its parent's, still in use there. Nothing is closed, unlinked or saved; the child's
+    // copy of the memory is simply not reclaimed.
+    (void)context->runtime.release();
+    (void)context.release();
+    return abi::kSuccess;
+  }
   if (context->runtime) {
     TunerService::remove(context->runtime.get());
     context->runtime->saveTuningFile();
