@@ -1,6 +1,7 @@
 #include "common/params.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -132,12 +133,12 @@ bool BoolParam::parse(const char* text, std::string* reason) {
 // ---- int
 
 IntParam::IntParam(const char* name, int64_t def, int64_t min, int64_t max, const char* doc,
-                   bool sizeSuffix)
-    : ParamBase(name, sizeSuffix ? "size" : "int", doc),
+                   IntSyntax syntax)
+    : ParamBase(name, syntax == IntSyntax::kSize ? "size" : syntax == IntSyntax::kMask ? "mask" : "int", doc),
       default_(def),
       min_(min),
       max_(max),
-      sizeSuffix_(sizeSuffix),
+      syntax_(syntax),
       value_(def) {}
 
 std::string IntParam::defaultString() const { return std::to_string(default_); }
@@ -152,15 +153,23 @@ bool IntParam::parse(const char* text, std::string* reason) {
     *reason = "empty";
     return false;
   }
+  const bool hex = syntax_ == IntSyntax::kMask && (s.rfind("0x", 0) == 0 || s.rfind("0X", 0) == 0);
+  const char* digits = s.c_str() + (hex ? 2 : 0);
+  // strtoll would skip blanks and take a sign before the digits; only [-]digits is accepted.
+  const char* first = digits + (!hex && *digits == '-' ? 1 : 0);
+  if (!(hex ? std::isxdigit(static_cast<unsigned char>(*first)) : std::isdigit(static_cast<unsigned char>(*first)))) {
+    *reason = "not a decimal integer";
+    return false;
+  }
   errno = 0;
   char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 0);
-  if (end == s.c_str() || errno == ERANGE) {
+  long long v = std::strtoll(digits, &end, hex ? 16 : 10);
+  if (end == digits || errno == ERANGE) {
     *reason = "not an integer";
     return false;
   }
   long long mult = 1;
-  if (*end != '\0' && sizeSuffix_ && end[1] == '\0') {
+  if (*end != '\0' && syntax_ == IntSyntax::kSize && end[1] == '\0') {
     switch (*end) {
       case 'k': case 'K': mult = 1ll << 10; break;
       case 'm': case 'M': mult = 1ll << 20; break;

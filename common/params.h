@@ -82,11 +82,15 @@ class BoolParam final : public ParamBase {
   bool value_;
 };
 
-// Integers accept an optional K/M/G/T suffix (powers of 1024) when `sizeSuffix` is set.
+// How an integer is written. Decimal only by default: a leading zero is not octal ("0100" is
+// 100) and "0x" is refused. Sizes accept an optional K/M/G/T suffix (powers of 1024); bit masks
+// accept decimal or an explicit 0x hexadecimal form, as NCCL's own mask variables do.
+enum class IntSyntax { kDecimal, kSize, kMask };
+
 class IntParam final : public ParamBase {
  public:
   IntParam(const char* name, int64_t def, int64_t min, int64_t max, const char* doc,
-           bool sizeSuffix = false);
+           IntSyntax syntax = IntSyntax::kDecimal);
   int64_t get() {
     if (!resolved()) resolve();
     return value_;
@@ -99,7 +103,7 @@ class IntParam final : public ParamBase {
   void useDefault() override { value_ = default_; }
   std::string currentString() const override;
   int64_t default_, min_, max_;
-  bool sizeSuffix_;
+  IntSyntax syntax_;
   int64_t value_;
 };
 

@@ -26,7 +26,8 @@ params::IntParam gEventMask(
     "Coll|KernelCh = 66: per-collective metadata and GPU timers. Add ProxyOp (8) for proxy "
     "spans in the trace, NetPlugin (128) for per-NIC/socket bytes of NCCL's own IB/socket "
     "transports. Without KernelCh nothing marks a collective's completion, so collectives are "
-    "counted but not timed.");
+    "counted but not timed. Decimal or 0x hexadecimal.",
+    params::IntSyntax::kMask);
 params::IntParam gPoolSize(
     "NCCL_AUTOPILOT_PROFILER_POOL", 512, 16, 65536,
     "Collectives in flight per communicator (started, not yet completed); beyond that new ones "

@@ -51,7 +51,7 @@ params::IntParam gMinBytes(
     "NCCL_AUTOPILOT_TUNER_MIN_BYTES", 64 << 10, 0, int64_t(1) << 50,
     "Smallest collective (nBytes as NCCL passes it) the tuner learns on; smaller ones keep "
     "NCCL's choice.",
-    true);
+    params::IntSyntax::kSize);
 params::DoubleParam gMinGain(
     "NCCL_AUTOPILOT_TUNER_MIN_GAIN", 0.02, 0.0, 0.5,
     "Smallest relative gain for which the tuner switches away from a choice or probes an arm.");

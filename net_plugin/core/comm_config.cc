@@ -16,14 +16,14 @@ params::StringParam gStriping(
 params::IntParam gChunkBytes("NCCL_AUTOPILOT_NET_CHUNK_BYTES", 1 << 20, 64 << 10, 64 << 20,
                              "Largest chunk a message is cut into (the unit of striping, "
                              "acknowledgement and re-sending).",
-                             true);
+                             params::IntSyntax::kSize);
 params::IntParam gMinChunkBytes("NCCL_AUTOPILOT_NET_MIN_CHUNK_BYTES", 64 << 10, 4 << 10, 16 << 20,
                                 "Smallest chunk; messages under twice this size travel whole on "
                                 "one rail.",
-                                true);
+                                params::IntSyntax::kSize);
 params::IntParam gRailWindow("NCCL_AUTOPILOT_NET_RAIL_WINDOW", 4 << 20, 256 << 10, 256 << 20,
                              "Bytes a rail may hold unacknowledged before chunks wait for it.",
-                             true);
+                             params::IntSyntax::kSize);
 params::IntParam gStallMs("NCCL_AUTOPILOT_NET_STALL_TIMEOUT_MS", 100, 10, 60000,
                           "A rail holding data with no progress for this long (plus the time "
                           "its queued bytes need at its measured rate) is declared failed.");

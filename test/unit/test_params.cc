@@ -11,7 +11,9 @@ using namespace autopilot::params;
 namespace {
 BoolParam tBool("NCCL_AUTOPILOT_TEST_BOOL", true, "test bool");
 IntParam tInt("NCCL_AUTOPILOT_TEST_INT", 5, 1, 100, "test int");
-IntParam tSize("NCCL_AUTOPILOT_TEST_SIZE", 1 << 20, 0, int64_t(1) << 40, "test size", true);
+IntParam tSize("NCCL_AUTOPILOT_TEST_SIZE", 1 << 20, 0, int64_t(1) << 40, "test size",
+               IntSyntax::kSize);
+IntParam tMask("NCCL_AUTOPILOT_TEST_MASK", 66, 0, 1 << 20, "test mask", IntSyntax::kMask);
 DoubleParam tDouble("NCCL_AUTOPILOT_TEST_DOUBLE", 0.5, 0.0, 1.0, "test double");
 StringParam tString("NCCL_AUTOPILOT_TEST_STRING", "alpha", "test enum", {"alpha", "beta"});
 StringParam tFree("NCCL_AUTOPILOT_TEST_FREE", "", "test free text");
@@ -46,9 +48,31 @@ TEST_CASE("integers parse strictly", "[params]") {
   }
   withEnv(tInt, " 7 ");
   CHECK(tInt.get() == 7);
-  withEnv(tInt, "0x10");
-  CHECK(tInt.get() == 16);
+  // Decimal only: a leading zero is not octal, and hexadecimal is refused.
+  withEnv(tInt, "0100");
+  CHECK(tInt.get() == 100);
+  for (const char* bad : {"0x10", "+7", "010e1", "- 7"}) {
+    withEnv(tInt, bad);
+    INFO("value '" << bad << "'");
+    CHECK(tInt.get() == 5);
+    CHECK(tInt.source() == Source::kInvalid);
+  }
   withEnv(tInt, nullptr);
+}
+
+TEST_CASE("masks accept decimal and explicit 0x hexadecimal", "[params]") {
+  withEnv(tMask, "0x82");
+  CHECK(tMask.get() == 0x82);
+  withEnv(tMask, "0X10");
+  CHECK(tMask.get() == 16);
+  withEnv(tMask, "0100");
+  CHECK(tMask.get() == 100);
+  withEnv(tMask, "0x");
+  CHECK(tMask.get() == 66);
+  CHECK(tMask.source() == Source::kInvalid);
+  withEnv(tMask, "0xg1");
+  CHECK(tMask.get() == 66);
+  withEnv(tMask, nullptr);
 }
 
 TEST_CASE("sizes accept K/M/G/T suffixes and reject overflow", "[params]") {
