@@ -9,6 +9,7 @@ namespace {
 struct Entry {
   CommInfo info;
   int refs = 0;
+  bool rankAmbiguous = false;  // two ranks of this communicator live in this process
 };
 
 // Touched only at plugin init/finalize, never on a hot path.
@@ -24,7 +25,12 @@ void registerComm(const CommInfo& info) {
   std::lock_guard<std::mutex> lock(gMutex);
   Entry& e = table()[info.commId];
   e.info.commId = info.commId;
-  if (info.rank >= 0) e.info.rank = info.rank;
+  // Several GPUs per process (ncclCommInitAll, nccl-tests -g N): the communicator's ranks in
+  // this process share the commId, so a rank looked up by commId could be a sibling's. Once two
+  // different ranks registered, the rank is unknown (-1) rather than possibly wrong: the tuner's
+  // rendezvous checks known ranks for duplicate claims.
+  if (info.rank >= 0 && e.info.rank >= 0 && info.rank != e.info.rank) e.rankAmbiguous = true;
+  if (info.rank >= 0) e.info.rank = e.rankAmbiguous ? -1 : info.rank;
   if (info.nRanks > 0) e.info.nRanks = info.nRanks;
   if (info.nNodes > 0) e.info.nNodes = info.nNodes;
   if (!info.name.empty()) e.info.name = info.name;

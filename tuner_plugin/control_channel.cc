@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <algorithm>
+
 #include "common/params.h"
 #include "tuner_plugin/wire_format.h"
 
@@ -278,26 +280,45 @@ void unlinkEndpoint(const Endpoint& ep) {
   if (ep.kind == Endpoint::Kind::kUnix) unlink(ep.path.c_str());
 }
 
-bool FrameConnection::readFrames(std::vector<std::string>* out) {
+bool FrameConnection::readFrames(std::vector<std::string>* out, size_t maxBody,
+                                 size_t maxFrames) {
+  // Parsed bytes are dropped from the front once they are half the buffer: amortized O(1) per
+  // byte, never one erase per frame.
+  if (inPos_ > 0 && inPos_ * 2 >= in_.size()) {
+    in_.erase(0, inPos_);
+    inPos_ = 0;
+  }
+  // Read only while the buffer holds less than one largest frame plus one budget: a peer that
+  // sends faster than its frames are consumed fills its socket, not our memory.
   char buf[16384];
-  for (;;) {
-    ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), 0);
+  size_t budget = kReadBudget;
+  while (budget > 0 && in_.size() - inPos_ < maxBody + 4 + kReadBudget) {
+    ssize_t n = ::recv(fd_.get(), buf, std::min(sizeof(buf), budget), 0);
     if (n == 0) return false;  // orderly shutdown by the peer
     if (n < 0) {
       if (errno == EINTR) continue;
-      return errno == EAGAIN || errno == EWOULDBLOCK;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return false;
     }
     in_.append(buf, size_t(n));
-    // Extract as we go, so that the buffer never holds more than one partial frame.
-    while (in_.size() >= 4) {
-      uint32_t len;
-      std::memcpy(&len, in_.data(), 4);
-      if (len > wire::kMaxFrameBody) return false;
-      if (in_.size() < 4 + size_t(len)) break;
-      out->emplace_back(in_.substr(4, len));
-      in_.erase(0, 4 + size_t(len));
-    }
+    budget -= size_t(n);
   }
+  for (size_t frames = 0; frames < maxFrames && in_.size() - inPos_ >= 4; ++frames) {
+    uint32_t len;
+    std::memcpy(&len, in_.data() + inPos_, 4);
+    if (len > maxBody) return false;
+    if (in_.size() - inPos_ < 4 + size_t(len)) break;
+    out->emplace_back(in_, inPos_ + 4, len);
+    inPos_ += 4 + size_t(len);
+  }
+  return true;
+}
+
+bool FrameConnection::hasBufferedFrame() const {
+  if (in_.size() - inPos_ < 4) return false;
+  uint32_t len;
+  std::memcpy(&len, in_.data() + inPos_, 4);
+  return in_.size() - inPos_ >= 4 + size_t(len);
 }
 
 bool FrameConnection::send(const std::string& frame) {

@@ -70,10 +70,14 @@ Fd acceptFrom(int listenFd);
 // Removes the Unix socket file of a leader that is going away.
 void unlinkEndpoint(const Endpoint& ep);
 
-// A framed, non-blocking connection with bounded buffers.
+// A framed, non-blocking connection with bounded buffers. Each call to readFrames() reads at
+// most kReadBudget bytes and hands out at most `maxFrames` frames, so that one peer (or a
+// flood) costs the service thread a bounded amount of work per round; frames left in the
+// buffer are reported by hasBufferedFrame() and handed out in the next round.
 class FrameConnection {
  public:
   static constexpr size_t kMaxQueued = 1 << 20;
+  static constexpr size_t kReadBudget = 64 * 1024;
 
   FrameConnection() = default;
   explicit FrameConnection(Fd fd) : fd_(std::move(fd)) {}
@@ -81,9 +85,11 @@ class FrameConnection {
   bool open() const { return fd_.valid(); }
   void close() { fd_.reset(); }
 
-  // Reads what is available and appends every complete frame body to *out. False on EOF, a
-  // socket error or an oversized frame (the caller drops the connection).
-  bool readFrames(std::vector<std::string>* out);
+  // Reads what the budget allows and appends up to `maxFrames` complete frame bodies to *out.
+  // False on EOF, a socket error, or a frame announcing more than `maxBody` bytes (the caller
+  // drops the connection).
+  bool readFrames(std::vector<std::string>* out, size_t maxBody, size_t maxFrames);
+  bool hasBufferedFrame() const;
   // Queues a whole frame (see wire::frame) and writes what the socket takes now. False when the
   // peer does not drain (queue bound) or the socket failed.
   bool send(const std::string& frame);
@@ -92,7 +98,8 @@ class FrameConnection {
 
  private:
   Fd fd_;
-  std::string in_;
+  std::string in_;   // received bytes; frames are parsed from inPos_ on
+  size_t inPos_ = 0;
   std::string out_;
 };
 

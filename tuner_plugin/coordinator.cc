@@ -11,7 +11,10 @@ namespace autopilot::tuner {
 namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kTuning | abi::subsys::kInit;
-constexpr size_t kMaxJoining = 32;  // handshakes in progress; more connections are closed at once
+constexpr size_t kMaxJoining = 32;  // handshakes in progress; beyond, the oldest is evicted
+// Before authentication only a challenge, hello or welcome frame is accepted (all far below).
+constexpr size_t kMaxHandshakeBody = 256;
+constexpr size_t kFramesPerRound = 64;  // per authenticated peer and service round
 constexpr uint64_t kMaxLead = 1ull << 24;
 constexpr uint64_t kMaxConnectBackoffNs = 200'000'000;
 
@@ -180,15 +183,25 @@ void Coordinator::acceptAll(uint64_t nowNs) {
   for (;;) {
     Fd fd = acceptFrom(listen_.get());
     if (!fd.valid()) return;
-    size_t joining = peers_.size() - readyFollowers();
-    if (phase_ != Phase::kJoining || joining >= kMaxJoining) {
-      // Every rank already joined (or too many handshakes at once): nobody legitimate is left
-      // to come. Closed at once, on scope exit.
+    if (phase_ != Phase::kJoining) {
+      // Every rank already joined: nobody legitimate is left to come. Closed at once.
       if (++stats_.strangersRejected <= 3) {
         AP_WARN(kFlags, "tuner: comm 0x%llx: closed an unexpected connection to %s",
                 ull(config_.commId), config_.endpoint.describe().c_str());
       }
       continue;
+    }
+    if (peers_.size() - readyFollowers() >= kMaxJoining) {
+      // Too many handshakes at once: the oldest goes, not the newcomer, so that connections
+      // that never speak (slowloris) cannot keep a late rank out; a legitimate rank completes
+      // its handshake in one round trip, and one evicted by mistake reconnects.
+      for (size_t k = 0; k < peers_.size(); ++k) {
+        if (peers_[k]->stage == Peer::Stage::kReady) continue;
+        peers_.erase(peers_.begin() + long(k));
+        ++stats_.evicted;
+        ++stats_.strangersRejected;
+        break;
+      }
     }
     auto p = std::make_unique<Peer>();
     p->conn = FrameConnection(std::move(fd));
@@ -225,8 +238,8 @@ void Coordinator::handleEvents(const pollfd* fds, size_t count, uint64_t nowNs) 
   std::vector<Peer*> broken;
   for (size_t i = 0; i < fdCount_; ++i) {
     const pollfd& f = fds[fdBase_ + i];
-    if (f.revents == 0) continue;
     Peer* p = fdPeers_[i];
+    if (f.revents == 0 && (p == nullptr || !p->conn.hasBufferedFrame())) continue;
     if (p == nullptr) {
       if (listen_.valid()) acceptAll(nowNs);
       continue;
@@ -243,15 +256,20 @@ void Coordinator::handleEvents(const pollfd* fds, size_t count, uint64_t nowNs) 
       broken.push_back(p);
       continue;
     }
-    if (f.revents & (POLLIN | POLLHUP | POLLERR)) {
-      std::vector<std::string> frames;
-      bool alive = p->conn.readFrames(&frames);
-      for (const std::string& body : frames) {
-        if (!onFrame(*p, body, nowNs)) {
+    if ((f.revents & (POLLIN | POLLHUP | POLLERR)) || p->conn.hasBufferedFrame()) {
+      // Before authentication a peer may send exactly one small handshake frame; after it,
+      // a bounded number of frames per round (the rest wait in its buffer).
+      const bool ready = p->stage == Peer::Stage::kReady;
+      frames_.clear();
+      bool alive = p->conn.readFrames(&frames_, ready ? wire::kMaxFrameBody : kMaxHandshakeBody,
+                                      ready ? kFramesPerRound : 1);
+      for (const std::string& body : frames_) {
+        bool ok = onFrame(*p, body, nowNs);
+        if (phase_ == Phase::kOff || phase_ == Phase::kFrozen) return;  // peers_ was cleared
+        if (!ok) {
           alive = false;
           break;
         }
-        if (phase_ == Phase::kOff || phase_ == Phase::kFrozen) return;  // peers_ was cleared
       }
       if (!alive) broken.push_back(p);
     }
@@ -358,10 +376,28 @@ bool Coordinator::onHandshakeFrame(Peer& p, const std::string& body, uint64_t no
     Digest expected = wire::helloMac(config_.key, p.leaderNonce, p.followerNonce, rank, flags);
     bool ok = equalConstantTime(mac, expected.data(), sizeof(mac));
     const char* why = ok ? nullptr : "cannot prove the job key";
-    // Rank numbers are informational: agreement needs every other runtime of the job, and each
-    // connects exactly once (a follower that loses the leader never comes back), so counting
-    // authenticated followers is what matters. (Several ranks of one process may report the same
-    // rank number.)
+    // Rank claims. A follower claims a rank of the communicator other than the leader's, or -1
+    // (unknown: no profiler of ours, or several ranks of one process that the registry cannot
+    // tell apart). A second claim of a rank already claimed means someone who holds the key is
+    // not one of our ranks (or a rank came twice). Since nothing is proposed before every rank
+    // joined, freezing now leaves every rank at NCCL's defaults, whoever came first; pushing
+    // the real rank out instead would let the others switch without it and hang NCCL. Unknown
+    // ranks cannot be checked for duplicates.
+    if (ok && (rank < -1 || rank >= config_.nRanks || (rank >= 0 && rank == config_.rank))) {
+      why = "claims no valid rank of the communicator";
+    }
+    if (ok && why == nullptr && rank >= 0) {
+      for (const auto& other : peers_) {
+        if (other->stage != Peer::Stage::kReady || other->rank != rank) continue;
+        ++stats_.duplicateClaims;
+        std::string msg = "rank " + std::to_string(rank) + " was claimed by two connections at " +
+                          config_.endpoint.describe() +
+                          " (a process outside the job holds the key, or a rank joined twice); "
+                          "NCCL's defaults stand on every rank";
+        freeze(msg.c_str());
+        return false;
+      }
+    }
     if (why != nullptr) {
       ++stats_.strangersRejected;
       if (stats_.strangersRejected <= 3) {
@@ -612,6 +648,9 @@ uint64_t Coordinator::nextDeadline() const {
     }
   }
   if (open_) next = std::min(next, openDeadline_);
+  for (const auto& p : peers_) {
+    if (p->conn.hasBufferedFrame()) return 0;  // frames left from the last round's budget
+  }
   return next;
 }
 

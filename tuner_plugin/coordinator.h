@@ -22,6 +22,10 @@
 //
 // Failure outcomes (all bounded in time; none crashes or blocks NCCL beyond the sync timeout):
 //  - a stranger connects (no key): rejected at the handshake and counted; the job is unaffected;
+//    connections that never complete a handshake are bounded (the oldest is evicted) and time
+//    out; a flood costs bounded reads per service round (control_channel.h);
+//  - a rank claimed twice (someone outside the job holds the key): the communicator freezes
+//    while every rank is still at NCCL's defaults;
 //    a stranger that squats the address first (TCP) cannot prove the key, so followers refuse it
 //    and nothing is ever proposed (NCCL's own choices everywhere);
 //  - a follower dies or its channel is cut: the leader aborts any open proposal and freezes;
@@ -75,6 +79,8 @@ class Coordinator {
   struct Stats {
     uint64_t proposals = 0, commits = 0, aborts = 0, refusals = 0;
     uint64_t strangersRejected = 0;
+    uint64_t evicted = 0;          // unauthenticated connections closed to make room
+    uint64_t duplicateClaims = 0;  // a rank claimed twice (the communicator froze)
     uint64_t joinedAfterNs = 0;  // time until every follower had joined
   };
 
@@ -138,6 +144,7 @@ class Coordinator {
   std::vector<std::unique_ptr<Peer>> peers_;  // leader: followers (joining or ready); follower: 1
   size_t fdBase_ = 0, fdCount_ = 0;           // this coordinator's slice of the poll array
   std::vector<Peer*> fdPeers_;                // peer of each polled fd (nullptr: the listener)
+  std::vector<std::string> frames_;           // one peer's frames of this round (reused)
 
   // Leader's open proposal.
   bool open_ = false;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <mutex>
 
 #include "common/clock.h"
@@ -38,7 +39,6 @@ class Service {
       if (!thread_.start("ap-tuner", [this] { run(); })) return false;
     }
     clients_.push_back(c);
-    ++generation_;
     wake();
     return true;
   }
@@ -46,12 +46,16 @@ class Service {
   void remove(ServiceClient* c) {
     std::lock_guard<std::mutex> lifecycle(lifecycleMu_);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       auto it = std::find(clients_.begin(), clients_.end(), c);
       if (it == clients_.end()) return;
       clients_.erase(it);
-      ++generation_;
+      // The thread works on a snapshot without the mutex: wait until the round that may be
+      // using `c` is over (the wake makes it end its poll now).
       wake();
+      roundDone_.wait(lock, [&] {
+        return !inRound_ || std::find(active_.begin(), active_.end(), c) == active_.end();
+      });
       if (!clients_.empty()) return;
       stop_ = true;
     }
@@ -99,7 +103,9 @@ class Service {
     Service& s = instance();
     s.thread_.forgetAfterFork();
     s.clients_.clear();
-    ++s.generation_;
+    s.active_.clear();
+    s.inRound_ = false;
+    new (&s.roundDone_) std::condition_variable();  // may count the parent's waiters
     s.stop_ = false;
     if (s.wakeFd_ >= 0) close(s.wakeFd_);  // the child's copy; the parent keeps its own
     s.wakeFd_ = -1;
@@ -127,34 +133,40 @@ class Service {
     }
   }
 
-  // One poll and one pass over the clients; false when asked to stop.
+  // One poll and one pass over the clients; false when asked to stop. The mutex is held only
+  // to take a snapshot of the clients and to end the round: never during I/O or a client's
+  // work, so NCCL's threads (init, finalize) never wait on a socket (remove() waits for the
+  // round that uses its client, which its wake-up shortens to the work itself).
   bool round(std::vector<pollfd>* fds, uint64_t* next) {
-    uint64_t generation;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return false;
-      generation = generation_;
-      fds->clear();
-      fds->push_back(pollfd{wakeFd_, POLLIN, 0});
-      for (ServiceClient* c : clients_) c->collectFds(fds);
+      active_ = clients_;  // capacity kept across rounds: no allocation once warm
+      inRound_ = true;
     }
+    struct EndRound {
+      Service* s;
+      ~EndRound() {
+        std::lock_guard<std::mutex> lock(s->mu_);
+        s->inRound_ = false;
+        s->roundDone_.notify_all();
+      }
+    } endRound{this};
+    fds->clear();
+    fds->push_back(pollfd{wakeFd_, POLLIN, 0});
+    for (ServiceClient* c : active_) c->collectFds(fds);
     uint64_t now = monotonicNs();
     uint64_t sleepNs = *next > now ? std::min(*next - now, kMaxSleepNs) : 0;
     int rc = poll(fds->data(), fds->size(), int((sleepNs + 999999) / 1000000));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return false;
     if ((*fds)[0].revents & POLLIN) {
       uint64_t drained;
       (void)!read(wakeFd_, &drained, sizeof(drained));
     }
     now = monotonicNs();
     *next = now + kMaxSleepNs;
-    // A client added or removed while we slept: its fds' slice no longer lines up; the next
-    // round collects afresh (events stay pending on the sockets).
-    bool sameClients = generation == generation_;
-    for (ServiceClient* c : clients_) {
+    for (ServiceClient* c : active_) {
       try {  // one communicator's failure does not stop the others' service
-        if (sameClients && rc > 0) c->handleEvents(fds->data(), fds->size(), now);
+        if (rc > 0) c->handleEvents(fds->data(), fds->size(), now);
         *next = std::min(*next, c->step(now));
       } catch (const std::exception& e) {
         AP_WARN(abi::subsys::kTuning, "tuner: a communicator's service step failed: %s", e.what());
@@ -164,11 +176,13 @@ class Service {
   }
 
   // add/remove/destruction/fork hold lifecycleMu_ (taken first) so that starting and joining
-  // the thread never race; the thread itself takes only mu_.
+  // the thread never race; the thread itself takes only mu_, and only briefly.
   std::mutex lifecycleMu_;
   std::mutex mu_;
   std::vector<ServiceClient*> clients_;
-  uint64_t generation_ = 0;
+  std::vector<ServiceClient*> active_;  // the clients of the round in progress
+  bool inRound_ = false;
+  std::condition_variable roundDone_;
   bool stop_ = false;
   int wakeFd_ = -1;
   ServiceThread thread_;

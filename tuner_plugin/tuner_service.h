@@ -2,11 +2,13 @@
 // it polls the control-channel sockets and runs each communicator's coordinator and (on the
 // leader) learner. Started by the first communicator that needs it, joined when the last one
 // finalizes, so nothing of ours runs after the library could be unloaded. Bounded: one thread
-// per process whatever the number of communicators.
+// per process whatever the number of communicators; it also ends with exit(), dlclose() and
+// fork() (see common/service_thread.h).
 //
-// Lock order: the service mutex, then a communicator's TunerComm mutex (the service thread
-// stages and resolves proposals while iterating its clients). NCCL's threads take only the
-// latter (at a switch point) or only the former (init/finalize), never both.
+// Locks: the service's mutex guards only the list of clients and the round in progress; the
+// thread never holds it while polling, reading or writing a socket, or running a client, so
+// NCCL's init/finalize never wait on the network. A client's TunerComm mutex is taken by the
+// thread (staging, resolving) and by NCCL's thread at a switch point, each time briefly.
 #pragma once
 
 #include <poll.h>

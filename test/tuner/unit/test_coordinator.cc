@@ -302,12 +302,12 @@ TEST_CASE("NCCL_ALGO/NCCL_PROTO on one follower vetoes learning for the communic
   CHECK_FALSE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
 }
 
-TEST_CASE("two ranks of one process that report the same rank still agree on one leader",
+TEST_CASE("ranks of one process whose rank is unknown still agree on one leader",
           "[coordinator]") {
-  // Several GPUs per process: the registry keyed by communicator may give two ranks the same
-  // number. A rank 0 that finds a live leader follows it.
+  // Several GPUs per process: the registry keyed by communicator cannot tell their ranks apart
+  // and reports -1 for them. A rank that finds a live leader follows it.
   std::string path = socketPath();
-  Node a(config(path, 0, 3)), b(config(path, 0, 3)), c(config(path, 2, 3));
+  Node a(config(path, 0, 3)), b(config(path, -1, 3)), c(config(path, -1, 3));
   REQUIRE(pumpUntil({&a, &b, &c}, 3000, [&] { return ready(a) && ready(b) && ready(c); }));
   int leaders = 0;
   for (Node* n : {&a, &b, &c}) leaders += n->coord->role() == Coordinator::Role::kLeader;
@@ -318,6 +318,42 @@ TEST_CASE("two ranks of one process that report the same rank still agree on one
     return a.coord->committedVersion() == 1 && b.coord->committedVersion() == 1 &&
            c.coord->committedVersion() == 1;
   }));
+}
+
+TEST_CASE("a rank claimed twice freezes every rank at NCCL's defaults, whoever came first",
+          "[coordinator][security]") {
+  // An intruder holding the key claims rank 1 before the real rank 1 arrives. Pushing the real
+  // rank out would let the others switch tables without it; instead nothing is ever proposed.
+  std::string path = socketPath();
+  Node leader(config(path, 0, 3));
+  Node intruder(config(path, 1, 3));
+  REQUIRE(pumpUntil({&leader, &intruder}, 3000, [&] { return ready(intruder); }));
+  Node real(config(path, 1, 3)), other(config(path, 2, 3));
+  REQUIRE(pumpUntil({&leader, &intruder, &real, &other}, 3000, [&] {
+    return leader.coord->phase() == Coordinator::Phase::kFrozen;
+  }));
+  CHECK(leader.coord->stats().duplicateClaims == 1);
+  CHECK(leader.coord->committedVersion() == 0);
+  CHECK_FALSE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
+  // The ranks that had joined are told and freeze too; none of them ever holds a table.
+  REQUIRE(pumpUntil({&leader, &intruder, &real, &other}, 3000, [&] {
+    return intruder.coord->phase() == Coordinator::Phase::kFrozen;
+  }));
+  for (Node* n : {&leader, &intruder, &real, &other}) CHECK(n->coord->committedVersion() == 0);
+  CHECK_FALSE(ready(real));
+}
+
+TEST_CASE("a follower claiming the leader's rank or no rank of the communicator is refused",
+          "[coordinator][security]") {
+  std::string path = socketPath();
+  Node leader(config(path, 0, 2));
+  Node sameAsLeader(config(path, 0, 2));  // not a sibling: the registry would report -1 then
+  Node outside(config(path, 7, 2));
+  pumpUntil({&leader, &sameAsLeader, &outside}, 500, [] { return false; });
+  CHECK_FALSE(ready(leader));
+  CHECK(leader.coord->stats().strangersRejected >= 2);
+  Node real(config(path, 1, 2));
+  REQUIRE(pumpUntil({&leader, &real}, 3000, [&] { return ready(leader) && ready(real); }));
 }
 
 #include <cstdlib>
