@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "common/comm_tag.h"
+
 namespace autopilot::profiler {
 
 void appendJsonEscaped(std::string* out, const char* text) {
@@ -60,10 +62,7 @@ std::string expandPathPattern(const std::string& pattern, const PathFields& fiel
     char buf[32];
     switch (pattern[i + 1]) {
       case 'r': std::snprintf(buf, sizeof(buf), "%d", fields.rank); out += buf; break;
-      case 'c':
-        std::snprintf(buf, sizeof(buf), "%llx", static_cast<unsigned long long>(fields.commId));
-        out += buf;
-        break;
+      case 'c': out += commTag(fields.commId); break;
       case 'p': std::snprintf(buf, sizeof(buf), "%d", int(getpid())); out += buf; break;
       case 'h': out += hostName(); break;
       case '%': out += '%'; break;
@@ -72,32 +71,6 @@ std::string expandPathPattern(const std::string& pattern, const PathFields& fiel
     ++i;
   }
   return out;
-}
-
-bool writeFileAtomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return false;
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int saved = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      errno = saved;
-      return false;
-    }
-    done += size_t(n);
-  }
-  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    int saved = errno;
-    ::unlink(tmp.c_str());
-    errno = saved;
-    return false;
-  }
-  return true;
 }
 
 std::string humanBytes(uint64_t bytes) {

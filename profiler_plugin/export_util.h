@@ -22,10 +22,6 @@ std::string expandPathPattern(const std::string& pattern, const PathFields& fiel
 
 std::string hostName();
 
-// Writes `text` to `path` atomically: a temporary file in the same directory, then rename(2),
-// so a reader (node_exporter) never sees a partial file. Returns false (errno kept) on failure.
-bool writeFileAtomically(const std::string& path, const std::string& text);
-
 // "4.0 KiB", "16 MiB": for logs.
 std::string humanBytes(uint64_t bytes);
 

@@ -5,7 +5,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/comm_tag.h"
 #include "common/log.h"
+#include "common/safe_file.h"
 #include "profiler_plugin/export_util.h"
 #include "profiler_plugin/nccl_names.h"
 
@@ -14,18 +16,21 @@ namespace autopilot::profiler {
 std::unique_ptr<InspectorWriter> InspectorWriter::open(const std::string& path,
                                                        uint64_t maxRecords,
                                                        const ProfilerContext& ctx) {
-  std::FILE* f = std::fopen(path.c_str(), "a");
+  std::string error;
+  int fd = openExportFile(path, true, &error);
+  std::FILE* f = fd >= 0 ? fdopen(fd, "a") : nullptr;
   if (f == nullptr) {
-    AP_WARN(abi::subsys::kProfile,
-            "Inspector JSON file '%s' cannot be opened (%s): that export is off", path.c_str(),
-            std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    AP_WARN(abi::subsys::kProfile, "Inspector JSON file cannot be opened (%s): that export is off",
+            fd >= 0 ? std::strerror(errno) : error.c_str());
     return nullptr;
   }
   std::unique_ptr<InspectorWriter> w(new InspectorWriter(f, path, maxRecords));
+  w->committed_ = lseek(fd, 0, SEEK_END);
   char buf[160];
   std::snprintf(buf, sizeof(buf),
-                "{\"header\":{\"id\":\"0x%llx\",\"rank\":%d,\"n_ranks\":%d,\"nnodes\":%d},",
-                static_cast<unsigned long long>(ctx.commId), ctx.rank, ctx.nRanks, ctx.nNodes);
+                "{\"header\":{\"id\":\"%s\",\"rank\":%d,\"n_ranks\":%d,\"nnodes\":%d},",
+                commTag(ctx.commId).c_str(), ctx.rank, ctx.nRanks, ctx.nNodes);
   w->headerPrefix_ = buf;
   w->headerPrefix_ +=
       "\"metadata\":{\"inspector_output_format_version\":\"v4.0\",\"git_rev\":\"\","
@@ -71,15 +76,34 @@ void InspectorWriter::record(const CompletedColl& c, bool gpuClock, uint64_t wal
   line_ += "\"}}\n";
   std::fwrite(line_.data(), 1, line_.size(), file_);
   ++written_;
+  if (std::ferror(file_)) fail();
 }
 
 void InspectorWriter::flush() {
-  if (file_ != nullptr) std::fflush(file_);
+  if (file_ == nullptr) return;
+  if (std::fflush(file_) != 0 || std::ferror(file_)) {
+    fail();
+    return;
+  }
+  committed_ = lseek(fileno(file_), 0, SEEK_CUR);
+}
+
+void InspectorWriter::fail() {
+  // Lines are appended, possibly to an earlier run's file: the partial tail written since the
+  // last good flush is cut off, so the file stays valid JSON lines.
+  AP_WARN(abi::subsys::kProfile, "Inspector JSON file '%s': write failed (%s); lines since the "
+          "last flush are removed and the export is off for this communicator", path_.c_str(),
+          std::strerror(errno));
+  if (committed_ >= 0) (void)!ftruncate(fileno(file_), committed_);
+  std::fclose(file_);
+  file_ = nullptr;
+  failed_ = true;
 }
 
 void InspectorWriter::close() {
   if (file_ == nullptr) return;
-  std::fclose(file_);
+  flush();
+  if (file_ != nullptr) std::fclose(file_);
   file_ = nullptr;
 }
 

@@ -4,6 +4,8 @@
 // duration). Streamed by the service thread; bounded by `maxRecords` per file (then counted).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -31,9 +33,11 @@ class InspectorWriter {
   const std::string& path() const { return path_; }
   uint64_t written() const { return written_; }
   uint64_t dropped() const { return dropped_; }
+  bool failed() const { return failed_; }
 
  private:
   InspectorWriter(std::FILE* file, std::string path, uint64_t maxRecords);
+  void fail();
   std::FILE* file_;
   std::string path_;
   uint64_t maxRecords_;
@@ -42,6 +46,8 @@ class InspectorWriter {
   std::string commName_;
   int nRanks_ = 0;
   std::string line_;
+  off_t committed_ = -1;  // file size after the last successful flush
+  bool failed_ = false;
 };
 
 }  // namespace autopilot::profiler

@@ -1,5 +1,7 @@
 #include "profiler_plugin/prometheus_export.h"
 
+#include "common/comm_tag.h"
+
 #include <cstdio>
 
 #include "profiler_plugin/export_util.h"
@@ -56,9 +58,7 @@ std::string label(const char* key, const char* value) {
 }
 
 std::string commLabels(const ProfilerContext& ctx) {
-  char id[32];
-  std::snprintf(id, sizeof(id), "0x%llx", static_cast<unsigned long long>(ctx.commId));
-  return label("comm_id", id) + "," + label("comm_name", ctx.name.c_str()) + "," +
+  return label("comm_id", commTag(ctx.commId).c_str()) + "," + label("comm_name", ctx.name.c_str()) + "," +
          label("rank", std::to_string(ctx.rank).c_str()) + "," +
          label("n_ranks", std::to_string(ctx.nRanks).c_str());
 }

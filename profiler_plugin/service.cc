@@ -14,7 +14,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/measurement_bus.h"
+#include "common/comm_tag.h"
 #include "common/params.h"
+#include "common/safe_file.h"
 #include "profiler_plugin/events.h"
 #include "profiler_plugin/export_util.h"
 #include "profiler_plugin/nccl_names.h"
@@ -39,8 +41,8 @@ params::BoolParam gSummary(
     "contexts, rail health, latency shifts and what coincided with them.");
 params::StringParam gTraceFile(
     "NCCL_AUTOPILOT_TRACE_FILE", "",
-    "Chrome/Perfetto trace (JSON) per communicator; empty = off. %r rank, %c comm id, %p pid, "
-    "%h host name.");
+    "Chrome/Perfetto trace (JSON) per communicator; empty = off. %r rank, %c communicator tag "
+    "(a hash of its commId), %p pid, %h host name.");
 params::IntParam gTraceMaxEvents("NCCL_AUTOPILOT_TRACE_MAX_EVENTS", 1000000, 1000, 1000000000,
                                  "Events written per trace file; later ones are counted only.");
 params::StringParam gInspectorFile(
@@ -82,7 +84,7 @@ std::string uniquePath(std::string path, uint64_t commId, std::set<std::string>*
     size_t dot = path.rfind('.');
     size_t at = dot != std::string::npos && (slash == std::string::npos || dot > slash) ? dot
                                                                                          : path.size();
-    path.insert(at, "-" + hexId(commId));
+    path.insert(at, "-" + commTag(commId));
   }
   used->insert(path);
   return path;
@@ -400,9 +402,11 @@ void ProfilerService::writePrometheusLocked() {
   in.rails = snap;
   in.railThroughput = railThroughput_.data();
   in.nRailThroughput = railThroughput_.size();
-  if (!writeFileAtomically(prometheusPath_, renderPrometheus(in))) {
-    AP_WARN_ONCE(kFlags, "profiler: cannot write Prometheus file '%s': %s",
-                 prometheusPath_.c_str(), std::strerror(errno));
+  std::string error;
+  if (!writeFileAtomically(prometheusPath_, renderPrometheus(in), &error)) {
+    ++promWriteErrors_;
+    AP_WARN_ONCE(kFlags, "profiler: cannot write the Prometheus file: %s (later failures are "
+                 "counted, not logged)", error.c_str());
   }
 }
 

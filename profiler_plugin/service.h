@@ -94,6 +94,7 @@ class ProfilerService {
   std::deque<journal::Event> recentJournal_;  // for the summary's "what happened around then"
   static constexpr size_t kRecentJournal = 512;
   uint64_t lastPrometheusNs_ = 0;
+  uint64_t promWriteErrors_ = 0;
   std::string prometheusPath_;
 };
 

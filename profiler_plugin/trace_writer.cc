@@ -5,7 +5,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/comm_tag.h"
 #include "common/log.h"
+#include "common/safe_file.h"
 #include "profiler_plugin/export_util.h"
 #include "profiler_plugin/nccl_names.h"
 
@@ -28,19 +30,20 @@ void appendUs(std::string* out, uint64_t ns) {
 
 std::unique_ptr<TraceWriter> TraceWriter::open(const std::string& path, uint64_t maxEvents,
                                                const ProfilerContext& ctx) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
+  std::string error;
+  int fd = openExportFile(path, false, &error);
+  std::FILE* f = fd >= 0 ? fdopen(fd, "w") : nullptr;
   if (f == nullptr) {
-    AP_WARN(abi::subsys::kProfile, "trace file '%s' cannot be created (%s): tracing is off",
-            path.c_str(), std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    AP_WARN(abi::subsys::kProfile, "trace file cannot be created (%s): tracing is off",
+            fd >= 0 ? std::strerror(errno) : error.c_str());
     return nullptr;
   }
   std::unique_ptr<TraceWriter> w(new TraceWriter(f, path, maxEvents));
   std::fputs("[\n", f);
   std::string name = "nccl-autopilot rank " + std::to_string(ctx.rank) + " comm ";
   if (!ctx.name.empty()) name += ctx.name + " ";
-  char id[32];
-  std::snprintf(id, sizeof(id), "0x%llx", static_cast<unsigned long long>(ctx.commId));
-  name += id;
+  name += commTag(ctx.commId);
   std::string ev = "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(w->pid_) +
                    ",\"tid\":0,\"args\":{\"name\":\"";
   appendJsonEscaped(&ev, name.c_str());
@@ -70,6 +73,18 @@ void TraceWriter::emit(const std::string& event) {
   first_ = false;
   std::fwrite(event.data(), 1, event.size(), file_);
   ++written_;
+  if (std::ferror(file_)) fail();
+}
+
+void TraceWriter::fail() {
+  // A full disk or a lost mount: what was written cannot become valid JSON any more. The
+  // partial file is removed rather than left for a viewer to choke on.
+  AP_WARN(abi::subsys::kProfile, "trace file '%s': write failed (%s); the partial file is "
+          "removed and tracing is off for this communicator", path_.c_str(), std::strerror(errno));
+  std::fclose(file_);
+  ::unlink(path_.c_str());
+  file_ = nullptr;
+  failed_ = true;
 }
 
 void TraceWriter::nameTrack(int tid, const std::string& name) {
@@ -190,15 +205,21 @@ void TraceWriter::instant(const char* category, const char* name, const char* de
 }
 
 void TraceWriter::flush() {
-  if (file_ != nullptr) std::fflush(file_);
+  if (file_ != nullptr && (std::fflush(file_) != 0 || std::ferror(file_))) fail();
 }
 
 void TraceWriter::close() {
   if (file_ == nullptr) return;
   std::fputs("\n]\n", file_);
+  if (std::ferror(file_)) {
+    fail();
+    return;
+  }
   if (std::fclose(file_) != 0) {
-    AP_WARN(abi::subsys::kProfile, "trace file '%s' incomplete: %s", path_.c_str(),
-            std::strerror(errno));
+    AP_WARN(abi::subsys::kProfile, "trace file '%s': write failed at close (%s); the partial "
+            "file is removed", path_.c_str(), std::strerror(errno));
+    ::unlink(path_.c_str());
+    failed_ = true;
   }
   file_ = nullptr;
 }

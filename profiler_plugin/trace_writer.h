@@ -7,6 +7,9 @@
 // 100 + c kernel channel c (GPU timers placed on the host timeline by aligning the
 // collective's last GPU stop with its host completion; the raw GPU values are in args),
 // 200 + c proxy ops of channel c. Rails are counter tracks ("C" events, MB/s).
+//
+// The file is opened without following a symlink (safe_file.h); a write error removes the
+// partial file and ends tracing for the communicator (failed()).
 #pragma once
 
 #include <cstdint>
@@ -40,11 +43,13 @@ class TraceWriter {
   const std::string& path() const { return path_; }
   uint64_t written() const { return written_; }
   uint64_t dropped() const { return dropped_; }
+  bool failed() const { return failed_; }
 
  private:
   TraceWriter(std::FILE* file, std::string path, uint64_t maxEvents);
   bool admit();
   void emit(const std::string& event);
+  void fail();
   void nameTrack(int tid, const std::string& name);
 
   std::FILE* file_;
@@ -53,6 +58,7 @@ class TraceWriter {
   uint64_t written_ = 0, dropped_ = 0;
   int pid_;
   bool first_ = true;
+  bool failed_ = false;  // a write failed: the file was removed
   bool namedTracks_[512] = {};
   std::string scratch_;
 };

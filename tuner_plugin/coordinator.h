@@ -48,7 +48,7 @@
 
 #include "tuner_plugin/control_channel.h"
 #include "tuner_plugin/decision.h"
-#include "tuner_plugin/sha256.h"
+#include "common/sha256.h"
 #include "tuner_plugin/wire_format.h"
 
 namespace autopilot::tuner {

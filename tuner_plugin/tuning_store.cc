@@ -12,13 +12,15 @@
 #include <cstring>
 #include <sstream>
 
-#include "tuner_plugin/sha256.h"
+#include "common/safe_file.h"
+#include "common/sha256.h"
 
 namespace autopilot::tuner {
 namespace {
 
 constexpr const char* kMagic = "nccl-autopilot tuning 1";
 constexpr size_t kMaxFileBytes = 16 << 20;
+constexpr int kLockWaitMs = 2000;
 
 std::string hexOf(const uint8_t* p, size_t n) {
   static const char* k = "0123456789abcdef";
@@ -49,23 +51,8 @@ struct Section {
 bool readSections(const std::string& path, std::vector<Section>* sections, int* corrupt,
                   std::string* why) {
   *corrupt = 0;
-  FILE* f = std::fopen(path.c_str(), "r");
-  if (f == nullptr) {
-    *why = "cannot open " + path + ": " + std::strerror(errno);
-    return false;
-  }
   std::string text;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
-    text.append(buf, n);
-    if (text.size() > kMaxFileBytes) {
-      std::fclose(f);
-      *why = path + " is larger than 16 MiB";
-      return false;
-    }
-  }
-  std::fclose(f);
+  if (!readRegularFile(path, kMaxFileBytes, &text, why)) return false;
   std::istringstream in(text);
   std::string line;
   if (!std::getline(in, line) || line != kMagic) {
@@ -224,13 +211,13 @@ bool loadTuningFile(const std::string& path, const TuningKey& key,
 
 bool saveTuningFile(const std::string& path, const TuningKey& key,
                     const std::vector<BanditPolicy::ContextRecord>& records, std::string* why) {
-  std::string lockPath = path + ".lock";
-  int lockFd = open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // Ranks of several jobs may share one file: a lock serializes read-merge-write. It is waited
+  // on at most kLockWaitMs (finalize must not hang on a stuck NFS lock): the save is skipped.
+  int lockFd = lockFileWithin(path + ".lock", kLockWaitMs, why);
   if (lockFd < 0) {
-    *why = "cannot open " + lockPath + ": " + std::strerror(errno);
+    *why += "; results not saved";
     return false;
   }
-  flock(lockFd, LOCK_EX);
   std::vector<Section> sections;
   int corrupt = 0;
   std::string ignored;
@@ -247,24 +234,8 @@ bool saveTuningFile(const std::string& path, const TuningKey& key,
   for (const std::string& l : lines) text += l + "\n";
   text += "end " + checksum(lines) + "\n";
 
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  bool ok = false;
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd >= 0) {
-    size_t off = 0;
-    while (off < text.size()) {
-      ssize_t n = write(fd, text.data() + off, text.size() - off);
-      if (n <= 0 && errno != EINTR) break;
-      if (n > 0) off += size_t(n);
-    }
-    ok = off == text.size() && fsync(fd) == 0;
-    close(fd);
-    ok = ok && rename(tmp.c_str(), path.c_str()) == 0;
-    if (!ok) unlink(tmp.c_str());
-  }
-  if (!ok) *why = "cannot write " + path + ": " + std::strerror(errno);
-  flock(lockFd, LOCK_UN);
-  close(lockFd);
+  bool ok = writeFileAtomically(path, text, why);
+  close(lockFd);  // releases the lock
   return ok;
 }
 

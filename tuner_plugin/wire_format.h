@@ -20,7 +20,7 @@
 #include <string>
 
 #include "tuner_plugin/decision.h"
-#include "tuner_plugin/sha256.h"
+#include "common/sha256.h"
 
 namespace autopilot::tuner::wire {
 

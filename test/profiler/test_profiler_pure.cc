@@ -11,6 +11,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/comm_tag.h"
+#include "common/safe_file.h"
+
 #include "profiler_plugin/bounded_queue.h"
 #include "profiler_plugin/context.h"
 #include "profiler_plugin/event_records.h"
@@ -145,13 +148,18 @@ TEST_CASE("export helpers: escaping, path patterns, atomic writes", "[exports]")
   appendLabelEscaped(&l, "x\"y\\z\n");
   CHECK(l == "x\\\"y\\\\z\\n");
   PathFields f{3, 0xabc};
-  CHECK(expandPathPattern("/t/r%r-c%c-%%-%q", f) == "/t/r3-cabc-%-%q");
+  // %c is the communicator's tag, never its id (which keys an unauthenticated rendezvous).
+  CHECK(expandPathPattern("/t/r%r-c%c-%%-%q", f) == "/t/r3-c" + commTag(0xabc) + "-%-%q");
+  CHECK(commTag(0xabc).size() == 16);
+  CHECK(commTag(0xabc).find("abc") == std::string::npos);
+  CHECK(commTag(0xabc) != commTag(0xabd));
   CHECK(expandPathPattern("/t/%p", f) == "/t/" + std::to_string(getpid()));
   std::string dir = "/tmp/ap-prof-atomic-" + std::to_string(getpid());
   REQUIRE(mkdir(dir.c_str(), 0755) == 0);
-  CHECK(writeFileAtomically(dir + "/m.prom", "a 1\n"));
-  CHECK(writeFileAtomically(dir + "/m.prom", "a 2\n"));
-  CHECK_FALSE(writeFileAtomically(dir + "/no/such/dir/m.prom", "x"));
+  std::string error;
+  CHECK(writeFileAtomically(dir + "/m.prom", "a 1\n", &error));
+  CHECK(writeFileAtomically(dir + "/m.prom", "a 2\n", &error));
+  CHECK_FALSE(writeFileAtomically(dir + "/no/such/dir/m.prom", "x", &error));
   std::FILE* fp = std::fopen((dir + "/m.prom").c_str(), "r");
   REQUIRE(fp != nullptr);
   char buf[16] = {};
@@ -196,7 +204,7 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
   INFO(text);
   CHECK(test::checkExposition(text).empty());
   CHECK(text.find("nccl_autopilot_collective_count_total{hostname=\"node-1\",pid=\"42\","
-                  "comm_id=\"0xfeed\",comm_name=\"tp \\\"group\\\"\\n1\",rank=\"3\","
+                  "comm_id=\"" + commTag(0xfeed) + "\",comm_name=\"tp \\\"group\\\"\\n1\",rank=\"3\","
                   "n_ranks=\"8\",collective=\"AllReduce\",size_bucket=\"1048576\","
                   "algo=\"Ring\",proto=\"Simple\"} 10\n") != std::string::npos);
   CHECK(text.find("nccl_autopilot_collective_exec_time_seconds{") != std::string::npos);
@@ -211,7 +219,8 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
   // promtool, when installed (Debian's `prometheus` package), must agree.
   if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
     std::string path = "/tmp/ap-prof-promtool-" + std::to_string(getpid()) + ".prom";
-    REQUIRE(writeFileAtomically(path, text));
+    std::string error;
+    REQUIRE(writeFileAtomically(path, text, &error));
     std::string cmd = "promtool check metrics < " + path + " 2>&1";
     std::FILE* pipe = popen(cmd.c_str(), "r");
     REQUIRE(pipe != nullptr);
@@ -233,4 +242,88 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
                   .empty());  // duplicate series
   CHECK_FALSE(test::checkExposition("# HELP a h\n# TYPE a gauge\na{b=1} 1\n").empty());
   CHECK_FALSE(test::checkExposition("# HELP a h\n# TYPE a gauge\na 1").empty());
+}
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <csignal>
+
+#include "profiler_plugin/inspector_writer.h"
+#include "profiler_plugin/trace_writer.h"
+
+namespace {
+
+// Runs `body` in a child whose files may not grow beyond `limit` bytes (a full disk, for one
+// process); returns its exit status.
+template <typename Body>
+int withFileSizeLimit(rlim_t limit, Body body) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);  // the write then fails with EFBIG instead of killing us
+    rlimit r{limit, limit};
+    setrlimit(RLIMIT_FSIZE, &r);
+    _exit(body());
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+}  // namespace
+
+TEST_CASE("exports: a planted symlink is refused, a write error leaves no partial file",
+          "[exports]") {
+  std::string dir = "/tmp/ap-prof-files-" + std::to_string(getpid());
+  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+  ProfilerContext ctx(4, 4, 4);
+  ctx.commId = 0x51;
+  std::string victim = dir + "/victim";
+  { std::FILE* v = std::fopen(victim.c_str(), "w"); std::fputs("precious\n", v); std::fclose(v); }
+  REQUIRE(symlink(victim.c_str(), (dir + "/trace.json").c_str()) == 0);
+  REQUIRE(symlink(victim.c_str(), (dir + "/insp.jsonl").c_str()) == 0);
+  CHECK(TraceWriter::open(dir + "/trace.json", 1000, ctx) == nullptr);
+  CHECK(InspectorWriter::open(dir + "/insp.jsonl", 1000, ctx) == nullptr);
+  struct stat st;
+  REQUIRE(stat(victim.c_str(), &st) == 0);
+  CHECK(st.st_size == 9);
+
+  CompletedColl c{};
+  c.func = 4;
+  c.nBytes = 1 << 20;
+  c.hostEndNs = 1000;
+  // A trace that cannot be completed is removed; one that can is valid JSON.
+  int rc = withFileSizeLimit(8192, [&] {
+    auto w = TraceWriter::open(dir + "/full.json", 1000000, ctx);
+    if (!w) return 1;
+    for (int i = 0; i < 1000 && !w->failed(); ++i) w->collective(c, false);
+    w->flush();
+    w->close();
+    return w->failed() ? 0 : 2;
+  });
+  CHECK(rc == 0);
+  CHECK(access((dir + "/full.json").c_str(), F_OK) != 0);
+  // Inspector lines are appended (maybe to an earlier run's file): the tail since the last good
+  // flush is cut, so every line left is whole.
+  rc = withFileSizeLimit(8192, [&] {
+    auto w = InspectorWriter::open(dir + "/lines.jsonl", 1000000, ctx);
+    if (!w) return 1;
+    for (int i = 0; i < 3; ++i) w->record(c, false, 1);
+    w->flush();
+    for (int i = 0; i < 1000 && !w->failed(); ++i) w->record(c, false, 1);
+    w->flush();
+    w->close();
+    return w->failed() ? 0 : 2;
+  });
+  CHECK(rc == 0);
+  std::FILE* f = std::fopen((dir + "/lines.jsonl").c_str(), "r");
+  REQUIRE(f != nullptr);
+  std::string all;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) all.append(buf, n);
+  std::fclose(f);
+  CHECK(!all.empty());
+  CHECK(all.back() == '\n');
+  CHECK(all.find("\"id\":\"" + commTag(0x51) + "\"") != std::string::npos);
 }

@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/comm_tag.h"
+
 #include "bench/profiler/nccl_replay.h"
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"
@@ -101,7 +103,7 @@ TEST_CASE("exports of the real library: trace, Inspector lines, Prometheus, summ
   std::string text = readFile(promPath);
   INFO(text);
   CHECK(test::checkExposition(text).empty());
-  CHECK(text.find("comm_id=\"0xabcdef\",comm_name=\"exports \\\"test\\\"\",rank=\"3\","
+  CHECK(text.find("comm_id=\"" + commTag(0xabcdef) + "\",comm_name=\"exports \\\"test\\\"\",rank=\"3\","
                   "n_ranks=\"4\",collective=\"AllReduce\",size_bucket=\"4194304\",algo=\"Ring\","
                   "proto=\"Simple\"} 300\n") != std::string::npos);
   CHECK(text.find("nccl_autopilot_collective_latency_shifts_total{") != std::string::npos);
@@ -136,8 +138,8 @@ TEST_CASE("an export path that cannot be written warns and the profiler keeps me
   replay::Replayer r(h.profiler(), s.profilerContext(), h.activationMask());
   r.collective(replay::CollSpec{}, 10, 1000);
   s.finalize();
-  CHECK(host::LogCapture::count(abi::kLogWarn, "trace file '/nonexistent-dir/trace.json' cannot be created") == 1);
-  CHECK(host::LogCapture::count(abi::kLogWarn, "cannot write Prometheus file") == 1);
+  CHECK(host::LogCapture::count(abi::kLogWarn, "trace file cannot be created (cannot open /nonexistent-dir/trace.json") == 1);
+  CHECK(host::LogCapture::count(abi::kLogWarn, "cannot write the Prometheus file: cannot create a temporary file beside /nonexistent-dir/x.prom") == 1);
   CHECK(host::LogCapture::count(abi::kLogInfo, "1 collectives completed") == 1);
 }
 
@@ -157,7 +159,7 @@ TEST_CASE("two communicators with one trace path pattern get distinct files", "[
     REQUIRE(sa.init() == abi::kSuccess);
     REQUIRE(sb.init() == abi::kSuccess);
   }
-  std::string first = dir + "/trace-r0.json", second = dir + "/trace-r0-0x2b.json";
+  std::string first = dir + "/trace-r0.json", second = dir + "/trace-r0-" + commTag(0x2b) + ".json";
   int status = -1;
   test::runCommand("python3 -c 'import json,sys; [json.load(open(f)) for f in sys.argv[1:]]' " +
                        first + " " + second,
@@ -166,4 +168,39 @@ TEST_CASE("two communicators with one trace path pattern get distinct files", "[
   unlink(first.c_str());
   unlink(second.c_str());
   CHECK(rmdir(dir.c_str()) == 0);
+}
+
+TEST_CASE("symlinks planted at the export paths are never followed", "[exports][security]") {
+  std::string dir = "/tmp/ap-prof-planted-" + std::to_string(getpid());
+  REQUIRE(mkdir(dir.c_str(), 0755) == 0);
+  std::string victim = dir + "/victim";
+  { std::FILE* v = std::fopen(victim.c_str(), "w"); std::fputs("precious\n", v); std::fclose(v); }
+  for (const char* name : {"/trace.json", "/insp.jsonl", "/metrics.prom"}) {
+    REQUIRE(symlink(victim.c_str(), (dir + name).c_str()) == 0);
+  }
+  ScopedEnv trace("NCCL_AUTOPILOT_TRACE_FILE", dir + "/trace.json");
+  ScopedEnv insp("NCCL_AUTOPILOT_INSPECTOR_FILE", dir + "/insp.jsonl");
+  ScopedEnv prom("NCCL_AUTOPILOT_PROM_FILE", dir + "/metrics.prom");
+  host::LogCapture::clear();
+  {
+    host::PluginHost::Options o;
+    o.profilerPlugin = "autopilot";
+    host::PluginHost h(o);
+    REQUIRE(h.loadProfiler());
+    host::CommSession s(h, {});
+    REQUIRE(s.init() == abi::kSuccess);
+    replay::Replayer r(h.profiler(), s.profilerContext(), h.activationMask());
+    r.collective(replay::CollSpec{}, 10, 1000);
+    s.finalize();
+  }
+  CHECK(readFile(victim) == "precious\n");
+  CHECK(host::LogCapture::count(abi::kLogWarn, "trace.json is a symbolic link; refusing to follow it") == 1);
+  CHECK(host::LogCapture::count(abi::kLogWarn, "insp.jsonl is a symbolic link; refusing to follow it") == 1);
+  // The Prometheus file is replaced atomically: the link itself is replaced, never written through.
+  struct stat st;
+  REQUIRE(lstat((dir + "/metrics.prom").c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  CHECK(host::LogCapture::count(abi::kLogInfo, "1 collectives completed") == 1);  // still measuring
+  int rmStatus = 0;
+  test::runCommand("rm -rf '" + dir + "'", &rmStatus);
 }

@@ -3,9 +3,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "tuner_plugin/sha256.h"
+#include "common/sha256.h"
 
-using namespace autopilot::tuner;
+using namespace autopilot;
 
 namespace {
 std::string hex(const Digest& d) {

@@ -1,9 +1,9 @@
-#include "tuner_plugin/sha256.h"
+#include "common/sha256.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace autopilot::tuner {
+namespace autopilot {
 namespace {
 
 constexpr uint32_t kRound[64] = {
@@ -141,4 +141,4 @@ bool equalConstantTime(const uint8_t* a, const uint8_t* b, size_t n) {
   return diff == 0;
 }
 
-}  // namespace autopilot::tuner
+}  // namespace autopilot

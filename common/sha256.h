@@ -1,13 +1,13 @@
 // SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), implemented here so that the library keeps
 // no link-time dependency (it must load on a bare machine). Used to authenticate the tuner's
-// control channel; not on any hot path.
+// control channel, and to name communicators in exports (comm_tag.h); not on any hot path.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 
-namespace autopilot::tuner {
+namespace autopilot {
 
 using Digest = std::array<uint8_t, 32>;
 
@@ -43,4 +43,4 @@ class HmacSha256 {
 // Constant-time comparison of the first n bytes.
 bool equalConstantTime(const uint8_t* a, const uint8_t* b, size_t n);
 
-}  // namespace autopilot::tuner
+}  // namespace autopilot
