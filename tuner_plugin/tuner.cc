@@ -17,11 +17,13 @@
 // apply).
 #include "tuner_plugin/tuner.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "common/comm_registry.h"
@@ -30,6 +32,7 @@
 #include "common/log.h"
 #include "common/measurement_bus.h"
 #include "common/params.h"
+#include "common/safe_file.h"
 #include "tuner_plugin/coordinator.h"
 #include "tuner_plugin/learner.h"
 #include "tuner_plugin/synthetic_measurements.h"
@@ -74,8 +77,10 @@ params::IntParam gPeerTimeoutMs(
     "Silence after which a rank's control channel counts as cut (the communicator freezes).");
 params::StringParam gSecretFile(
     "NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE", "",
-    "File whose content is mixed into the key that authenticates the tuner's control channel "
-    "(the communicator id alone is the default key).");
+    "File whose content (the same random bytes on every node; owner-only permissions, e.g. "
+    "0600) is mixed into the key that authenticates the tuner's rendezvous. Unset: the key "
+    "derives from the communicator id alone (which NCCL's INFO log prints). Set but missing, "
+    "unreadable, empty or readable by group/others: learning is off.");
 params::StringParam gTuningFile(
     "NCCL_AUTOPILOT_TUNING_FILE", "",
     "Learned results: loaded by the leader at init, saved by it at finalize (per topology, NCCL "
@@ -95,18 +100,52 @@ bool envSet(const char* name) {
   return v != nullptr && v[0] != '\0';
 }
 
-std::string readSecret() {
+// The secret mixed into the rendezvous key. Fails closed: a configured file that cannot serve
+// as a secret turns learning off (nullopt) with one warning naming the file and the fix,
+// rather than falling back to a key anyone who reads NCCL's log can derive.
+std::optional<std::string> readSecret() {
   const std::string& path = gSecretFile.get();
-  if (path.empty()) return {};
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in.good() && !in.eof()) {
-    AP_WARN(kFlags, "tuner: cannot read NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE %s: learning off",
-            path.c_str());
-    return "\x01unreadable";
+  if (path.empty()) return std::string();
+  constexpr size_t kMaxSecretBytes = 64 * 1024;
+  std::string secret, error;
+  struct stat st;
+  std::string problem;
+  if (!readRegularFile(path, kMaxSecretBytes, &secret, &error, &st)) {
+    problem = error;
+  } else if (secret.empty()) {
+    problem = "it is empty";
+  } else if ((st.st_mode & 077) != 0) {
+    problem = "it is readable or writable by group or others (mode " +
+              std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+              std::to_string(st.st_mode & 7) + ")";
+  } else if (st.st_uid != geteuid() && st.st_uid != 0) {
+    problem = "it is owned by another user";
   }
-  return ss.str();
+  if (!problem.empty()) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      AP_WARN(kFlags, "tuner: NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE=%s cannot serve as the "
+              "rendezvous secret: %s. Learning is off (NCCL's choices stand). Fix: put the same "
+              "random bytes in that file on every node, owned by the job's user with mode 0600 "
+              "(e.g. head -c 32 /dev/urandom > FILE; chmod 600 FILE)", path.c_str(),
+              problem.c_str());
+    }
+    return std::nullopt;
+  }
+  return secret;
+}
+
+// Once per process: a rendezvous across nodes without a secret accepts anyone who can reach it
+// and knows the communicator id, which NCCL's own INFO log prints.
+void noteUnauthenticated(int rank, const Endpoint& endpoint) {
+  static std::atomic<bool> noted{false};
+  if (noted.exchange(true)) return;
+  log::emit(rank == 0 ? abi::kLogWarn : abi::kLogInfo, kFlags, __func__, __LINE__,
+            "tuner: the rendezvous at %s is not authenticated: a process that can reach it and "
+            "knows the communicator id (NCCL's INFO log prints it) could join it. Set "
+            "NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE to a file with the same random bytes on every "
+            "node (mode 0600) to authenticate it (README: Security and failure model)",
+            endpoint.describe().c_str());
 }
 
 // One communicator: everything the plugin keeps for it.
@@ -271,8 +310,14 @@ std::unique_ptr<TunerRuntime> makeRuntime(const TunerInitArgs& args) {
             why.c_str());
     return nullptr;
   }
-  std::string secret = readSecret();
-  cc.key = wire::jobKey(args.commId, int(args.nRanks), int(args.nNodes), secret);
+  std::optional<std::string> secret = readSecret();
+  if (!secret) return nullptr;  // warned once in readSecret
+  // A Unix socket sits in a private directory (mode 0700): only a TCP rendezvous, what a job
+  // spanning nodes uses, is reachable by others.
+  if (secret->empty() && cc.endpoint.kind == Endpoint::Kind::kTcp) {
+    noteUnauthenticated(rank, cc.endpoint);
+  }
+  cc.key = wire::jobKey(args.commId, int(args.nRanks), int(args.nNodes), *secret);
   const uint64_t ms = 1000000;
   // The leader gives up on a proposal before any rank stops waiting for its verdict.
   cc.ackTimeoutNs = uint64_t(gSyncTimeoutMs.get()) * ms / 2;

@@ -2,6 +2,7 @@
 // IGNORE cell, touch nChannels, act when the user set NCCL_ALGO/NCCL_PROTO or below the size
 // threshold), that it learns from measurements, and that a second job starts from the tuning file
 // the first one saved. A one-rank communicator leads itself, so no second process is needed.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -221,5 +222,76 @@ TEST_CASE("a second job starts from the tuning file the first one saved", "[tune
     REQUIRE(session.init() == abi::kSuccess);
     CHECK(LogCapture::count(abi::kLogWarn, "tuning file ignored") == 1);
     CHECK(callUntil(host.tuner(), session.tunerContext(), kRingSimple, 1) == -1);
+  }
+}
+
+TEST_CASE("a configured secret file that cannot serve as a secret turns learning off",
+          "[tuner_host][security]") {
+  std::string dir = tempDir();
+  auto write = [&](const std::string& name, const std::string& text, mode_t mode) {
+    std::string path = dir + "/" + name;
+    std::ofstream(path) << text;
+    chmod(path.c_str(), mode);
+    return path;
+  };
+  struct Case {
+    std::string path;
+    const char* problem;  // nullptr: a good secret
+  };
+  std::vector<Case> cases = {
+      {dir + "/missing", "cannot open"},
+      {write("empty", "", 0600), "it is empty"},
+      {write("shared", "s3cret", 0644), "readable or writable by group or others (mode 644)"},
+      {dir, "not a regular file"},
+      {write("good", "s3cret", 0600), nullptr},
+  };
+  for (const Case& c : cases) {
+    INFO(c.path);
+    Env env;
+    env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", tempDir());
+    env.set("NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE", c.path);
+    LogCapture::clear();
+    PluginHost host(options());
+    REQUIRE(host.loadProfiler());
+    REQUIRE(host.loadTuner());
+    for (uint64_t comm : {0x7301, 0x7302}) {
+      CommSession session(host, oneRank(comm));
+      REQUIRE(session.init() == abi::kSuccess);
+    }
+    if (c.problem != nullptr) {
+      // One warning per process, naming the file, the problem and the fix; both communicators
+      // keep NCCL's choices.
+      CHECK(LogCapture::count(abi::kLogWarn, "NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE=" + c.path) == 1);
+      CHECK(LogCapture::count(abi::kLogWarn, c.problem) == 1);
+      CHECK(LogCapture::count(abi::kLogWarn, "chmod 600") == 1);
+      CHECK(LogCapture::count(abi::kLogInfo, "NCCL's choices stand") == 2);
+    } else {
+      CHECK(LogCapture::count(abi::kLogWarn, "SECRET_FILE") == 0);
+      CHECK(LogCapture::count(abi::kLogInfo, "NCCL's choices stand") == 0);
+    }
+  }
+}
+
+TEST_CASE("a TCP rendezvous without a secret is reported once: WARN on rank 0, INFO elsewhere",
+          "[tuner_host][security]") {
+  for (int rank : {0, 1}) {
+    Env env;
+    // A port nobody listens on: the rendezvous never completes, which does not matter here.
+    env.set("NCCL_AUTOPILOT_COORDINATOR", "127.0.0.1:" + std::to_string(21000 + getpid() % 500 * 8));
+    LogCapture::clear();
+    PluginHost host(options());
+    REQUIRE(host.loadProfiler());
+    REQUIRE(host.loadTuner());
+    for (uint64_t comm : {0x7401, 0x7402}) {
+      CommSession::Config cfg = oneRank(comm);
+      cfg.nRanks = 2;
+      cfg.nNodes = 2;
+      cfg.rank = rank;
+      CommSession session(host, cfg);
+      REQUIRE(session.init() == abi::kSuccess);
+    }
+    INFO("rank " << rank);
+    CHECK(LogCapture::count(rank == 0 ? abi::kLogWarn : abi::kLogInfo, "is not authenticated") == 1);
+    CHECK(LogCapture::count(rank == 0 ? abi::kLogInfo : abi::kLogWarn, "is not authenticated") == 0);
   }
 }
