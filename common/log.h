@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 
 #include "common/abi/nccl_abi.h"
 
@@ -19,6 +20,22 @@ abi::Logger logger() noexcept;
 void emit(abi::LogLevel level, unsigned long flags, const char* func, int line, const char* fmt,
           ...) noexcept __attribute__((format(printf, 5, 6)));
 
+// Lets a message through at most once per interval and counts what it held back, for warnings
+// a remote party can trigger at will (rejected connections, bad frames): the job's log must not
+// become the attacker's megaphone. Lock-free; one per call site (AP_WARN_LIMITED).
+class RateLimiter {
+ public:
+  explicit constexpr RateLimiter(uint64_t intervalNs) : intervalNs_(intervalNs) {}
+  // True when the message may be logged now; *suppressed gets how many were held back since
+  // the last one that passed.
+  bool allow(uint64_t* suppressed) noexcept;
+
+ private:
+  const uint64_t intervalNs_;
+  std::atomic<uint64_t> nextNs_{0};
+  std::atomic<uint64_t> held_{0};
+};
+
 }  // namespace autopilot::log
 
 #define AP_WARN(flags, ...) \
@@ -33,6 +50,18 @@ void emit(abi::LogLevel level, unsigned long flags, const char* func, int line, 
   do {                       \
   } while (0)
 #endif
+
+// Warn at most once per 10 s per call site, saying how many were held back (warnings a remote
+// party can trigger).
+#define AP_WARN_LIMITED(flags, fmt, ...)                                                    \
+  do {                                                                                      \
+    static ::autopilot::log::RateLimiter apLimiter_(10'000'000'000ull);                     \
+    uint64_t apHeld_ = 0;                                                                   \
+    if (apLimiter_.allow(&apHeld_)) {                                                       \
+      AP_WARN((flags), fmt " (%llu similar messages held back)", __VA_ARGS__,               \
+              static_cast<unsigned long long>(apHeld_));                                    \
+    }                                                                                       \
+  } while (0)
 
 // Warn at most once per call site for the lifetime of the loaded library (hot-path errors).
 #define AP_WARN_ONCE(flags, ...)                                        \

@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/pending_admission.h"
 #include "net_plugin/transport/tcp/acceptor.h"
 #include "net_plugin/transport/tcp/discovery.h"
 #include "net_plugin/transport/tcp/handle.h"
@@ -85,8 +86,8 @@ abi::Result ListenComm::listen(void* handle) {
 
 void ListenComm::refuse(Pending& p, const wire::ControlMessage& m, wire::ControlStatus status,
                         const std::string& why) {
-  AP_WARN(kFlags, "comm 0x%llx: refused a connection from %s: %s", (unsigned long long)commId_,
-          p.peer.str().c_str(), why.c_str());
+  AP_WARN_LIMITED(kFlags, "comm 0x%llx: refused a connection from %s: %s",
+                  (unsigned long long)commId_, p.peer.str().c_str(), why.c_str());
   wire::ControlMessage answer;
   answer.type = wire::ControlType::kAccept;
   answer.connectionId = m.connectionId != 0 ? m.connectionId : 1;
@@ -163,14 +164,18 @@ abi::Result ListenComm::accept(RecvComm** recvComm) {
     tcp::SockAddr peer;
     tcp::IoResult r = tcp::acceptOne(listener_.get(), &fd, &peer);
     if (r.status != tcp::Io::kOk) break;
-    Pending* slot = nullptr;
-    for (Pending& p : pending_) {
-      if (!p.fd.valid()) slot = &p;
+    // Bounded, and never refusing a newcomer (core/pending_admission.h): the oldest goes.
+    PendingSlotView views[kMaxPending];
+    for (int i = 0; i < kMaxPending; ++i) {
+      const Pending& p = pending_[i];
+      views[i] = {p.fd.valid(), p.fd.valid() && p.peer.sameHost(peer), p.deadlineNs};
     }
-    if (slot == nullptr) {
-      AP_WARN(kFlags, "comm 0x%llx: too many unidentified connections; closing one from %s",
-              (unsigned long long)commId_, peer.str().c_str());
-      continue;
+    PendingAdmission a = admitPending(views, kMaxPending, kMaxPendingPerSource);
+    Pending* slot = &pending_[a.slot];
+    if (a.evicts) {
+      AP_WARN_LIMITED(kFlags, "comm 0x%llx: too many unidentified connections (at most %d); closed the oldest, from "
+                      "%s", (unsigned long long)commId_, kMaxPending, slot->peer.str().c_str());
+      slot->fd.reset();
     }
     slot->fd = std::move(fd);
     slot->peer = peer;
@@ -182,16 +187,17 @@ abi::Result ListenComm::accept(RecvComm** recvComm) {
     tcp::IoResult r = tcp::readSome(p.fd.get(), p.buf + p.got, sizeof(p.buf) - p.got);
     if (r.status == tcp::Io::kOk) p.got += r.bytes;
     if (r.status == tcp::Io::kError || r.status == tcp::Io::kClosed) {
-      AP_WARN(kFlags, "comm 0x%llx: a connection from %s closed before identifying itself",
-              (unsigned long long)commId_, p.peer.str().c_str());
+      AP_WARN_LIMITED(kFlags, "comm 0x%llx: a connection from %s closed before identifying "
+                      "itself", (unsigned long long)commId_, p.peer.str().c_str());
       p.fd.reset();
       continue;
     }
     if (p.got < sizeof(p.buf)) {
       if (now > p.deadlineNs) {
-        AP_WARN(kFlags, "comm 0x%llx: a connection from %s sent %zu of %zu bytes of its CONNECT "
-                "in %llu s; closed", (unsigned long long)commId_, p.peer.str().c_str(), p.got,
-                sizeof(p.buf), (unsigned long long)(kHelloTimeoutNs / 1000000000));
+        AP_WARN_LIMITED(kFlags, "comm 0x%llx: a connection from %s sent %zu of %zu bytes of "
+                        "its CONNECT in %llu s; closed", (unsigned long long)commId_,
+                        p.peer.str().c_str(), p.got, sizeof(p.buf),
+                        (unsigned long long)(kHelloTimeoutNs / 1000000000));
         p.fd.reset();
       }
       continue;
@@ -199,7 +205,7 @@ abi::Result ListenComm::accept(RecvComm** recvComm) {
     wire::ControlMessage m;
     wire::DecodeError e = wire::decodeControl(p.buf, sizeof(p.buf), &m);
     if (e != wire::DecodeError::kOk || m.type != wire::ControlType::kConnect) {
-      AP_WARN(kFlags, "comm 0x%llx: refused a connection from %s: %s",
+      AP_WARN_LIMITED(kFlags, "comm 0x%llx: refused a connection from %s: %s",
               (unsigned long long)commId_, p.peer.str().c_str(),
               e == wire::DecodeError::kBadVersion ? "another protocol version (a different "
                                                     "nccl-autopilot version on the other side?)"

@@ -34,7 +34,10 @@ class ListenComm final : public CommBase {
  public:
   static constexpr uint32_t kMagic = 0x4c494941;  // "AIIL"
   static constexpr const char* kKind = "listen";
-  static constexpr int kMaxPending = 4;
+  // Unidentified connections to the control listener (core/pending_admission.h): one CONNECT
+  // per legitimate peer and connection.
+  static constexpr int kMaxPending = 8;
+  static constexpr int kMaxPendingPerSource = 4;
   static constexpr uint64_t kHelloTimeoutNs = 2'000'000'000;
 
   ListenComm(uint64_t commId, int device, int trafficClass);

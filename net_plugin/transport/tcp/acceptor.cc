@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "net_plugin/core/pending_admission.h"
 
 namespace autopilot::net::tcp {
 
@@ -67,6 +68,7 @@ void RailAcceptor::moveFrom(RailAcceptor& other) {
   }
   for (int i = 0; i < kMaxPending; ++i) pending_[i] = std::move(other.pending_[i]);
   std::memcpy(secret_, other.secret_, sizeof(secret_));
+  evicted_ = other.evicted_;
   other.rails_ = 0;
 }
 
@@ -78,19 +80,22 @@ void RailAcceptor::progress(uint64_t nowNs, uint32_t pausedMask, Owner& owner) {
       SockAddr peer;
       IoResult res = acceptOne(listeners_[r].get(), &fd, &peer);
       if (res.status != Io::kOk) break;
-      HelloReader* slot = nullptr;
-      for (HelloReader& p : pending_) {
-        if (!p.inUse()) {
-          slot = &p;
-          break;
-        }
+      // Bounded, and never refusing a newcomer (core/pending_admission.h). Every reader has the
+      // same hello timeout, so the earliest deadline is the oldest connection.
+      PendingSlotView views[kMaxPending];
+      for (int i = 0; i < kMaxPending; ++i) {
+        views[i] = {pending_[i].inUse(), pending_[i].inUse() && pending_[i].peer().sameHost(peer),
+                    pending_[i].deadlineNs()};
       }
-      if (slot == nullptr) {
-        AP_WARN(kFlags, "%s: too many connections waiting for their hello; dropped one from %s",
-                role, peer.str().c_str());
-        continue;
+      PendingAdmission a = admitPending(views, kMaxPending, kMaxPendingPerSource);
+      HelloReader& slot = pending_[a.slot];
+      if (a.evicts) {
+        ++evicted_;
+        AP_WARN_LIMITED(kFlags, "%s: too many connections waiting for their hello (at most %d); closed the oldest, "
+                        "from %s", role, kMaxPending, slot.peer().str().c_str());
+        slot.close();
       }
-      *slot = HelloReader(std::move(fd), peer, nowNs + kHelloTimeoutNs);
+      slot = HelloReader(std::move(fd), peer, nowNs + kHelloTimeoutNs);
     }
   }
   for (HelloReader& p : pending_) {
@@ -98,8 +103,8 @@ void RailAcceptor::progress(uint64_t nowNs, uint32_t pausedMask, Owner& owner) {
     HelloReader::State s = p.progress(nowNs);
     if (s == HelloReader::State::kReading) continue;
     if (s == HelloReader::State::kFailed) {
-      AP_WARN(kFlags, "%s: rejected a connection from %s: %s", role, p.peer().str().c_str(),
-              p.error().c_str());
+      AP_WARN_LIMITED(kFlags, "%s: rejected a connection from %s: %s", role,
+                      p.peer().str().c_str(), p.error().c_str());
       p.close();
       continue;
     }
@@ -108,8 +113,8 @@ void RailAcceptor::progress(uint64_t nowNs, uint32_t pausedMask, Owner& owner) {
                                                                 : wire::AckStatus::kBadSecret;
     p.reply(status, hello.generation);
     if (status != wire::AckStatus::kAccepted) {
-      AP_WARN(kFlags, "%s: rejected rail %d connection from %s: %s", role, hello.railIndex,
-              p.peer().str().c_str(), wire::ackStatusText(status));
+      AP_WARN_LIMITED(kFlags, "%s: rejected rail %d connection from %s: %s", role,
+                      hello.railIndex, p.peer().str().c_str(), wire::ackStatusText(status));
       p.close();
       continue;
     }

@@ -18,7 +18,11 @@ namespace autopilot::net::tcp {
 
 class RailAcceptor {
  public:
+  // Connections waiting for their hello: bounded, the oldest evicted for a newcomer, at most
+  // half of them from one source host (core/pending_admission.h). A legitimate peer connects
+  // one socket per rail (at most wire::kMaxRails) per connection.
   static constexpr int kMaxPending = 16;
+  static constexpr int kMaxPendingPerSource = 8;
   static constexpr uint64_t kHelloTimeoutNs = 2'000'000'000;
 
   // What the owner does with a HELLO that carried the right secret and version.
@@ -44,6 +48,7 @@ class RailAcceptor {
   void moveFrom(RailAcceptor& other);
   void close();
   const char* role = "accept";  // for log messages
+  uint64_t evicted() const { return evicted_; }
 
  private:
   int rails_ = 0;
@@ -51,6 +56,7 @@ class RailAcceptor {
   SockAddr bound_[wire::kMaxRails];
   HelloReader pending_[kMaxPending];
   uint8_t secret_[wire::kSecretBytes] = {};
+  uint64_t evicted_ = 0;
 };
 
 // A per-listen random secret from the kernel's generator.

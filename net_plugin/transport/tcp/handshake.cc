@@ -6,36 +6,57 @@ namespace autopilot::net::tcp {
 
 void RailDialer::start(const SockAddr& local, const SockAddr& remote, const wire::Hello& hello,
                        uint64_t nowNs, uint64_t timeoutNs) {
-  fd_.reset();
-  sent_ = received_ = 0;
-  error_.clear();
-  refused_ = false;
   deadlineNs_ = nowNs + timeoutNs;
   connectionId_ = hello.connectionId;
   generation_ = hello.generation;
   wire::encodeHello(hello, hello_);
-  if (local.family() != remote.family()) {
-    fail("local rail " + local.host() + " and peer rail " + remote.host() +
+  local_ = local;
+  remote_ = remote;
+  attempts_ = 0;
+  retryPauseNs_ = kFirstRetryPauseNs;
+  dial();
+}
+
+void RailDialer::dial() {
+  fd_.reset();
+  sent_ = received_ = 0;
+  error_.clear();
+  refused_ = false;
+  ++attempts_;
+  if (local_.family() != remote_.family()) {
+    fail("local rail " + local_.host() + " and peer rail " + remote_.host() +
          " use different address families");
     return;
   }
   int err = 0;
-  fd_ = makeTcpSocket(remote.family(), &err);
+  fd_ = makeTcpSocket(remote_.family(), &err);
   if (!fd_.valid()) {
     fail("socket: " + errnoText(err));
     return;
   }
   // Bind the rail's own address so the traffic leaves through that rail's interface.
-  if (!bindTo(fd_.get(), local, &err)) {
-    fail("bind to " + local.host() + ": " + errnoText(err));
+  if (!bindTo(fd_.get(), local_, &err)) {
+    fail("bind to " + local_.host() + ": " + errnoText(err));
     return;
   }
-  IoResult r = startConnect(fd_.get(), remote);
+  IoResult r = startConnect(fd_.get(), remote_);
   if (r.status == Io::kError) {
     fail("connect: " + errnoText(r.error), r.error == ECONNREFUSED);
     return;
   }
   state_ = r.status == Io::kOk ? State::kSendingHello : State::kConnecting;
+}
+
+RailDialer::State RailDialer::retryOrFail(const std::string& why, uint64_t nowNs) {
+  if (nowNs + retryPauseNs_ >= deadlineNs_) {
+    return fail(why + " (after " + std::to_string(attempts_) + " attempts)");
+  }
+  fd_.reset();
+  error_ = why;
+  retryAtNs_ = nowNs + retryPauseNs_;
+  retryPauseNs_ = std::min(retryPauseNs_ * 2, kMaxRetryPauseNs);
+  state_ = State::kRetrying;
+  return state_;
 }
 
 RailDialer::State RailDialer::fail(const std::string& why, bool refused) {
@@ -58,6 +79,11 @@ Fd RailDialer::take() {
 
 RailDialer::State RailDialer::progress(uint64_t nowNs) {
   if (!active()) return state_;
+  if (state_ == State::kRetrying) {
+    if (nowNs < retryAtNs_) return state_;
+    dial();
+    if (!active()) return state_;
+  }
   if (state_ == State::kConnecting) {
     IoResult r = connectStatus(fd_.get());
     if (r.status == Io::kError) {
@@ -67,15 +93,17 @@ RailDialer::State RailDialer::progress(uint64_t nowNs) {
   }
   if (state_ == State::kSendingHello) {
     IoResult r = writeSome(fd_.get(), hello_ + sent_, sizeof(hello_) - sent_);
-    if (r.status == Io::kError) return fail("sending hello: " + errnoText(r.error));
+    if (r.status == Io::kError) return retryOrFail("sending hello: " + errnoText(r.error), nowNs);
     sent_ += r.bytes;
     if (sent_ == sizeof(hello_)) state_ = State::kAwaitingAck;
   }
   if (state_ == State::kAwaitingAck) {
     IoResult r = readSome(fd_.get(), ack_ + received_, sizeof(ack_) - received_);
-    if (r.status == Io::kError) return fail("waiting for the peer's answer: " + errnoText(r.error));
+    if (r.status == Io::kError) {
+      return retryOrFail("waiting for the peer's answer: " + errnoText(r.error), nowNs);
+    }
     if (r.status == Io::kClosed) {
-      return fail("the peer closed the connection during the handshake");
+      return retryOrFail("the peer closed the connection during the handshake", nowNs);
     }
     received_ += r.bytes;
     if (received_ == sizeof(ack_)) {

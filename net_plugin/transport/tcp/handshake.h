@@ -20,7 +20,10 @@ namespace autopilot::net::tcp {
 
 class RailDialer {
  public:
-  enum class State { kIdle, kConnecting, kSendingHello, kAwaitingAck, kDone, kFailed };
+  // kRetrying: the listener dropped the connection before answering (it evicts the oldest
+  // unidentified connection when flooded, core/pending_admission.h), or the connection was
+  // reset: dial again after a short pause, within the same deadline.
+  enum class State { kIdle, kConnecting, kSendingHello, kAwaitingAck, kRetrying, kDone, kFailed };
 
   void start(const SockAddr& local, const SockAddr& remote, const wire::Hello& hello,
              uint64_t nowNs, uint64_t timeoutNs);
@@ -36,8 +39,15 @@ class RailDialer {
   bool refused() const { return refused_; }
 
  private:
+  static constexpr uint64_t kFirstRetryPauseNs = 10'000'000;
+  static constexpr uint64_t kMaxRetryPauseNs = 200'000'000;
   State fail(const std::string& why, bool refused = false);
+  State retryOrFail(const std::string& why, uint64_t nowNs);
+  void dial();
   State state_ = State::kIdle;
+  SockAddr local_, remote_;
+  uint64_t retryAtNs_ = 0;
+  uint64_t retryPauseNs_ = 0;
   Fd fd_;
   uint8_t hello_[wire::kHelloBytes] = {};
   uint8_t ack_[wire::kHelloBytes] = {};
@@ -45,6 +55,7 @@ class RailDialer {
   uint64_t deadlineNs_ = 0;
   uint64_t connectionId_ = 0;
   uint32_t generation_ = 0;
+  int attempts_ = 0;
   std::string error_;
   bool refused_ = false;
 };
@@ -61,6 +72,7 @@ class HelloReader {
   State progress(uint64_t nowNs);
   const wire::Hello& hello() const { return hello_; }
   const SockAddr& peer() const { return peer_; }
+  uint64_t deadlineNs() const { return deadlineNs_; }
   const std::string& error() const { return error_; }
   // Sends the verdict (best effort: a fresh socket always has room for 64 bytes).
   void reply(wire::AckStatus status, uint32_t generation);

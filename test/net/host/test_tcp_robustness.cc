@@ -417,3 +417,36 @@ TEST_CASE("a killed receiver gives the sender an error in bounded time", "[net][
   CHECK(out.receiver == 128 + SIGKILL);
   CHECK(out.sender == 0);
 }
+
+TEST_CASE("idle connections piled on a listener never keep an honest connect out",
+          "[net][tcp][robustness][security]") {
+  // 40 connections that never say hello (more than the 16 a listener keeps, all from one
+  // source) before the honest sender dials: the oldest are evicted for newcomers, so the honest
+  // connection gets its slot, and warnings stay rate-limited.
+  PairOptions o;
+  o.env = {{"NCCL_AUTOPILOT_NET_ADDRS", loopbackRails(1)}};
+  PairOutcome out = runPair(
+      o,
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        if (int rc = acceptThroughRogues(ep, peer, "closed the oldest")) return rc;
+        PEER_CHECK(host::LogCapture::count(abi::kLogWarn, "closed the oldest") <= 2,
+                   "the eviction warning is not rate-limited");
+        return 0;
+      },
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        uint8_t handle[abi::kNetHandleMaxSize];
+        PEER_CHECK(peer.recv(handle, sizeof(handle), 30000), "handle");
+        std::vector<int> idle;
+        for (int i = 0; i < 40; ++i) {
+          int fd = rogueConnect(handle, 0);
+          PEER_CHECK(fd >= 0, "idle connect %d", i);
+          idle.push_back(fd);
+        }
+        usleep(200000);  // the receiver's accept() loop takes them in
+        int rc = honestSend(ep, handle);
+        for (int fd : idle) ::close(fd);
+        return rc;
+      });
+  CHECK(out.receiver == 0);
+  CHECK(out.sender == 0);
+}
