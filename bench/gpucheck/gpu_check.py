@@ -264,6 +264,14 @@ def mode_env(mode, lib_dir, out_dir, tag, args):
     return env
 
 
+def find_ncclperf(explicit):
+    for c in [explicit] if explicit else [os.path.join(ROOT, "build", "bin", "ncclperf"),
+                                          os.path.join(ROOT, "bin", "ncclperf")]:
+        if c and os.access(c, os.X_OK):
+            return os.path.abspath(c)
+    return shutil.which("ncclperf")
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -294,8 +302,9 @@ def probe_torch(python, backend):
         return {"error": "cannot run %s: %s" % (python, e)}
 
 
-def run_mode(args, mode, tag, lib_dir, deadline, fault=None):
-    """Start args.ranks workers for one mode, stream rank 0's progress, collect results."""
+def run_mode(args, mode, tag, lib_dir, deadline, fault=None, native=None):
+    """Start args.ranks workers for one mode (torch processes, or the `native` ncclperf
+    binary, which forks them itself), stream rank 0's progress, collect results."""
     env_extra = mode_env(mode, lib_dir, args.out, tag, args)
     if fault:
         env_extra["NCCL_AUTOPILOT_FAULT_FILE"] = fault["plan"]
@@ -314,7 +323,7 @@ def run_mode(args, mode, tag, lib_dir, deadline, fault=None):
     port = free_port()
     procs, logs = [], []
     started = time.time()
-    for rank in range(args.ranks):
+    for rank in range(1 if native else args.ranks):
         env = dict(os.environ)
         env.update(env_extra)
         env.update({"RANK": str(rank), "WORLD_SIZE": str(args.ranks), "LOCAL_RANK": "0",
@@ -327,6 +336,15 @@ def run_mode(args, mode, tag, lib_dir, deadline, fault=None):
         log_path = os.path.join(args.out, "%s.rank%d.out" % (tag, rank))
         logs.append(log_path)
         cmd = [args.python, os.path.abspath(__file__), "--worker", spec_path]
+        if native:
+            del env["NCCL_HOSTID"]  # ncclperf gives each process it forks its own
+            cmd = [native, "--ranks", str(args.ranks), "--min-bytes", str(args.sizes[0]),
+                   "--max-bytes", str(args.sizes[-1]), "--factor", str(args.factor),
+                   "--iters", str(args.iters), "--min-iters", str(args.min_iters),
+                   "--warmup", str(args.warmup), "--time-per-size", str(args.time_per_size),
+                   "--collectives", ",".join(args.collectives),
+                   "--budget-s", "%.1f" % max(1.0, deadline - time.time()),
+                   "--json", os.path.join(args.out, "%s.rank%%r.result.json" % tag)]
         if rank == 0:
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
@@ -377,9 +395,11 @@ def run_mode(args, mode, tag, lib_dir, deadline, fault=None):
     rails, decisions = parse_prometheus(glob.glob(os.path.join(args.out, tag + ".*.prom")))
     rows = results[0]["rows"] if results and results[0] else []
     problems = []
-    for rank, (rc, res) in enumerate(zip(rcs, results)):
+    for rank, rc in enumerate(rcs):
         if rc != 0:
-            problems.append("rank %d exited with %s" % (rank, rc))
+            problems.append("%s exited with %s" % ("ncclperf" if native else "rank %d" % rank,
+                                                   rc))
+    for rank, res in enumerate(results):
         if res is None:
             problems.append("rank %d wrote no result" % rank)
         elif res.get("error"):
@@ -439,7 +459,9 @@ def render_markdown(report):
             r["tag"], ",".join(str(x) for x in r["rc"]), r["seconds"], sym("net"), sym("tuner"),
             sym("profiler"), n.get("network") or "-",
             "; ".join(r["problems"]).replace("|", "/") or "none"))
-    stock = "stock" if "stock" in modes else None
+    def base_of(tag):  # ncclperf runs compare with ncclperf's stock run
+        base = "native-stock" if tag.startswith("native-") else "stock"
+        return base if base in modes and base != tag else None
     for coll in COLLECTIVES:
         sizes = sorted({size for m in modes for (c, size) in by[m] if c == coll})
         if not sizes:
@@ -449,20 +471,20 @@ def render_markdown(report):
         for m in modes:
             head += " %s busbw | %s us |" % (m, m)
             rule += "---|---|"
-            if stock and m != stock:
+            if base_of(m):
                 head += " %s ratio |" % m
                 rule += "---|"
         lines += [head, rule]
         for size in sizes:
-            base = by[stock].get((coll, size)) if stock else None
             line = "| %s |" % human(size)
             for m in modes:
                 row = by[m].get((coll, size))
+                base = by[base_of(m)].get((coll, size)) if base_of(m) else None
                 if row is None:
                     line += " - | - |"
                 else:
                     line += " %.4g | %.1f |" % (row["busbw_gbs"], row["time_us"])
-                if stock and m != stock:
+                if base_of(m):
                     # Same size, same factor: the busbw ratio is the inverse time ratio, which
                     # keeps its precision where busbw rounds to zero (tiny sizes).
                     if row and base and row["time_us"] > 0:
@@ -665,6 +687,9 @@ def build_parser():
     p.add_argument("--modes", default="stock,all,net,tuner,profiler",
                    help="comma list of: " + ",".join(MODES))
     p.add_argument("--no-fault", action="store_true", help="skip the fault run")
+    p.add_argument("--no-native", action="store_true",
+                   help="skip the ncclperf runs (our nccl-tests-like binary, stock and all)")
+    p.add_argument("--ncclperf", help="the ncclperf binary (default build/bin/ncclperf)")
     p.add_argument("--collectives", default=",".join(COLLECTIVES))
     p.add_argument("--min-bytes", default="8")
     p.add_argument("--max-bytes", default="256M")
@@ -788,6 +813,14 @@ def main(argv=None):
         at = sum(1 for m in args.modes[:2] if m in ("stock", "all"))
         plan.insert(at, ("all", "fault", {"plan": os.path.abspath(os.path.join(
             args.out, "fault.plan")), "down_at": args.fault_down, "up_at": args.fault_up}))
+    native = None if args.no_native or args.backend != "nccl" else find_ncclperf(args.ncclperf)
+    if native:
+        # After the torch runs that matter most: ncclperf shows what PyTorch's per-call
+        # overhead hides at small sizes.
+        at = len([p for p in plan if p[1] in ("stock", "all", "fault")])
+        plan[at:at] = [(m, "native-" + m, None) for m in ("stock", "all") if m in args.modes]
+    elif not args.no_native and args.backend == "nccl":
+        report["problems"].append("ncclperf not found (build it, or --no-native)")
     for i, (mode, tag, fault) in enumerate(plan):
         now = time.time()
         if now > deadline:
@@ -799,7 +832,8 @@ def main(argv=None):
         print("gpu-check: %s (%s) at +%.0f s, %.0f s allotted" % (
             tag, ",".join(MODES[mode]) or "stock", now - t_start, run_deadline - now),
             flush=True)
-        run = run_mode(args, mode, tag, lib_dir, run_deadline, fault)
+        run = run_mode(args, mode, tag, lib_dir, run_deadline, fault,
+                       native if tag.startswith("native-") else None)
         if fault:
             run["problems"] += fault_verdict(run, args.backend)
         report["runs"].append(run)

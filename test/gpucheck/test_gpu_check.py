@@ -3,11 +3,13 @@
 from the messages documented in docs/gpu-check.md), Prometheus parsing, the expected values,
 the plugin verdicts and the Markdown table. Standard library only (no torch)."""
 import contextlib
+import ctypes
 import io
 import json
 import os
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -261,6 +263,16 @@ class Table(unittest.TestCase):
         self.assertIn("verdict: **FAIL**", md)
         self.assertIn("NCCL 2.28.9+cuda13.0", md)
 
+    def test_native_runs_compare_with_native_stock(self):
+        report = {"runs": [fake_run("stock", 1.0), fake_run("all", 2.0),
+                           fake_run("native-stock", 4.0), fake_run("native-all", 2.0)],
+                  "ok": True, "elapsed_s": 1}
+        md = gc.render_markdown(report)
+        self.assertIn("| size | stock busbw | stock us | all busbw | all us | all ratio | "
+                      "native-stock busbw | native-stock us | native-all busbw | native-all us "
+                      "| native-all ratio |", md)
+        self.assertIn("| 1 MiB | 1 | 100.0 | 2 | 50.0 | 2.00 | 4 | 25.0 | 2 | 50.0 | 0.50 |", md)
+
     def test_render_cli(self):
         report = {"runs": [fake_run("stock", 1.0)], "ok": True, "elapsed_s": 1}
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -273,6 +285,31 @@ class Table(unittest.TestCase):
             os.unlink(f.name)
         self.assertIn("| 1 MiB | 1 | 100.0 |", out.getvalue())
         self.assertIn("verdict: **PASS**", out.getvalue())
+
+
+class Native(unittest.TestCase):
+    """run_mode with the real ncclperf binary (CTest passes its path): without a GPU it must
+    exit 77 and the run must be reported as failed, never as passed."""
+
+    def test_without_gpu(self):
+        binary = os.environ.get("GPUCHECK_NCCLPERF")
+        if not binary:
+            self.skipTest("GPUCHECK_NCCLPERF not set (CTest sets it)")
+        with tempfile.TemporaryDirectory() as out:
+            args = parse_args(["--out", out, "--max-bytes", "1K", "--ranks", "2"])
+            run = gc.run_mode(args, "stock", "native-stock", "/nonexistent", time.time() + 30,
+                              native=binary)
+            self.assertEqual(run["rc"], [77])
+            self.assertIn("ncclperf exited with 77", run["problems"])
+            self.assertIn("rank 0 wrote no result", run["problems"])
+            with open(os.path.join(out, "native-stock.rank0.out")) as f:
+                text = f.read()
+            self.assertIn("nothing checked", text)
+            try:  # where NCCL is installed, the version is read without a GPU
+                ctypes.CDLL("libnccl.so.2")
+                self.assertIn("ncclperf: NCCL 2.", text)
+            except OSError:
+                self.assertIn("cannot open libnccl.so.2", text)
 
 
 if __name__ == "__main__":
