@@ -291,6 +291,11 @@ def probe_torch(python, backend):
             "if d['cuda']:\n d['gpu']=torch.cuda.get_device_name(0)\n"
             " try: d['nccl']='.'.join(map(str,torch.cuda.nccl.version()))\n"
             " except Exception as e: d['nccl']='unknown (%s)' % e\n"
+            # The files torch really mapped: ncclperf then uses the same NCCL and runtime.
+            " try:\n  for l in open('/proc/self/maps'):\n   f=l.split()[-1]\n"
+            "   if '/libnccl.so' in f: d.setdefault('nccl_lib',f)\n"
+            "   if '/libcudart.so' in f: d.setdefault('cudart_lib',f)\n"
+            " except OSError: pass\n"
             "import torch.distributed as dist\n"
             "d['gloo']=dist.is_available() and dist.is_gloo_available()\n"
             "d['nccl_backend']=dist.is_available() and dist.is_nccl_available()\n"
@@ -345,12 +350,17 @@ def run_mode(args, mode, tag, lib_dir, deadline, fault=None, native=None):
                    "--collectives", ",".join(args.collectives),
                    "--budget-s", "%.1f" % max(1.0, deadline - time.time()),
                    "--json", os.path.join(args.out, "%s.rank%%r.result.json" % tag)]
+            if args.nccl_lib:
+                cmd += ["--nccl", args.nccl_lib]
+            if args.cudart_lib:
+                cmd += ["--cudart", args.cudart_lib]
         if rank == 0:
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
         else:
-            procs.append(subprocess.Popen(cmd, env=env, stdout=open(log_path, "w"),
-                                          stderr=subprocess.STDOUT))
+            with open(log_path, "w") as log:
+                procs.append(subprocess.Popen(cmd, env=env, stdout=log,
+                                              stderr=subprocess.STDOUT))
 
     def pump():
         with open(logs[0], "w") as f:
@@ -376,6 +386,8 @@ def run_mode(args, mode, tag, lib_dir, deadline, fault=None, native=None):
                 p.kill()
                 p.wait()
     pumper.join(timeout=5)
+    if not pumper.is_alive():
+        procs[0].stdout.close()
     elapsed = time.time() - started
     results = []
     for rank in range(args.ranks):
@@ -552,18 +564,23 @@ def _worker_sweep(spec, out):
     have_rs = hasattr(dist, "reduce_scatter_tensor")
     fault = spec.get("fault")
     fault_state = None
+    colls = []
     for coll in spec["collectives"]:
         if coll == "reduce_scatter" and (not gpu or not have_rs):
             out["skipped"].append("reduce_scatter: not supported by %s" % (
                 "gloo" if not gpu else "this torch"))
-            continue
-        for size in spec["sizes"]:
-            # Every rank must take the same branch, or the others would wait in a collective.
-            late = torch.tensor([1.0 if time.time() > spec["deadline"] else 0.0], device=dev)
-            dist.all_reduce(late, op=dist.ReduceOp.MAX)
-            if late.item() > 0:
-                out["skipped"].append("%s from %s: time budget spent" % (coll, human(size)))
-                break
+        else:
+            colls.append(coll)
+    # Sizes outermost: when the budget runs out, what is lost is the largest sizes of every
+    # collective, not every size of the last collectives.
+    for size in spec["sizes"]:
+        # Every rank must take the same branch, or the others would wait in a collective.
+        late = torch.tensor([1.0 if time.time() > spec["deadline"] else 0.0], device=dev)
+        dist.all_reduce(late, op=dist.ReduceOp.MAX)
+        if late.item() > 0:
+            out["skipped"].append("sizes from %s: time budget spent" % human(size))
+            break
+        for coll in colls:
             counts = element_counts(coll, size, n)
             if counts is None:
                 continue
@@ -690,6 +707,8 @@ def build_parser():
     p.add_argument("--no-native", action="store_true",
                    help="skip the ncclperf runs (our nccl-tests-like binary, stock and all)")
     p.add_argument("--ncclperf", help="the ncclperf binary (default build/bin/ncclperf)")
+    p.add_argument("--nccl-lib", help="libnccl.so.2 for ncclperf (default: the one torch loads)")
+    p.add_argument("--cudart-lib", help="CUDA runtime for ncclperf (default: torch's)")
     p.add_argument("--collectives", default=",".join(COLLECTIVES))
     p.add_argument("--min-bytes", default="8")
     p.add_argument("--max-bytes", default="256M")
@@ -780,6 +799,8 @@ def main(argv=None):
     if args.backend == "nccl" and not env_info.get("nccl_backend"):
         print("gpu-check: this torch has no NCCL backend", file=sys.stderr)
         return 1
+    args.nccl_lib = args.nccl_lib or env_info.get("nccl_lib")
+    args.cudart_lib = args.cudart_lib or env_info.get("cudart_lib")
     needs_lib = any(MODES[m] for m in args.modes) or not args.no_fault
     lib_dir = find_library_dir(args.lib)
     if needs_lib and not lib_dir:

@@ -287,6 +287,65 @@ class Table(unittest.TestCase):
         self.assertIn("verdict: **PASS**", out.getvalue())
 
 
+FAKE_TORCH = {
+    "torch/__init__.py": "__version__ = '9.9'\nfrom . import cuda, version, distributed\n",
+    "torch/version.py": "cuda = '13.0'\n",
+    "torch/cuda/__init__.py": "from . import nccl\nimport ctypes\n"
+                              "def is_available(): return True\n"
+                              "def device_count(): return 1\n"
+                              "def get_device_name(i): return 'Fake GPU'\n"
+                              "LIB = ctypes.CDLL(__import__('os').environ['FAKE_LIB'])\n",
+    "torch/cuda/nccl.py": "def version(): return (2, 28, 9)\n",
+    "torch/distributed.py": "def is_available(): return True\n"
+                            "def is_gloo_available(): return True\n"
+                            "def is_nccl_available(): return True\n",
+}
+
+
+class Probe(unittest.TestCase):
+    """probe_torch runs its script in a child Python; a stand-in torch package checks what it
+    reads (versions, GPU, the NCCL library file the process mapped)."""
+
+    def test_probe(self):
+        with tempfile.TemporaryDirectory() as d:
+            for path, text in FAKE_TORCH.items():
+                os.makedirs(os.path.join(d, os.path.dirname(path)), exist_ok=True)
+                with open(os.path.join(d, path), "w") as f:
+                    f.write(text)
+            # A library whose file name says libnccl.so, to be found in /proc/self/maps.
+            fake = os.path.join(d, "libnccl.so.2")
+            import shutil
+            shutil.copy(next(p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6",
+                                         "/usr/lib/libm.so.6") if os.path.exists(p)), fake)
+            old = dict(os.environ)
+            os.environ["PYTHONPATH"] = d
+            os.environ["FAKE_LIB"] = fake
+            try:
+                info = gc.probe_torch(sys.executable, "nccl")
+            finally:
+                os.environ.clear()
+                os.environ.update(old)
+        self.assertEqual(info["torch"], "9.9")
+        self.assertTrue(info["cuda"])
+        self.assertEqual(info["gpu"], "Fake GPU")
+        self.assertEqual(info["nccl"], "2.28.9")
+        self.assertEqual(info["nccl_lib"], fake)
+        self.assertTrue(info["nccl_backend"])
+
+    def test_no_torch(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "torch.py"), "w") as f:
+                f.write("raise ImportError('no torch here')\n")
+            old = dict(os.environ)
+            os.environ["PYTHONPATH"] = d
+            try:
+                info = gc.probe_torch(sys.executable, "nccl")
+            finally:
+                os.environ.clear()
+                os.environ.update(old)
+        self.assertIn("torch not importable", info["error"])
+
+
 class Native(unittest.TestCase):
     """run_mode with the real ncclperf binary (CTest passes its path): without a GPU it must
     exit 77 and the run must be reported as failed, never as passed."""

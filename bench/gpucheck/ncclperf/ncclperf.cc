@@ -142,42 +142,43 @@ class Rank {
     std::string rows;
     bool allRight = true;
     auto start = std::chrono::steady_clock::now();
-    for (const auto& coll : o_.collectives) {
-      for (size_t size = o_.minBytes;; size = std::min(size * o_.factor, o_.maxBytes)) {
-        if (o_.budgetSeconds > 0) {  // all ranks must agree, or some would wait forever
-          double late =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-              o_.budgetSeconds;
-          if (!maxOverRanks(&late)) return 1;
-          if (late > 0) {
-            if (rank_ == 0)
-              std::printf("progress %s from %zu B: time budget spent\n", coll.c_str(), size);
-            break;
-          }
+    std::string skipped;
+    // Sizes outermost: when the budget runs out, what is lost is the largest sizes of every
+    // collective, not every size of the last collectives.
+    for (size_t size = o_.minBytes;; size = std::min(size * o_.factor, o_.maxBytes)) {
+      if (o_.budgetSeconds > 0) {  // all ranks must agree, or some would wait forever
+        double late =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+            o_.budgetSeconds;
+        if (!maxOverRanks(&late)) return 1;
+        if (late > 0) {
+          skipped = "sizes from " + std::to_string(size) + " B: time budget spent";
+          if (rank_ == 0) std::printf("progress %s\n", skipped.c_str());
+          break;
         }
+      }
+      for (const auto& coll : o_.collectives) {
         long wrong = 0;
         double us = 0;
         int iters = 0;
         if (!sweepOne(coll, size, &wrong, &us, &iters)) return 1;
-        if (iters > 0) {
-          double algbw = double(size) / (us * 1e-6) / 1e9;
-          char line[400];
-          std::snprintf(line, sizeof line,
-                        "%s{\"collective\": \"%s\", \"bytes\": %zu, \"iters\": %d, "
-                        "\"time_us\": %.3f, \"algbw_gbs\": %.5g, \"busbw_gbs\": %.5g, "
-                        "\"wrong\": %ld}",
-                        rows.empty() ? "" : ",\n  ", coll.c_str(), size, iters, us, algbw,
-                        algbw * busFactor(coll, o_.ranks), wrong);
-          rows += line;
-          if (rank_ == 0)
-            std::printf("progress %-14s %10zu B %6d it %11.1f us %8.3f GB/s busbw%s\n",
-                        coll.c_str(), size, iters, us, algbw * busFactor(coll, o_.ranks),
-                        wrong ? "  WRONG" : "");
-          std::fflush(stdout);
-          allRight = allRight && wrong == 0;
-        }
-        if (size >= o_.maxBytes) break;
+        if (iters == 0) continue;
+        double algbw = double(size) / (us * 1e-6) / 1e9;
+        char line[400];
+        std::snprintf(line, sizeof line,
+                      "%s{\"collective\": \"%s\", \"bytes\": %zu, \"iters\": %d, "
+                      "\"time_us\": %.3f, \"algbw_gbs\": %.5g, \"busbw_gbs\": %.5g, "
+                      "\"wrong\": %ld}",
+                      rows.empty() ? "" : ",\n  ", coll.c_str(), size, iters, us, algbw,
+                      algbw * busFactor(coll, o_.ranks), wrong);
+        rows += line;
+        if (rank_ == 0)
+          std::printf("progress %-14s %10zu B %6d it %11.1f us %8.3f GB/s busbw%s\n", coll.c_str(),
+                      size, iters, us, algbw * busFactor(coll, o_.ranks), wrong ? "  WRONG" : "");
+        std::fflush(stdout);
+        allRight = allRight && wrong == 0;
       }
+      if (size >= o_.maxBytes) break;
     }
     api_.ncclCommDestroy(comm_);
     if (!o_.json.empty()) {
@@ -189,7 +190,8 @@ class Rank {
         path += ".rank" + std::to_string(rank_);
       FILE* f = std::fopen(path.c_str(), "w");
       if (f == nullptr) return 1;
-      std::fprintf(f, "{\"rank\": %d, \"rows\": [\n  %s]}\n", rank_, rows.c_str());
+      std::fprintf(f, "{\"rank\": %d, \"skipped\": [%s], \"rows\": [\n  %s]}\n", rank_,
+                   skipped.empty() ? "" : ("\"" + skipped + "\"").c_str(), rows.c_str());
       std::fclose(f);
     }
     return allRight ? 0 : 1;
