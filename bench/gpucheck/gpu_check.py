@@ -122,6 +122,8 @@ LOG_PATTERNS = {
     "profiler_external": re.compile(
         r"NCCL INFO Successfully loaded external profiler plugin (\S+)"),
     "not_found": re.compile(r"NCCL INFO (NET|TUNER|PROFILER)/Plugin: Could not find:(.*)$"),
+    # Any other dlopen failure of a plugin file (e.g. a newer glibc needed than installed).
+    "open_error": re.compile(r"NCCL INFO (NET|TUNER|PROFILER)/Plugin: (\S+\.so\S*): (.+)$"),
     "unsupported": re.compile(r"NCCL INFO External (network|tuner|profiler) plugin (\S+) is "
                               r"unsupported"),
 }
@@ -132,7 +134,8 @@ OURS = re.compile(r"NCCL (?:INFO|WARN) autopilot: (.*)$")
 def parse_nccl_log(text):
     """What NCCL said about plugins in one or more ranks' logs."""
     out = {"version": None, "net": None, "tuner": None, "profiler": None, "network": None,
-           "external": {}, "not_found": [], "unsupported": [], "warnings": [], "ours": []}
+           "external": {}, "not_found": [], "open_errors": [], "unsupported": [],
+           "warnings": [], "ours": []}
     for line in text.splitlines():
         m = OURS.search(line)
         if m and len(out["ours"]) < 200:
@@ -160,6 +163,10 @@ def parse_nccl_log(text):
                 entry = "%s:%s" % (m.group(1), m.group(2).strip())
                 if entry not in out["not_found"]:
                     out["not_found"].append(entry)
+            elif key == "open_error":
+                entry = "%s: %s: %s" % m.groups()
+                if entry not in out["open_errors"]:
+                    out["open_errors"].append(entry)
             elif key == "unsupported":
                 entry = "%s %s" % (m.group(1), m.group(2))
                 if entry not in out["unsupported"]:
@@ -175,7 +182,9 @@ def plugin_verdict(mode, parsed, stock_net):
         got = parsed.get(kind)
         if kind in selected:
             if not got:
-                problems.append("NCCL did not report loading our %s plugin" % kind)
+                why = [e for e in parsed.get("open_errors", []) if e.startswith(kind.upper())]
+                problems.append("NCCL did not report loading our %s plugin%s" % (
+                    kind, (" (" + why[0] + ")") if why else ""))
             elif got["name"] != "autopilot":
                 problems.append("NCCL picked %s plugin %r, not autopilot" % (kind, got["name"]))
         elif got:
@@ -262,6 +271,17 @@ def mode_env(mode, lib_dir, out_dir, tag, args):
         env["NCCL_AUTOPILOT_PROM_FILE"] = os.path.join(out_dir, tag + ".%p.prom")
         env["NCCL_AUTOPILOT_PROM_INTERVAL_MS"] = "500"
     return env
+
+
+def library_load_error(lib_dir):
+    """None if our library loads in a fresh process (it has no dependency beyond libc and
+    libstdc++, but a build from a newer distribution needs their newer versions)."""
+    path = os.path.join(lib_dir, "libnccl-net-autopilot.so")
+    r = subprocess.run([sys.executable, "-c", "import ctypes,sys; ctypes.CDLL(sys.argv[1])",
+                        path], capture_output=True, text=True, timeout=60)
+    if r.returncode == 0:
+        return None
+    return (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
 
 
 def find_ncclperf(explicit):
@@ -807,6 +827,11 @@ def main(argv=None):
         print("gpu-check: libnccl-net-autopilot.so not found (build first, or --lib DIR)",
               file=sys.stderr)
         return 2
+    load_error = library_load_error(lib_dir) if needs_lib else None
+    if load_error:  # the plugin runs will fail; say why up front (stock still runs)
+        print("gpu-check: our library does not load here (%s); build it on this machine: "
+              "cmake -S . -B build && cmake --build build --target nccl_autopilot autopilot "
+              "ncclperf" % load_error, file=sys.stderr)
     os.makedirs(args.out, exist_ok=True)
     for old in glob.glob(os.path.join(args.out, "*")):
         if re.search(r"\.(log|out|prom|json|plan|md)$", old) and os.path.isfile(old):
@@ -818,6 +843,7 @@ def main(argv=None):
               human(args.sizes[0]), human(args.sizes[-1]), len(args.sizes), args.budget,
               args.out), flush=True)
     report = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+              "library_load_error": load_error,
               "host": socket.gethostname(), "backend": args.backend, "ranks": args.ranks,
               "environment": env_info, "library": lib_dir, "sizes": args.sizes,
               "collectives": args.collectives, "runs": [], "problems": []}

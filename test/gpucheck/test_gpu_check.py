@@ -175,6 +175,11 @@ class NcclLog(unittest.TestCase):
         self.assertEqual(p["not_found"], ["NET:autopilot libnccl-net-autopilot.so",
                                           "TUNER:autopilot libnccl-tuner-autopilot.so"])
         self.assertEqual(p["unsupported"], ["profiler /tmp/libnccl-profiler-autopilot.so"])
+        self.assertEqual(p["open_errors"], ["PROFILER: libnccl-profiler-autopilot.so: "
+                                            "/lib/libc.so.6: version `GLIBC_2.34' not found"])
+        self.assertIn("NCCL did not report loading our profiler plugin (PROFILER: "
+                      "libnccl-profiler-autopilot.so: /lib/libc.so.6: version `GLIBC_2.34' not "
+                      "found)", gc.plugin_verdict("all", p, "Socket"))
         self.assertIn("Failed to initialize any NET plugin", p["warnings"])
         problems = gc.plugin_verdict("all", p, "Socket")
         self.assertIn("NCCL did not report loading our net plugin", problems)
@@ -344,6 +349,18 @@ class Probe(unittest.TestCase):
                 os.environ.clear()
                 os.environ.update(old)
         self.assertIn("torch not importable", info["error"])
+
+
+class LibraryLoad(unittest.TestCase):
+    def test_loads_or_says_why(self):
+        lib = os.path.join(os.environ.get("AUTOPILOT_BUILD_DIR", os.path.join(ROOT, "build")),
+                           "lib")
+        if os.path.exists(os.path.join(lib, "libnccl-net-autopilot.so")):
+            self.assertIsNone(gc.library_load_error(lib))
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "libnccl-net-autopilot.so"), "w") as f:
+                f.write("not an ELF file, and long enough not to be too short for one." * 20)
+            self.assertIn("invalid ELF header", gc.library_load_error(d))
 
 
 class Native(unittest.TestCase):
