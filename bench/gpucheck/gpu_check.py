@@ -210,12 +210,15 @@ def parse_prometheus(paths):
         except OSError:
             continue
         for line in lines:
-            m = re.match(r'^nccl_autopilot_(rail|collective)_(\w+)\{([^}]*)\}\s+([-+0-9.eEinfa]+)',
-                         line)
+            # Label values may hold escaped quotes and braces (communicator names).
+            m = re.match(r'^nccl_autopilot_(rail|collective)_(\w+)\{(.*)\}\s+(\S+)\s*$', line)
             if not m:
                 continue
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(3)))
-            metric, value = m.group(2), float(m.group(4))
+            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3)))
+            try:
+                metric, value = m.group(2), float(m.group(4))
+            except ValueError:
+                continue
             if m.group(1) == "rail":
                 entry = rails.setdefault(labels.get("rail", "?"), {})
                 if metric == "state":

@@ -199,7 +199,7 @@ nccl_autopilot_rail_state{hostname="h",pid="1",rail="127.0.0.2",transport="tcp",
 nccl_autopilot_rail_state{hostname="h",pid="1",rail="127.0.0.2",transport="tcp",device="0",state="failed"} 0
 nccl_autopilot_rail_sent_bytes_total{hostname="h",pid="1",rail="127.0.0.2",transport="tcp",device="0"} 1000
 nccl_autopilot_rail_share_ratio{hostname="h",pid="1",rail="127.0.0.2",transport="tcp",device="0"} 0.25
-nccl_autopilot_collective_count_total{hostname="h",pid="1",comm_id="0x1",comm_name="",rank="0",n_ranks="2",collective="AllReduce",size_bucket="1048576",algo="RING",proto="SIMPLE"} 12
+nccl_autopilot_collective_count_total{hostname="h",pid="1",comm_id="0x1",comm_name="tp \\"g}\\"",rank="0",n_ranks="2",collective="AllReduce",size_bucket="1048576",algo="Ring",proto="Simple"} 12
 """
 
 
@@ -220,7 +220,7 @@ class Exports(unittest.TestCase):
         self.assertEqual(rails["127.0.0.2"]["state"], "healthy")
         self.assertEqual(rails["127.0.0.2"]["sent_bytes_total"], 2000)
         self.assertAlmostEqual(rails["127.0.0.2"]["share_ratio"], 0.5)
-        self.assertEqual(decisions, {"AllReduce 1048576 RING/SIMPLE": 24})
+        self.assertEqual(decisions, {"AllReduce 1048576 Ring/Simple": 24})
 
     def test_fault_verdict(self):
         run = {"nccl": {"ours": ["SIMULATED fault: rail 1 (127.0.0.2) down"]},
