@@ -388,5 +388,35 @@ class Native(unittest.TestCase):
                 self.assertIn("cannot open libnccl.so.2", text)
 
 
+    def test_with_stand_in(self):
+        """The whole native path (command line, row files, problems) with ncclperf running on
+        the host-memory stand-in for NCCL (test/gpucheck/fake_nccl.cc)."""
+        binary, fake = os.environ.get("GPUCHECK_NCCLPERF"), os.environ.get("GPUCHECK_FAKE_NCCL")
+        if not binary or not fake:
+            self.skipTest("GPUCHECK_NCCLPERF / GPUCHECK_FAKE_NCCL not set (CTest sets them)")
+        with tempfile.TemporaryDirectory() as out:
+            args = parse_args(["--out", out, "--max-bytes", "4K", "--factor", "8",
+                               "--ranks", "2", "--iters", "3"])
+            args.nccl_lib = args.cudart_lib = fake
+            old = dict(os.environ)
+            os.environ["FAKE_NCCL_DIR"] = out
+            try:
+                run = gc.run_mode(args, "stock", "native-stock", "/nonexistent",
+                                  time.time() + 60, native=binary)
+                os.environ["FAKE_NCCL_CORRUPT"] = "Broadcast"
+                bad = gc.run_mode(args, "stock", "native-bad", "/nonexistent",
+                                  time.time() + 60, native=binary)
+            finally:
+                os.environ.clear()
+                os.environ.update(old)
+        self.assertEqual(run["rc"], [0])
+        self.assertEqual(run["problems"], [])
+        self.assertEqual(sorted((r["collective"], r["bytes"]) for r in run["rows"]),
+                         sorted((c, b) for c in gc.COLLECTIVES for b in (8, 64, 512, 4096)))
+        self.assertEqual(bad["rc"], [1])
+        # one wrong element in each of the two checks (before and after the timed calls)
+        self.assertIn("rank 1: broadcast 8 B: 2 wrong elements", bad["problems"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)

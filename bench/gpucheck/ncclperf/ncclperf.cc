@@ -98,6 +98,8 @@ struct Options {
   int factor = 4, iters = 20, minIters = 3, warmup = 2;
   double timePerSize = 0.15;
   double budgetSeconds = 0;  // 0: no limit; else sizes starting later are skipped
+  // The budget counts from the start (before fork), so it covers NCCL's init as well.
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::vector<std::string> collectives = {"all_reduce", "all_gather", "reduce_scatter",
                                           "broadcast"};
   std::string json, nccl = "libnccl.so.2", cudart;
@@ -141,14 +143,13 @@ class Rank {
       return 1;
     std::string rows;
     bool allRight = true;
-    auto start = std::chrono::steady_clock::now();
     std::string skipped;
     // Sizes outermost: when the budget runs out, what is lost is the largest sizes of every
     // collective, not every size of the last collectives.
     for (size_t size = o_.minBytes;; size = std::min(size * o_.factor, o_.maxBytes)) {
       if (o_.budgetSeconds > 0) {  // all ranks must agree, or some would wait forever
         double late =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - o_.start).count() >
             o_.budgetSeconds;
         if (!maxOverRanks(&late)) return 1;
         if (late > 0) {
