@@ -312,7 +312,8 @@ def probe_torch(python, backend):
             "'devices':torch.cuda.device_count() if torch.cuda.is_available() else 0,"
             "'cuda_version':torch.version.cuda}\n"
             "if d['cuda']:\n d['gpu']=torch.cuda.get_device_name(0)\n"
-            " try: d['nccl']='.'.join(map(str,torch.cuda.nccl.version()))\n"
+            " try:\n  v=torch.cuda.nccl.version()\n"
+            "  d['nccl']='.'.join(map(str,v)) if isinstance(v,tuple) else str(v)\n"
             " except Exception as e: d['nccl']='unknown (%s)' % e\n"
             # The files torch really mapped: ncclperf then uses the same NCCL and runtime.
             " try:\n  for l in open('/proc/self/maps'):\n   f=l.split()[-1]\n"
@@ -430,7 +431,14 @@ def run_mode(args, mode, tag, lib_dir, deadline, fault=None, native=None):
     rails, decisions = parse_prometheus(glob.glob(os.path.join(args.out, tag + ".*.prom")))
     rows = results[0]["rows"] if results and results[0] else []
     problems = []
-    for rank, rc in enumerate(rcs):
+    native_skipped = bool(native) and rcs == [77]
+    if native_skipped:
+        # ncclperf found no libnccl.so.2 / CUDA runtime it could open (e.g. an NCCL linked
+        # into torch statically): the torch runs stand; say so instead of failing the check.
+        rcs_checked, results = [], []
+    else:
+        rcs_checked = rcs
+    for rank, rc in enumerate(rcs_checked):
         if rc != 0:
             problems.append("%s exited with %s" % ("ncclperf" if native else "rank %d" % rank,
                                                    rc))
@@ -450,7 +458,9 @@ def run_mode(args, mode, tag, lib_dir, deadline, fault=None, native=None):
             "timed_out": timed_out, "rows": rows, "nccl": parsed, "rails": rails,
             "decisions": decisions, "problems": problems,
             "env": {k: v for k, v in env_extra.items() if k != "LD_LIBRARY_PATH"},
-            "skipped": sorted({s for r in results if r for s in r.get("skipped", [])})}
+            "skipped": sorted({s for r in results if r for s in r.get("skipped", [])}) + (
+                ["ncclperf checked nothing (no usable NCCL or CUDA runtime; see %s)" %
+                 os.path.basename(logs[0])] if native_skipped else [])}
 
 
 def fault_verdict(run, backend):
@@ -528,14 +538,21 @@ def render_markdown(report):
                         line += " - |"
             lines.append(line)
     for r in runs:
-        if r["rails"] or r["decisions"]:
+        # What our plugins said about decisions and rails (their INFO/WARN lines), briefly.
+        notes = [x for x in r["nccl"].get("ours", [])
+                 if re.search(r"tuner|rail|SIMULATED|fail|degrad", x)][-8:]
+        if r["rails"] or r["decisions"] or notes:
             lines += ["", "## %s: our exports" % r["tag"], ""]
+            lines += ["- log: %s" % x.replace("|", "/")[:200] for x in notes]
             for rail, m in sorted(r["rails"].items()):
                 lines.append("- rail %s: %s" % (rail, ", ".join(
                     ("%s=%s" if isinstance(v, str) else "%s=%.4g") % (k, v)
                     for k, v in sorted(m.items()))))
             for key, count in sorted(r["decisions"].items()):
                 lines.append("- ran %s: %d" % (key, count))
+    skipped = ["- %s: %s" % (r["tag"], x) for r in runs for x in r.get("skipped", [])]
+    if skipped:
+        lines += ["", "## Not measured", ""] + skipped
     if report.get("problems"):
         lines += ["", "## Problems", ""] + ["- " + p for p in report["problems"]]
     return "\n".join(lines) + "\n"
@@ -576,7 +593,8 @@ def _worker_sweep(spec, out):
                                                          os.environ["MASTER_PORT"]))
     say = (lambda msg: print("progress " + msg, flush=True)) if rank == 0 else (lambda m: None)
     if gpu:
-        out["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
+        v = torch.cuda.nccl.version()  # a tuple in recent torch, an int in old ones
+        out["nccl_version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
     def vals(k, r):  # value() vectorised; k an int32 tensor
         return ((k % 31) * 13 + r * 7) % 31 + 1

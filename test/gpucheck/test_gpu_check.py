@@ -253,7 +253,8 @@ class Table(unittest.TestCase):
         report = {"date": "2026-12-01", "host": "h", "backend": "nccl", "ranks": 2,
                   "environment": {"gpu": "H200", "torch": "2.9", "cuda_version": "13.0"},
                   "nccl_version": "2.28.9+cuda13.0", "elapsed_s": 12, "ok": False,
-                  "runs": [fake_run("stock", 2.0), fake_run("all", 3.0, ["a | b"])],
+                  "runs": [fake_run("stock", 2.0), dict(fake_run("all", 3.0, ["a | b"]),
+                                                       skipped=["sizes from 256 MiB: time"])],
                   "problems": ["all: a | b"]}
         md = gc.render_markdown(report)
         self.assertIn("| stock | 0,0 | 3.0 | - | - | - | Socket | none |", md)
@@ -265,7 +266,11 @@ class Table(unittest.TestCase):
         self.assertNotIn("reduce_scatter", md)
         self.assertIn("- rail 127.0.0.2: failovers_total=1, state=healthy", md)
         self.assertIn("- ran AllReduce 1048576 RING/SIMPLE: 4", md)
+        self.assertIn("- log: SIMULATED fault: rail 1 (127.0.0.2) down", md)
+        self.assertIn("- log: comm 0x1a2b send rail 1 (127.0.0.2): healthy -> failed", md)
+        self.assertNotIn("- log: net transport", md)
         self.assertIn("verdict: **FAIL**", md)
+        self.assertIn("## Not measured\n\n- all: sizes from 256 MiB: time\n", md)
         self.assertIn("NCCL 2.28.9+cuda13.0", md)
 
     def test_native_runs_compare_with_native_stock(self):
@@ -364,8 +369,8 @@ class LibraryLoad(unittest.TestCase):
 
 
 class Native(unittest.TestCase):
-    """run_mode with the real ncclperf binary (CTest passes its path): without a GPU it must
-    exit 77 and the run must be reported as failed, never as passed."""
+    """run_mode with the real ncclperf binary (CTest passes its path): without a GPU it exits
+    77 and the run is reported as skipped with the reason (never as a measured pass)."""
 
     def test_without_gpu(self):
         binary = os.environ.get("GPUCHECK_NCCLPERF")
@@ -376,8 +381,10 @@ class Native(unittest.TestCase):
             run = gc.run_mode(args, "stock", "native-stock", "/nonexistent", time.time() + 30,
                               native=binary)
             self.assertEqual(run["rc"], [77])
-            self.assertIn("ncclperf exited with 77", run["problems"])
-            self.assertIn("rank 0 wrote no result", run["problems"])
+            self.assertEqual(run["problems"], [])  # the torch runs stand; reported as skipped
+            self.assertEqual(run["rows"], [])
+            self.assertIn("ncclperf checked nothing (no usable NCCL or CUDA runtime; see "
+                          "native-stock.rank0.out)", run["skipped"])
             with open(os.path.join(out, "native-stock.rank0.out")) as f:
                 text = f.read()
             self.assertIn("nothing checked", text)
