@@ -24,7 +24,6 @@ import glob
 import json
 import os
 import re
-import shlex
 import shutil
 import socket
 import subprocess
@@ -486,9 +485,10 @@ def render_markdown(report):
     by = {r["tag"]: {(row["collective"], row["bytes"]): row for row in r["rows"]} for r in runs}
     env = report.get("environment", {})
     lines = ["# nccl-autopilot GPU check", ""]
-    lines.append("- date: %s; host: %s; backend: %s; ranks: %d (one GPU, one NCCL_HOSTID each)" %
-                 (report.get("date"), report.get("host"), report.get("backend"),
-                  report.get("ranks", 0)))
+    lines.append("- date: %s; host: %s; backend: %s; ranks: %d (%s)" % (
+        report.get("date"), report.get("host"), report.get("backend"), report.get("ranks", 0),
+        "one GPU, one NCCL_HOSTID each" if report.get("backend") == "nccl" else
+        "CPU: no NCCL, no plugin loaded"))
     lines.append("- GPU: %s; torch %s (CUDA %s); NCCL %s" % (
         env.get("gpu", "-"), env.get("torch", "-"), env.get("cuda_version", "-"),
         report.get("nccl_version") or env.get("nccl", "-")))
@@ -730,7 +730,7 @@ def _worker_sweep(spec, out):
             say("%-14s %10s %6d it %11.1f us %8.3f GB/s busbw%s" % (
                 coll, human(size), iters, t_us, row["busbw_gbs"],
                 "" if not wrong else "  %d WRONG" % wrong))
-            del src, want, buf, inp
+            src = want = buf = inp = None  # free the GPU memory before the next size
     if fault and fault_state == "down" and rank == 0:
         with open(fault["plan"], "w") as f:
             f.write("rail 1 up\n")
