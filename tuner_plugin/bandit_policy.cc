@@ -24,6 +24,10 @@ struct BanditPolicy::ContextState {
   int probeCell = -1;
   int probesSeen = 0;
   uint16_t generation = 0;
+  double calls = 0;  // samples observed in this context (the horizon of the gain test)
+  // The expected extra time of the granted probes not seen yet, held against the global budget.
+  double reserveEach = 0;
+  int reserveLeft = 0;
 };
 
 namespace {
@@ -34,6 +38,19 @@ constexpr int kDriftMinSamples = 8;
 constexpr double kDriftMinLog = 0.15;  // ~16%: a shift, not noise
 
 bool validCell(int cell) { return cell >= 0 && cell < kNumCells; }
+
+double normalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+// For d ~ N(mu, sd^2) (log-time of a candidate minus the incumbent's): the expected saving
+// E[max(0, 1 - e^d)] and the expected excess E[max(0, e^d - 1)], as fractions of the
+// incumbent's time.
+void expectedGainAndExcess(double mu, double sd, double* gain, double* excess) {
+  sd = std::max(sd, 1e-9);
+  const double z = mu / sd;
+  const double scale = std::exp(mu + sd * sd / 2);
+  *gain = std::max(0.0, normalCdf(-z) - scale * normalCdf(-z - sd));
+  *excess = std::max(0.0, scale * normalCdf(z + sd) - normalCdf(z));
+}
 
 void addSample(BanditPolicy::ArmStats* a, double x) {
   double n = std::min(a->n + 1, double(BanditPolicy::kWindow));
@@ -130,6 +147,15 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
   }
   const double raw = std::log(timeUs);
   ArmStats& a = s->arms[cell];
+  observedUs_ += timeUs;
+  s->calls += 1;
+  if (cell != s->incumbent && s->arms[s->incumbent].n > 0) {
+    probeCostUs_ += std::max(0.0, timeUs - std::exp(s->arms[s->incumbent].mean));
+  }
+  if (cell == s->probeCell && s->reserveLeft > 0) {
+    --s->reserveLeft;
+    probeReservedUs_ = std::max(0.0, probeReservedUs_ - s->reserveEach);
+  }
   const double sigma = noiseSigma(*s);
   double x = raw;
   if (a.n >= 4) {
@@ -168,6 +194,27 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
       if (c != s->incumbent) s->arms[c].n = std::min(s->arms[c].n, double(config_.minSamples - 1));
     }
   }
+}
+
+bool BanditPolicy::probePays(int c, int I, const double* mean, const double* var, int probes,
+                             double* each) const {
+  // In the context: the expected saving over the horizon against the expected excess of the
+  // probes. The horizon: a switch stays in force at least until the next refresh.
+  double gain, excess;
+  const double mu = mean[c] - mean[I];
+  expectedGainAndExcess(mu, std::sqrt(var[c] + var[I]), &gain, &excess);
+  const double horizon = config_.refreshPlays > 0 ? config_.refreshPlays : 2000.0;
+  if (!(horizon * gain > probes * excess)) return false;
+  // Globally: the grant is charged at the expected arm's excess (the point estimate: the
+  // lognormal mean of a very uncertain arm is dominated by a tail the first sample settles);
+  // measured probes are then charged what they really cost.
+  *each = std::max(0.0, std::exp(mu) - 1) * std::exp(mean[I]);
+  return probeCostUs_ + probeReservedUs_ + probes * *each <= config_.probeBudget * observedUs_;
+}
+
+void BanditPolicy::releaseReserve(ContextState* s) {
+  probeReservedUs_ = std::max(0.0, probeReservedUs_ - s->reserveLeft * s->reserveEach);
+  s->reserveLeft = 0;
 }
 
 void BanditPolicy::reopen(int ctx) {
@@ -225,30 +272,42 @@ ContextDecision BanditPolicy::decide(int ctx) {
   ContextDecision d;
   d.primary = int8_t(I == D ? -1 : I);
   if (!config_.explore) return d;
-  // Exploration: the arm with the most optimistic estimate, if that beats the incumbent.
-  int candidate = -1;
-  double bestLcb = mean[I] + gainLog;
-  for (int c = 0; c < kNumCells; ++c) {
-    if (c == I || s->prior[c] < 0 || s->arms[c].n >= config_.maxExploreSamples) continue;
-    double lcb = mean[c] - config_.exploreZ * std::sqrt(var[c]);
-    if (lcb < bestLcb) {
-      bestLcb = lcb;
-      candidate = c;
-    }
-  }
-  if (candidate >= 0) {
-    d.explore = int8_t(candidate);
-    d.period = uint8_t(std::clamp(config_.explorePeriod, 1, 255));
-    d.budget = uint8_t(std::clamp(config_.exploreBudget, 1, 255));
-    if (candidate != s->probeCell || s->probesSeen >= d.budget) {
-      ++s->generation;
-      s->probeCell = candidate;
-      s->probesSeen = 0;
-    }
-    d.generation = s->generation;
-  } else {
+  // Exploration: among the arms whose optimistic estimate beats the incumbent, the most
+  // optimistic one whose probe pays for itself and fits the budget; a grant not used up yet
+  // continues while its arm stays plausible.
+  const int budget = std::clamp(config_.exploreBudget, 1, 255);
+  const double limit = mean[I] + gainLog;
+  auto optimistic = [&](int c) { return mean[c] - config_.exploreZ * std::sqrt(var[c]); };
+  auto plausible = [&](int c) {
+    return c != I && s->prior[c] >= 0 && s->arms[c].n < config_.maxExploreSamples &&
+           optimistic(c) < limit;
+  };
+  const bool running = validCell(s->probeCell) && s->probesSeen < budget && plausible(s->probeCell);
+  if (!running) {
+    releaseReserve(s);
     s->probeCell = -1;
+    int candidate = -1;
+    double bestLcb = limit, candidateEach = 0;
+    for (int c = 0; c < kNumCells; ++c) {
+      double each;
+      if (plausible(c) && optimistic(c) < bestLcb && probePays(c, I, mean, var, budget, &each)) {
+        bestLcb = optimistic(c);
+        candidate = c;
+        candidateEach = each;
+      }
+    }
+    if (candidate < 0) return d;
+    ++s->generation;
+    s->probeCell = candidate;
+    s->probesSeen = 0;
+    s->reserveEach = candidateEach;
+    s->reserveLeft = budget;
+    probeReservedUs_ += budget * candidateEach;
   }
+  d.explore = int8_t(s->probeCell);
+  d.period = uint8_t(std::clamp(config_.explorePeriod, 1, 255));
+  d.budget = uint8_t(budget);
+  d.generation = s->generation;
   return d;
 }
 

@@ -22,6 +22,16 @@
 //    and at most maxExploreSamples samples per arm; an arm the prior places far above the
 //    incumbent is never probed. A probed arm that turns out worse leaves the candidate set after
 //    one or two samples, so the regret of learning is bounded by a few samples per plausible arm.
+//  - Exploration pays for itself: a probe is granted only when its expected gain exceeds its
+//    expected cost, both from the same posterior (model prior, measurements and noise). Gain:
+//    the expected saving per call if the arm is better, E[max(0, T_I - T_c)], over a horizon of
+//    as many calls again as the context has seen (a job that called a size N times is expected to
+//    call it about N times more). Cost: E[max(0, T_c - T_I)] per probe, for the probes still
+//    needed before the arm could be adopted. Small and rare contexts therefore explore only
+//    once they are frequent enough for a gain to pay back; no size floor is needed.
+//  - And globally: the extra time probes cost over the incumbent (measured, plus the expected
+//    cost of probes granted but not yet seen) stays within probeBudget of all the time
+//    observed in collectives.
 //  - Continued learning: reopen() (a change point reported by the profiler, or the drift the
 //    policy sees itself on the incumbent) and a periodic refresh widen the other arms' posteriors
 //    again, which re-opens exploration for plausibly better arms only.
@@ -49,6 +59,7 @@ struct PolicyConfig {
                                   // agreed change: this bounds the probes of a round)
   int refreshPlays = 2000;        // incumbent samples between refreshes (0 = never)
   bool explore = true;            // false: exploit what is known (e.g. loaded), never probe
+  double probeBudget = 0.01;      // probes' extra time, as a fraction of all observed time
 };
 
 class BanditPolicy {
@@ -95,6 +106,9 @@ class BanditPolicy {
   int incumbent(int ctx) const;    // the cell exploited now, -1 when unknown
   const ArmStats* arm(int ctx, int cell) const;
   uint64_t reopenCount() const { return reopens_; }
+  // Time observed in collectives and the extra time probes cost over the incumbent (us).
+  double observedUs() const { return observedUs_; }
+  double probeCostUs() const { return probeCostUs_; }
 
   // Persistence: every context with measurements; restore() keeps at most `maxSamples` of the saved
   // confidence per arm so that a loaded result is re-checked rather than trusted forever.
@@ -105,11 +119,17 @@ class BanditPolicy {
   struct ContextState;
   ContextState* state(int ctx) const;
   double noiseSigma(const ContextState& s) const;
+  void releaseReserve(ContextState* s);
+  bool probePays(int c, int I, const double* mean, const double* var, int probes,
+                 double* each) const;
   void posterior(const ContextState& s, double sigmaObs, double* mean, double* var) const;
 
   PolicyConfig config_;
   std::vector<std::unique_ptr<ContextState>> contexts_;
   uint64_t reopens_ = 0;
+  double observedUs_ = 0;
+  double probeCostUs_ = 0;      // measured extra time of probes
+  double probeReservedUs_ = 0;  // expected extra time of probes granted and not yet seen
 };
 
 }  // namespace autopilot::tuner

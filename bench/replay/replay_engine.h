@@ -35,7 +35,7 @@ struct ReplayOptions {
   std::string topoDir;       // searched after the CSV's own folder
   std::string builtinTopoDir;
   bool flatPrior = false;    // ignore sidecars
-  uint64_t minBytes = 64 << 10;  // as NCCL_AUTOPILOT_TUNER_MIN_BYTES: smaller sizes stay NCCL's
+  uint64_t minBytes = 0;     // as NCCL_AUTOPILOT_TUNER_MIN_BYTES: smaller sizes stay NCCL's
   tuner::PolicyConfig policy;
 };
 

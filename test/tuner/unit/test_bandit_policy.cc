@@ -86,7 +86,59 @@ TEST_CASE("the first decision is NCCL's own, and nothing is forced before a meas
   p.observe(kCtx, cell(1, 2), 101);
   ContextDecision d = p.decide(kCtx);
   CHECK(d.primary == -1);  // still NCCL's choice as primary
+  CHECK(d.explore == -1);  // one call has not earned the probe budget yet
+
+  PolicyConfig generous;
+  generous.probeBudget = 0.5;
+  BanditPolicy q(generous);
+  REQUIRE(q.setPrior(kCtx, c.prior));
+  q.observe(kCtx, cell(1, 2), 101);
+  d = q.decide(kCtx);
+  CHECK(d.primary == -1);
   CHECK(d.explore == cell(0, 2));  // a plausible alternative gets probed
+}
+
+TEST_CASE("probes stay within the budget: a fraction of the time observed in collectives",
+          "[policy]") {
+  Context c;
+  c.arm(cell(1, 2), 100, 100);  // default, right
+  c.arm(cell(1, 1), 101, 300);  // the model believes it equal; it is 3x slower
+  c.arm(cell(0, 2), 102, 250);
+  for (double budget : {0.0, 0.002, 0.01, 0.05}) {
+    PolicyConfig cfg;
+    cfg.probeBudget = budget;
+    BanditPolicy p(cfg);
+    Outcome o = play(p, c, 3000, 0.03, 5);
+    INFO("budget " << budget << ": probe cost " << p.probeCostUs() << " us of "
+                   << p.observedUs());
+    CHECK(p.incumbent(kCtx) == cell(1, 2));
+    // Grants are charged at their expected cost; one grant (2 probes of at most +200 us) may
+    // overshoot what the measurements then show.
+    CHECK(p.probeCostUs() <= budget * p.observedUs() + 2 * 200 * 1.2);
+    if (budget == 0.0) CHECK(o.probes == 0);
+    if (budget >= 0.01) CHECK(o.probes > 0);  // the model's claim is checked
+  }
+}
+
+TEST_CASE("a probe is granted only where its expected gain over the horizon exceeds its cost",
+          "[policy]") {
+  Context c;
+  c.arm(cell(1, 2), 100, 100);  // default
+  c.arm(cell(1, 1), 130, 80);   // predicted 30% slower, really 20% faster
+  for (int horizon : {10, 2000}) {
+    PolicyConfig cfg;
+    cfg.probeBudget = 0.5;       // the budget is not what limits here
+    cfg.refreshPlays = horizon;  // a switch holds until the next refresh: the gain's horizon
+    BanditPolicy p(cfg);
+    Outcome o = play(p, c, 400, 0.03, 9);
+    INFO("horizon " << horizon);
+    if (horizon == 10) {
+      CHECK(o.probes == 0);  // 10 calls of an uncertain gain do not pay for the probes
+      CHECK(p.incumbent(kCtx) == cell(1, 2));
+    } else {
+      CHECK(p.incumbent(kCtx) == cell(1, 1));
+    }
+  }
 }
 
 TEST_CASE("an all-ignored table gives no decision; ignored cells are never chosen", "[policy]") {
