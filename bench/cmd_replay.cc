@@ -19,8 +19,12 @@ namespace {
 using replay::FileResult;
 using replay::LossSummary;
 
-// Sidecars that ship with the tool's sources (found next to this file, wherever it is built).
+// Sidecars that ship with the tool's sources (their absolute path, set by the build; else found
+// next to this file).
 std::string builtinTopologyDir() {
+#ifdef AUTOPILOT_REPLAY_TOPOLOGY_DIR
+  return AUTOPILOT_REPLAY_TOPOLOGY_DIR;
+#endif
   std::string here = __FILE__;
   size_t slash = here.rfind('/');
   return slash == std::string::npos ? "bench/replay/topologies"
@@ -87,6 +91,8 @@ int usage(FILE* to) {
                "NCCL_AUTOPILOT_TUNER_MIN_BYTES) keep NCCL's choice, as in the plugin.\n"
                "--probe-budget: probes' extra time as a fraction of all time (default 0.01,\n"
                "NCCL_AUTOPILOT_TUNER_PROBE_BUDGET).\n"
+               "A row whose system ends with \"; channels forced to N\" (N in 1..64) is the\n"
+               "arm (algo, proto, N channels) of the system named without that suffix.\n"
                "--check fails unless, over all files: 0 contexts lose > 10%%, mean < 0.5%%,\n"
                "p99 < 3%%; on every file where the default loses > 10%% somewhere: 0 contexts\n"
                "lose > 10%%, mean < 1%%, p99 < 5%%; and no context is worse than the default by\n"
@@ -191,10 +197,10 @@ int cmdReplay(int argc, char** argv) {
               "while learning.\n",
               options.runs, options.callsPerContext);
   for (const FileResult& r : results) {
-    std::printf("  %s: prior %s; noise sigma %.3f (%s); %d contexts skipped; default regret "
-                "%.2f%%\n",
+    std::printf("  %s: prior %s; noise sigma %.3f (%s); %d rows and %d contexts skipped; "
+                "default regret %.2f%%\n",
                 r.file.substr(r.file.rfind('/') + 1).c_str(), r.prior.c_str(), r.noiseSigma,
-                r.noiseSource.c_str(), r.skippedContexts, r.defaultRegretPct);
+                r.noiseSource.c_str(), r.skippedRows, r.skippedContexts, r.defaultRegretPct);
   }
 
   if (!jsonPath.empty()) {

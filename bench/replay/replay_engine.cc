@@ -174,8 +174,12 @@ bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model) {
   std::vector<float> predicted;
   for (const std::string& config : configs) {
     if (int(ctx->arms.size()) == kNumCells) break;
+    // "ALGO/PROTO" or "ALGO/PROTO/Nch": the model has no channel dimension, so a forced channel
+    // count gets its cell's prediction (a neutral prior on channels).
     size_t slash = config.find('/');
-    int natural = cellForConfig(config.substr(0, slash), config.substr(slash + 1),
+    size_t end = config.find('/', slash + 1);
+    std::string proto = config.substr(slash + 1, end == std::string::npos ? end : end - slash - 1);
+    int natural = cellForConfig(config.substr(0, slash), proto,
                                 model != nullptr ? full : nullptr);
     if (natural == -2) continue;  // an algorithm or protocol name this model does not know
     Arm arm;
@@ -277,6 +281,7 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
   for (const ForcedArmRow& r : rows) {
     int func = collectiveFunc(r.collective);
     std::string config = r.armAlgo + "/" + r.armProto;
+    if (r.channels > 0) config += "/" + std::to_string(r.channels) + "ch";
     int nRanks = 0;
     if (topo.present()) {
       std::string err;

@@ -8,6 +8,10 @@
 // nccl-tests' formulas (algbw = size / time; busbw = algbw * 2(n-1)/n for all_reduce, (n-1)/n
 // for all_gather / reduce_scatter, 1 otherwise).
 //
+// A row whose system ends with "; channels forced to N" is the arm (algo, proto, N channels) of
+// the system named without the suffix: its own arm of the same context (config "ALGO/PROTO/Nch").
+// The cost model has no channel dimension: such an arm's prior is its cell's prediction.
+//
 // The policy sees what it would see in NCCL: a cost table (from the C++ cost model for the
 // topology in the CSV's sidecar NAME.topo.json; a flat table without one) with IGNORE on every
 // cell that was not measured, and one measured time per call of the arm it played. A call's
