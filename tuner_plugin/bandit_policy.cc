@@ -24,7 +24,6 @@ struct BanditPolicy::ContextState {
   int probeCell = -1;
   int probesSeen = 0;
   uint16_t generation = 0;
-  double calls = 0;  // samples observed in this context (the horizon of the gain test)
   // The expected extra time of the granted probes not seen yet, held against the global budget.
   double reserveEach = 0;
   int reserveLeft = 0;
@@ -148,7 +147,6 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
   const double raw = std::log(timeUs);
   ArmStats& a = s->arms[cell];
   observedUs_ += timeUs;
-  s->calls += 1;
   if (cell != s->incumbent && s->arms[s->incumbent].n > 0) {
     probeCostUs_ += std::max(0.0, timeUs - std::exp(s->arms[s->incumbent].mean));
   }

@@ -24,14 +24,15 @@
 //    one or two samples, so the regret of learning is bounded by a few samples per plausible arm.
 //  - Exploration pays for itself: a probe is granted only when its expected gain exceeds its
 //    expected cost, both from the same posterior (model prior, measurements and noise). Gain:
-//    the expected saving per call if the arm is better, E[max(0, T_I - T_c)], over a horizon of
-//    as many calls again as the context has seen (a job that called a size N times is expected to
-//    call it about N times more). Cost: E[max(0, T_c - T_I)] per probe, for the probes still
-//    needed before the arm could be adopted. Small and rare contexts therefore explore only
-//    once they are frequent enough for a gain to pay back; no size floor is needed.
+//    the expected saving per call if the arm is better, E[max(0, T_I - T_c)], over the calls a
+//    switch stays in force at least (refreshPlays, until the next refresh). Cost:
+//    E[max(0, T_c - T_I)] per probe, for the probes of the grant. An arm the model places well
+//    above the incumbent, with little uncertainty, is therefore not probed at any size.
 //  - And globally: the extra time probes cost over the incumbent (measured, plus the expected
-//    cost of probes granted but not yet seen) stays within probeBudget of all the time
-//    observed in collectives.
+//    cost of probes granted but not yet seen, at the arm's point estimate) stays within
+//    probeBudget of all the time observed in collectives; a grant whose probes turn out worse
+//    than expected overshoots it by at most that grant. The budget is the leader's alone: the
+//    decisions it shapes are agreed like any other.
 //  - Continued learning: reopen() (a change point reported by the profiler, or the drift the
 //    policy sees itself on the incumbent) and a periodic refresh widen the other arms' posteriors
 //    again, which re-opens exploration for plausibly better arms only.
