@@ -82,6 +82,7 @@ int usage(FILE* to) {
                "                        [--calls N] [--runs R] [--seed S] [--noise SIGMA]\n"
                "                        [--min-bytes N] [--probe-budget F] [--per-context]\n"
                "                        [--check]\n"
+               "       autopilot replay --train A.csv --score B.csv [options]\n"
                "Plays the tuner policy against forced-arm measurements (format of\n"
                "../shared/data/forced-arm/). The cost-table prior comes from NAME.topo.json\n"
                "next to the CSV, else in --topo-dir, else in the sidecars shipped with the tool\n"
@@ -93,6 +94,9 @@ int usage(FILE* to) {
                "NCCL_AUTOPILOT_TUNER_PROBE_BUDGET).\n"
                "A row whose system ends with \"; channels forced to N\" (N in 1..64) is the\n"
                "arm (algo, proto, N channels) of the system named without that suffix.\n"
+               "--train A --score B: transfer across scales of a system: B alone, then B with\n"
+               "the ratio errors learned on A (per collective, size, placement, configuration)\n"
+               "as its prior; decisions on B still come from B's own measurements.\n"
                "--check fails unless, over all files: 0 contexts lose > 10%%, mean < 0.5%%,\n"
                "p99 < 3%%; on every file where the default loses > 10%% somewhere: 0 contexts\n"
                "lose > 10%%, mean < 1%%, p99 < 5%%; and no context is worse than the default by\n"
@@ -100,11 +104,41 @@ int usage(FILE* to) {
   return to == stdout ? 0 : 2;
 }
 
+// --train A --score B: B replayed alone, then with the corrections learned on A as its prior.
+int transfer(const std::string& trainPath, const std::string& scorePath,
+             replay::ReplayOptions options) {
+  FileResult train, alone, seeded;
+  std::string error;
+  if (!replay::replayFile(trainPath, options, &train, &error) ||
+      !replay::replayFile(scorePath, options, &alone, &error)) {
+    std::fprintf(stderr, "replay: %s\n", error.c_str());
+    return 1;
+  }
+  options.priorCorrections = &train.corrections;
+  if (!replay::replayFile(scorePath, options, &seeded, &error)) {
+    std::fprintf(stderr, "replay: %s\n", error.c_str());
+    return 1;
+  }
+  std::printf("%-44s %4s | %-20s | %-20s | %8s\n", "", "", "NCCL default", "after learning", "");
+  std::printf("%-44s %4s | %4s %7s %7s | %4s %7s %7s | %8s  %s\n", "", "ctx", ">10%", "mean", "p99",
+              ">10%", "mean", "p99", "regret", "prior");
+  printRow("train (A)", train.defaults.contexts, train.defaults, train.learned, train.regretPct, "");
+  printRow("score (B) alone", alone.defaults.contexts, alone.defaults, alone.learned,
+           alone.regretPct, "");
+  printRow("score (B) seeded by A", seeded.defaults.contexts, seeded.defaults, seeded.learned,
+           seeded.regretPct, "");
+  std::printf("\n%zu corrections learned on A; %d arms of B seeded (matched by collective, size,\n"
+              "placement and configuration). Decisions on B are its own: corrections only move\n"
+              "its prior.\n",
+              train.corrections.size(), seeded.correctedArms);
+  return 0;
+}
+
 int cmdReplay(int argc, char** argv) {
   replay::ReplayOptions options;
   options.builtinTopoDir = builtinTopologyDir();
   std::vector<std::string> files;
-  std::string jsonPath;
+  std::string jsonPath, trainPath, scorePath;
   bool check = false, perContext = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -125,6 +159,8 @@ int cmdReplay(int argc, char** argv) {
     else if (a == "--noise") options.statedNoise = std::atof(next("--noise"));
     else if (a == "--min-bytes") options.minBytes = std::strtoull(next("--min-bytes"), nullptr, 10);
     else if (a == "--probe-budget") options.policy.probeBudget = std::atof(next("--probe-budget"));
+    else if (a == "--train") trainPath = next("--train");
+    else if (a == "--score") scorePath = next("--score");
     else if (a == "--check") check = true;
     else if (a == "--per-context") perContext = true;
     else if (!a.empty() && a[0] == '-') {
@@ -133,6 +169,10 @@ int cmdReplay(int argc, char** argv) {
     } else {
       files.push_back(a);
     }
+  }
+  if (!trainPath.empty() || !scorePath.empty()) {
+    if (trainPath.empty() || scorePath.empty() || !files.empty()) return usage(stderr);
+    return transfer(trainPath, scorePath, options);
   }
   if (files.empty() || options.callsPerContext < 1 || options.runs < 1 ||
       !(options.statedNoise >= 0 && options.statedNoise < 2)) {

@@ -10,6 +10,7 @@ namespace autopilot::tuner {
 
 struct BanditPolicy::ContextState {
   float prior[kNumCells];
+  float correction[kNumCells] = {};  // log-space shift of the model's prediction (transfer)
   int defaultCell = -1;
   int incumbent = -1;
   ArmStats arms[kNumCells];
@@ -85,6 +86,36 @@ bool BanditPolicy::setPrior(int ctx, const float cost[kNumCells]) {
   return usable;
 }
 
+bool BanditPolicy::setPriorCorrection(int ctx, const float correction[kNumCells]) {
+  ContextState* s = state(ctx);
+  if (s == nullptr || s->defaultCell < 0) return false;
+  for (int c = 0; c < kNumCells; ++c) {
+    float v = correction[c];
+    // Bounded: a correction is evidence from elsewhere, never more than a factor e^3.
+    s->correction[c] = std::isfinite(v) ? std::clamp(v, -3.0f, 3.0f) : 0.0f;
+  }
+  return true;
+}
+
+bool BanditPolicy::learnedCorrection(int ctx, float correction[kNumCells]) const {
+  const ContextState* s = state(ctx);
+  if (s == nullptr || s->defaultCell < 0) return false;
+  const int D = s->defaultCell;
+  bool any = false;
+  for (int c = 0; c < kNumCells; ++c) {
+    correction[c] = 0;
+    if (s->prior[c] < 0 || s->arms[c].n < config_.minSamples || s->arms[D].n < config_.minSamples) {
+      continue;
+    }
+    double measured = s->arms[c].mean - s->arms[D].mean;
+    double predicted = std::log(std::max(double(s->prior[c]), kMinPriorUs)) -
+                       std::log(std::max(double(s->prior[D]), kMinPriorUs));
+    correction[c] = float(measured - predicted);
+    any = true;
+  }
+  return any;
+}
+
 bool BanditPolicy::hasPrior(int ctx) const { return state(ctx) != nullptr; }
 
 int BanditPolicy::defaultCell(int ctx) const {
@@ -118,7 +149,9 @@ double BanditPolicy::noiseSigma(const ContextState& s) const {
 void BanditPolicy::posterior(const ContextState& s, double sigmaObs, double* mean,
                              double* var) const {
   // Calibrate the model's absolute level on the best-measured of the default and the incumbent.
-  auto logPrior = [&](int c) { return std::log(std::max(double(s.prior[c]), kMinPriorUs)); };
+  auto logPrior = [&](int c) {
+    return std::log(std::max(double(s.prior[c]), kMinPriorUs)) + s.correction[c];
+  };
   double offset = 0;
   int anchor = s.arms[s.defaultCell].n > 0 ? s.defaultCell
                : (validCell(s.incumbent) && s.arms[s.incumbent].n > 0) ? s.incumbent

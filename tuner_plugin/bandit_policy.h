@@ -92,6 +92,14 @@ class BanditPolicy {
   // ignored). The first call per context wins; returns false when the table has no usable cell.
   bool setPrior(int ctx, const float cost[kNumCells]);
   bool hasPrior(int ctx) const;
+  // Learned corrections from another scale of the same system (log of measured / predicted,
+  // per cell, relative to NCCL's choice): they shift the prior's ratios, and so which arms look
+  // worth a probe, never the decisions themselves: NCCL's choice stays the default and a switch
+  // still needs this context's own measurements. Call after setPrior().
+  bool setPriorCorrection(int ctx, const float correction[kNumCells]);
+  // The correction this context's measurements suggest for another scale (0 where an arm or the
+  // default has fewer than minSamples samples); false when nothing is known.
+  bool learnedCorrection(int ctx, float correction[kNumCells]) const;
 
   // A measured time of `cell` in `ctx` (one clock per context: the caller filters).
   void observe(int ctx, int cell, double timeUs);

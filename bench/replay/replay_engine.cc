@@ -220,6 +220,12 @@ bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model) {
   return tuner::model::ncclChoice(ctx->table) == ctx->arms[0].cell;
 }
 
+// What identifies an arm across scales of a system: everything but the system's name.
+std::string transferKey(const ReplayContext& c, const Arm& arm) {
+  size_t bar = c.label.find(" | ");
+  return (bar == std::string::npos ? c.label : c.label.substr(bar + 3)) + " | " + arm.config;
+}
+
 // Noise sigma from the spread of repeated default measurements (same context, several runs).
 double noiseFromRepeats(const std::vector<ReplayContext>& contexts, int* pairs) {
   double sum = 0;
@@ -349,7 +355,20 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     tuner::ExplorationCounters counters;
     counters.reset();
     double spent = 0, bestSpent = 0, defaultSpent = 0;
-    for (int i = 0; i < nCtx; ++i) policy.setPrior(i, contexts[i].table);
+    for (int i = 0; i < nCtx; ++i) {
+      policy.setPrior(i, contexts[i].table);
+      if (options.priorCorrections == nullptr) continue;
+      float correction[kNumCells] = {};
+      int found = 0;
+      for (const Arm& arm : contexts[i].arms) {
+        auto it = options.priorCorrections->find(transferKey(contexts[i], arm));
+        if (it == options.priorCorrections->end()) continue;
+        correction[arm.cell] = float(it->second);
+        ++found;
+      }
+      if (found > 0) policy.setPriorCorrection(i, correction);
+      if (run == 0) out->correctedArms += found;
+    }
     for (long k = 0; k < long(options.callsPerContext) * nCtx; ++k) {
       int i = int(k % nCtx);
       const ReplayContext& c = contexts[i];
@@ -374,6 +393,15 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     if (bestSpent > 0) {
       regretSum += spent / bestSpent - 1;
       defaultRegretSum += defaultSpent / bestSpent - 1;
+    }
+    if (run == options.runs - 1) {
+      for (int i = 0; i < nCtx; ++i) {
+        float correction[kNumCells];
+        if (!policy.learnedCorrection(i, correction)) continue;
+        for (const Arm& arm : contexts[i].arms) {
+          if (correction[arm.cell] != 0) out->corrections[transferKey(contexts[i], arm)] = correction[arm.cell];
+        }
+      }
     }
     for (int i = 0; i < nCtx; ++i) {
       const ReplayContext& c = contexts[i];

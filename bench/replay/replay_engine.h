@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct ReplayOptions {
   bool flatPrior = false;    // ignore sidecars
   uint64_t minBytes = 0;     // as NCCL_AUTOPILOT_TUNER_MIN_BYTES: smaller sizes stay NCCL's
   tuner::PolicyConfig policy;
+  // Transfer across scales: learned corrections of another file (FileResult::corrections),
+  // keyed by "collective size placement | config"; they seed the prior, never the decisions.
+  const std::map<std::string, double>* priorCorrections = nullptr;
 };
 
 struct LossSummary {
@@ -72,6 +76,11 @@ struct FileResult {
   double defaultRegretPct = 0;  // the same for always-default, %
   std::vector<ContextResult> contexts;
   std::vector<double> defaultLosses, learnedLosses;  // per context, for the overall summary
+  // log(measured / predicted) ratio errors per arm, relative to the default, from the last run
+  // (arms with enough samples), keyed as ReplayOptions::priorCorrections; and how many of this
+  // file's arms received a correction.
+  std::map<std::string, double> corrections;
+  int correctedArms = 0;
 };
 
 bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileResult* out,

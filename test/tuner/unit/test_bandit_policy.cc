@@ -308,3 +308,50 @@ TEST_CASE("exploration turns follow the agreed counters exactly", "[policy]") {
   CHECK(k.calls[11] == 12);
   CHECK(k.calls[10] == 0);
 }
+
+TEST_CASE("a correction from another scale moves the prior, never the decision", "[policy]") {
+  Context c;
+  c.arm(cell(1, 2), 100, 100);  // NCCL's choice
+  c.arm(cell(0, 2), 300, 60);   // the model places it 3x slower; it is 40% faster
+  PolicyConfig cfg;
+  cfg.probeBudget = 0.5;
+  {
+    BanditPolicy p(cfg);
+    Outcome o = play(p, c, 300, 0.03, 3);
+    CHECK(o.probes == 0);  // implausible under the model alone: never probed
+    CHECK(p.incumbent(kCtx) == cell(1, 2));
+  }
+  float correction[kNumCells] = {};
+  correction[cell(0, 2)] = float(std::log(60.0 / 300.0));  // what the other scale measured
+  BanditPolicy p(cfg);
+  REQUIRE(p.setPrior(kCtx, c.prior));
+  REQUIRE(p.setPriorCorrection(kCtx, correction));
+  CHECK(p.decide(kCtx).untouched());  // before any measurement: NCCL's choice
+  std::mt19937 rng(3);
+  std::normal_distribution<double> n01(0, 1);
+  ExplorationCounters counters;
+  counters.reset();
+  ContextDecision d = p.decide(kCtx);
+  bool switched = false;
+  for (int i = 0; i < 300; ++i) {
+    int forced = cellForCall(d, kCtx, &counters);
+    int played = forced >= 0 ? forced : p.defaultCell(kCtx);
+    p.observe(kCtx, played, c.truth[played] * std::exp(0.03 * n01(rng)));
+    ContextDecision next = p.decide(kCtx);
+    if (next.primary == cell(0, 2) && !switched) {
+      switched = true;
+      // Adopted only on this context's own samples of the arm.
+      CHECK(p.arm(kCtx, cell(0, 2))->n >= cfg.minSamples);
+    }
+    if (next != d) {
+      d = next;
+      counters.reset();
+    }
+  }
+  CHECK(switched);
+  CHECK(p.incumbent(kCtx) == cell(0, 2));
+  float learned[kNumCells];
+  REQUIRE(p.learnedCorrection(kCtx, learned));
+  CHECK(learned[cell(0, 2)] == Approx(std::log(60.0 / 300.0)).margin(0.05));
+  CHECK(learned[cell(1, 2)] == 0);
+}
