@@ -153,6 +153,7 @@ int cmdReplay(int argc, char** argv) {
     if (a == "--json") jsonPath = next("--json");
     else if (a == "--topo-dir") options.topoDir = next("--topo-dir");
     else if (a == "--flat") options.flatPrior = true;
+    else if (a == "--no-share") options.shareAcrossSizes = false;
     else if (a == "--calls") options.callsPerContext = std::atoi(next("--calls"));
     else if (a == "--runs") options.runs = std::atoi(next("--runs"));
     else if (a == "--seed") options.seed = std::strtoull(next("--seed"), nullptr, 10);

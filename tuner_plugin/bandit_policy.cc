@@ -11,6 +11,9 @@ namespace autopilot::tuner {
 struct BanditPolicy::ContextState {
   float prior[kNumCells];
   float correction[kNumCells] = {};  // log-space shift of the model's prediction (transfer)
+  float shared[kNumCells] = {};      // the same, predicted by the sizes of the group (sharing)
+  int group = -1;                    // contexts that share what they learn (setShareKey)
+  double logSize = 0;
   int defaultCell = -1;
   int incumbent = -1;
   ArmStats arms[kNumCells];
@@ -116,6 +119,75 @@ bool BanditPolicy::learnedCorrection(int ctx, float correction[kNumCells]) const
   return any;
 }
 
+void BanditPolicy::setShareKey(int ctx, int group, double logSize) {
+  ContextState* s = state(ctx);
+  if (s == nullptr || !std::isfinite(logSize)) return;
+  s->group = group;
+  s->logSize = logSize;
+}
+
+// Per (group, cell), a Bayesian linear regression of the model's ratio error y (log measured /
+// predicted, relative to NCCL's choice, as learnedCorrection()) over log size: w ~ N(0, diag(
+// modelErrorSigma^2, kSlopeSigma^2)) for (intercept at the group's mean log size, slope), each
+// context a point with variance noise^2 (1/n_c + 1/n_D) + kShareTau^2 (sizes differ by more
+// than noise). Its prediction at a context's size becomes that context's prior shift, so a
+// probe at 4 MiB moves the prior at 8 MiB; decisions still need the context's own samples.
+void BanditPolicy::refreshShared() {
+  constexpr double kSlopeSigma = 0.15;  // per unit of log size (a factor 2 in bytes)
+  constexpr double kShareTau = 0.1;
+  std::vector<int> groups;
+  for (const auto& p : contexts_) {
+    if (p && p->group >= 0 && p->defaultCell >= 0 &&
+        std::find(groups.begin(), groups.end(), p->group) == groups.end()) {
+      groups.push_back(p->group);
+    }
+  }
+  for (int g : groups) {
+    for (int c = 0; c < kNumCells; ++c) {
+      double sx = 0, sn = 0;
+      for (const auto& p : contexts_) {
+        if (p && p->group == g && p->defaultCell >= 0) {
+          sx += p->logSize;
+          sn += 1;
+        }
+      }
+      const double xbar = sn > 0 ? sx / sn : 0;
+      // Normal equations A w = b, A = prior precision + sum of weighted outer products.
+      double a00 = 1 / (config_.modelErrorSigma * config_.modelErrorSigma);
+      double a11 = 1 / (kSlopeSigma * kSlopeSigma), a01 = 0, b0 = 0, b1 = 0;
+      int points = 0;
+      for (const auto& p : contexts_) {
+        if (!p || p->group != g || p->defaultCell < 0 || p->prior[c] < 0) continue;
+        const int D = p->defaultCell;
+        const ArmStats& ac = p->arms[c];
+        const ArmStats& ad = p->arms[D];
+        if (c == D || ac.n < config_.minSamples || ad.n < config_.minSamples) continue;
+        const double noise = noiseSigma(*p);
+        const double y = (ac.mean - ad.mean) -
+                         (std::log(std::max(double(p->prior[c]), kMinPriorUs)) -
+                          std::log(std::max(double(p->prior[D]), kMinPriorUs)));
+        const double w = 1 / (noise * noise * (1 / ac.n + 1 / ad.n) + kShareTau * kShareTau);
+        const double d = p->logSize - xbar;
+        a00 += w;
+        a01 += w * d;
+        a11 += w * d * d;
+        b0 += w * y;
+        b1 += w * y * d;
+        ++points;
+      }
+      const double det = a00 * a11 - a01 * a01;
+      const bool fit = points > 0 && det > 0;
+      const double m0 = fit ? (a11 * b0 - a01 * b1) / det : 0;
+      const double m1 = fit ? (a00 * b1 - a01 * b0) / det : 0;
+      for (auto& p : contexts_) {
+        if (!p || p->group != g || p->defaultCell < 0) continue;
+        const double shift = c == p->defaultCell ? 0 : m0 + m1 * (p->logSize - xbar);
+        p->shared[c] = float(std::clamp(shift, -3.0, 3.0));
+      }
+    }
+  }
+}
+
 bool BanditPolicy::hasPrior(int ctx) const { return state(ctx) != nullptr; }
 
 int BanditPolicy::defaultCell(int ctx) const {
@@ -150,7 +222,7 @@ void BanditPolicy::posterior(const ContextState& s, double sigmaObs, double* mea
                              double* var) const {
   // Calibrate the model's absolute level on the best-measured of the default and the incumbent.
   auto logPrior = [&](int c) {
-    return std::log(std::max(double(s.prior[c]), kMinPriorUs)) + s.correction[c];
+    return std::log(std::max(double(s.prior[c]), kMinPriorUs)) + s.correction[c] + s.shared[c];
   };
   double offset = 0;
   int anchor = s.arms[s.defaultCell].n > 0 ? s.defaultCell
@@ -180,6 +252,10 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
   const double raw = std::log(timeUs);
   ArmStats& a = s->arms[cell];
   observedUs_ += timeUs;
+  if (++sinceShare_ >= kShareEvery) {
+    sinceShare_ = 0;
+    refreshShared();
+  }
   if (cell != s->incumbent && s->arms[s->incumbent].n > 0) {
     probeCostUs_ += std::max(0.0, timeUs - std::exp(s->arms[s->incumbent].mean));
   }

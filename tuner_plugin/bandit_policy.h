@@ -97,6 +97,11 @@ class BanditPolicy {
   // worth a probe, never the decisions themselves: NCCL's choice stays the default and a switch
   // still needs this context's own measurements. Call after setPrior().
   bool setPriorCorrection(int ctx, const float correction[kNumCells]);
+  // Sharing across sizes: contexts of one group (same collective, same cell meanings) share a
+  // model of the cost model's ratio error over logSize, refreshed every kShareEvery samples;
+  // its prediction is each context's prior shift. Group -1 (the default): no sharing.
+  static constexpr int kShareEvery = 64;
+  void setShareKey(int ctx, int group, double logSize);
   // The correction this context's measurements suggest for another scale (0 where an arm or the
   // default has fewer than minSamples samples); false when nothing is known.
   bool learnedCorrection(int ctx, float correction[kNumCells]) const;
@@ -129,6 +134,7 @@ class BanditPolicy {
   ContextState* state(int ctx) const;
   double noiseSigma(const ContextState& s) const;
   void releaseReserve(ContextState* s);
+  void refreshShared();
   bool probePays(int c, int I, const double* mean, const double* var, int probes,
                  double* each) const;
   void posterior(const ContextState& s, double sigmaObs, double* mean, double* var) const;
@@ -137,6 +143,7 @@ class BanditPolicy {
   std::vector<std::unique_ptr<ContextState>> contexts_;
   uint64_t reopens_ = 0;
   double observedUs_ = 0;
+  int sinceShare_ = 0;
   double probeCostUs_ = 0;      // measured extra time of probes
   double probeReservedUs_ = 0;  // expected extra time of probes granted and not yet seen
 };

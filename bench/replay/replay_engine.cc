@@ -85,6 +85,7 @@ struct ReplayContext {
   int defaultArm = -1;
   int bestArm = -1;
   int armOfCell[kNumCells];
+  int group = -1;  // (system, collective, placement): contexts that share what they learn
 };
 
 struct Key {
@@ -161,7 +162,8 @@ int cellForConfig(const std::string& algoName, const std::string& protoName, con
 // cell (AUTO and Ring/AUTO often do): they were measured separately and can differ (B300: AUTO
 // was NVLS). The policy only needs distinct cells, so arm i gets cell i (the default first) and
 // the cost the model predicts for the cell NCCL would run under that configuration.
-bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model) {
+bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model,
+               std::map<std::string, int>* cellOf) {
   float full[kNumCells];
   if (model != nullptr) model->fillTable(ctx->func, ctx->size, 1, reinterpret_cast<float(*)[3]>(full));
   std::vector<std::string> configs;
@@ -173,7 +175,11 @@ bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model) {
   if (configs.empty() || configs[0] != "AUTO/AUTO") return false;
   std::vector<float> predicted;
   for (const std::string& config : configs) {
-    if (int(ctx->arms.size()) == kNumCells) break;
+    // One cell per configuration across the contexts of a system, so that contexts that share
+    // what they learn (setShareKey) mean the same arm by the same cell; NCCL's default is cell 0.
+    auto known = cellOf->find(config);
+    int cell = known != cellOf->end() ? known->second : int(cellOf->size());
+    if (cell >= kNumCells) continue;
     // "ALGO/PROTO" or "ALGO/PROTO/Nch": the model has no channel dimension, so a forced channel
     // count gets its cell's prediction (a neutral prior on channels).
     size_t slash = config.find('/');
@@ -182,9 +188,10 @@ bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model) {
     int natural = cellForConfig(config.substr(0, slash), proto,
                                 model != nullptr ? full : nullptr);
     if (natural == -2) continue;  // an algorithm or protocol name this model does not know
+    if (known == cellOf->end()) (*cellOf)[config] = cell;
     Arm arm;
     arm.config = config;
-    arm.cell = int(ctx->arms.size());
+    arm.cell = cell;
     for (const auto& [c, t] : ctx->measurements) {
       if (c == config) arm.samples.push_back(t);
     }
@@ -317,6 +324,8 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
   }
 
   std::vector<ReplayContext> contexts;
+  std::map<std::string, std::map<std::string, int>> cellsOfSystem;
+  std::map<std::string, int> groupOf;
   for (auto& [key, c] : grouped) {
     if (c.func < 0) {
       ++out->skippedContexts;
@@ -324,10 +333,13 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     }
     std::string err;
     const tuner::model::CostModel* model = topo.model(key.system, &err);
-    if (!buildArms(&c, model)) {
+    if (!buildArms(&c, model, &cellsOfSystem[key.system])) {
       ++out->skippedContexts;
       continue;
     }
+    std::string g = key.system + "|" + key.collective + (key.inPlace ? "|in" : "|out");
+    auto it = groupOf.emplace(g, int(groupOf.size())).first;
+    c.group = it->second;
     contexts.push_back(std::move(c));
   }
   if (contexts.size() > size_t(tuner::kNumContexts)) contexts.resize(tuner::kNumContexts);
@@ -357,6 +369,9 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     double spent = 0, bestSpent = 0, defaultSpent = 0;
     for (int i = 0; i < nCtx; ++i) {
       policy.setPrior(i, contexts[i].table);
+      if (options.shareAcrossSizes) {
+        policy.setShareKey(i, contexts[i].group, std::log2(double(contexts[i].size)));
+      }
       if (options.priorCorrections == nullptr) continue;
       float correction[kNumCells] = {};
       int found = 0;

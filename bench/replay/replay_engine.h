@@ -42,6 +42,7 @@ struct ReplayOptions {
   bool flatPrior = false;    // ignore sidecars
   uint64_t minBytes = 0;     // as NCCL_AUTOPILOT_TUNER_MIN_BYTES: smaller sizes stay NCCL's
   tuner::PolicyConfig policy;
+  bool shareAcrossSizes = true;  // contexts of a (system, collective, placement) share a model
   // Transfer across scales: learned corrections of another file (FileResult::corrections),
   // keyed by "collective size placement | config"; they seed the prior, never the decisions.
   const std::map<std::string, double>* priorCorrections = nullptr;

@@ -355,3 +355,35 @@ TEST_CASE("a correction from another scale moves the prior, never the decision",
   CHECK(learned[cell(0, 2)] == Approx(std::log(60.0 / 300.0)).margin(0.05));
   CHECK(learned[cell(1, 2)] == 0);
 }
+
+TEST_CASE("what one size learns moves the prior of its neighbours (sharing across sizes)",
+          "[policy]") {
+  // The same model error at two sizes: the Simple tree is 5x faster than the model says.
+  Context a, b;
+  a.arm(cell(1, 2), 100, 100);
+  a.arm(cell(0, 2), 120, 24);   // plausible under the model: probed, found much faster
+  b.arm(cell(1, 2), 200, 200);
+  b.arm(cell(0, 2), 600, 120);  // implausible under the model alone (3x slower)
+  PolicyConfig cfg;
+  cfg.probeBudget = 0.5;
+  for (bool share : {false, true}) {
+    BanditPolicy p(cfg);
+    REQUIRE(p.setPrior(kCtx, a.prior));
+    REQUIRE(p.setPrior(kCtx + 1, b.prior));
+    if (share) {
+      p.setShareKey(kCtx, 0, 20);
+      p.setShareKey(kCtx + 1, 0, 21);
+    }
+    play(p, a, 300, 0.03, 11, kCtx);
+    CHECK(p.incumbent(kCtx) == cell(0, 2));
+    Outcome o = play(p, b, 300, 0.03, 12, kCtx + 1);
+    INFO("sharing " << share);
+    if (share) {
+      CHECK(p.incumbent(kCtx + 1) == cell(0, 2));
+      CHECK(p.arm(kCtx + 1, cell(0, 2))->n >= cfg.minSamples);  // on its own samples
+    } else {
+      CHECK(o.probes == 0);
+      CHECK(p.incumbent(kCtx + 1) == cell(1, 2));
+    }
+  }
+}
