@@ -10,6 +10,10 @@ namespace autopilot::tuner {
 
 struct BanditPolicy::ContextState {
   float prior[kNumCells];
+  float correction[kNumCells] = {};  // log-space shift of the model's prediction (transfer)
+  float shared[kNumCells] = {};      // the same, predicted by the sizes of the group (sharing)
+  int group = -1;                    // contexts that share what they learn (setShareKey)
+  double logSize = 0;
   int defaultCell = -1;
   int incumbent = -1;
   ArmStats arms[kNumCells];
@@ -24,6 +28,9 @@ struct BanditPolicy::ContextState {
   int probeCell = -1;
   int probesSeen = 0;
   uint16_t generation = 0;
+  // The expected extra time of the granted probes not seen yet, held against the global budget.
+  double reserveEach = 0;
+  int reserveLeft = 0;
 };
 
 namespace {
@@ -34,6 +41,19 @@ constexpr int kDriftMinSamples = 8;
 constexpr double kDriftMinLog = 0.15;  // ~16%: a shift, not noise
 
 bool validCell(int cell) { return cell >= 0 && cell < kNumCells; }
+
+double normalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+// For d ~ N(mu, sd^2) (log-time of a candidate minus the incumbent's): the expected saving
+// E[max(0, 1 - e^d)] and the expected excess E[max(0, e^d - 1)], as fractions of the
+// incumbent's time.
+void expectedGainAndExcess(double mu, double sd, double* gain, double* excess) {
+  sd = std::max(sd, 1e-9);
+  const double z = mu / sd;
+  const double scale = std::exp(mu + sd * sd / 2);
+  *gain = std::max(0.0, normalCdf(-z) - scale * normalCdf(-z - sd));
+  *excess = std::max(0.0, scale * normalCdf(z + sd) - normalCdf(z));
+}
 
 void addSample(BanditPolicy::ArmStats* a, double x) {
   double n = std::min(a->n + 1, double(BanditPolicy::kWindow));
@@ -69,6 +89,105 @@ bool BanditPolicy::setPrior(int ctx, const float cost[kNumCells]) {
   return usable;
 }
 
+bool BanditPolicy::setPriorCorrection(int ctx, const float correction[kNumCells]) {
+  ContextState* s = state(ctx);
+  if (s == nullptr || s->defaultCell < 0) return false;
+  for (int c = 0; c < kNumCells; ++c) {
+    float v = correction[c];
+    // Bounded: a correction is evidence from elsewhere, never more than a factor e^3.
+    s->correction[c] = std::isfinite(v) ? std::clamp(v, -3.0f, 3.0f) : 0.0f;
+  }
+  return true;
+}
+
+bool BanditPolicy::learnedCorrection(int ctx, float correction[kNumCells]) const {
+  const ContextState* s = state(ctx);
+  if (s == nullptr || s->defaultCell < 0) return false;
+  const int D = s->defaultCell;
+  bool any = false;
+  for (int c = 0; c < kNumCells; ++c) {
+    correction[c] = 0;
+    if (s->prior[c] < 0 || s->arms[c].n < config_.minSamples || s->arms[D].n < config_.minSamples) {
+      continue;
+    }
+    double measured = s->arms[c].mean - s->arms[D].mean;
+    double predicted = std::log(std::max(double(s->prior[c]), kMinPriorUs)) -
+                       std::log(std::max(double(s->prior[D]), kMinPriorUs));
+    correction[c] = float(measured - predicted);
+    any = true;
+  }
+  return any;
+}
+
+void BanditPolicy::setShareKey(int ctx, int group, double logSize) {
+  ContextState* s = state(ctx);
+  if (s == nullptr || !std::isfinite(logSize)) return;
+  s->group = group;
+  s->logSize = logSize;
+}
+
+// Per (group, cell), a Bayesian linear regression of the model's ratio error y (log measured /
+// predicted, relative to NCCL's choice, as learnedCorrection()) over log size: w ~ N(0, diag(
+// modelErrorSigma^2, kSlopeSigma^2)) for (intercept at the group's mean log size, slope), each
+// context a point with variance noise^2 (1/n_c + 1/n_D) + kShareTau^2 (sizes differ by more
+// than noise). Its prediction at a context's size becomes that context's prior shift, so a
+// probe at 4 MiB moves the prior at 8 MiB; decisions still need the context's own samples.
+void BanditPolicy::refreshShared() {
+  constexpr double kSlopeSigma = 0.15;  // per unit of log size (a factor 2 in bytes)
+  constexpr double kShareTau = 0.1;
+  std::vector<int> groups;
+  for (const auto& p : contexts_) {
+    if (p && p->group >= 0 && p->defaultCell >= 0 &&
+        std::find(groups.begin(), groups.end(), p->group) == groups.end()) {
+      groups.push_back(p->group);
+    }
+  }
+  for (int g : groups) {
+    for (int c = 0; c < kNumCells; ++c) {
+      double sx = 0, sn = 0;
+      for (const auto& p : contexts_) {
+        if (p && p->group == g && p->defaultCell >= 0) {
+          sx += p->logSize;
+          sn += 1;
+        }
+      }
+      const double xbar = sn > 0 ? sx / sn : 0;
+      // Normal equations A w = b, A = prior precision + sum of weighted outer products.
+      double a00 = 1 / (config_.modelErrorSigma * config_.modelErrorSigma);
+      double a11 = 1 / (kSlopeSigma * kSlopeSigma), a01 = 0, b0 = 0, b1 = 0;
+      int points = 0;
+      for (const auto& p : contexts_) {
+        if (!p || p->group != g || p->defaultCell < 0 || p->prior[c] < 0) continue;
+        const int D = p->defaultCell;
+        const ArmStats& ac = p->arms[c];
+        const ArmStats& ad = p->arms[D];
+        if (c == D || ac.n < config_.minSamples || ad.n < config_.minSamples) continue;
+        const double noise = noiseSigma(*p);
+        const double y = (ac.mean - ad.mean) -
+                         (std::log(std::max(double(p->prior[c]), kMinPriorUs)) -
+                          std::log(std::max(double(p->prior[D]), kMinPriorUs)));
+        const double w = 1 / (noise * noise * (1 / ac.n + 1 / ad.n) + kShareTau * kShareTau);
+        const double d = p->logSize - xbar;
+        a00 += w;
+        a01 += w * d;
+        a11 += w * d * d;
+        b0 += w * y;
+        b1 += w * y * d;
+        ++points;
+      }
+      const double det = a00 * a11 - a01 * a01;
+      const bool fit = points > 0 && det > 0;
+      const double m0 = fit ? (a11 * b0 - a01 * b1) / det : 0;
+      const double m1 = fit ? (a00 * b1 - a01 * b0) / det : 0;
+      for (auto& p : contexts_) {
+        if (!p || p->group != g || p->defaultCell < 0) continue;
+        const double shift = c == p->defaultCell ? 0 : m0 + m1 * (p->logSize - xbar);
+        p->shared[c] = float(std::clamp(shift, -3.0, 3.0));
+      }
+    }
+  }
+}
+
 bool BanditPolicy::hasPrior(int ctx) const { return state(ctx) != nullptr; }
 
 int BanditPolicy::defaultCell(int ctx) const {
@@ -102,7 +221,9 @@ double BanditPolicy::noiseSigma(const ContextState& s) const {
 void BanditPolicy::posterior(const ContextState& s, double sigmaObs, double* mean,
                              double* var) const {
   // Calibrate the model's absolute level on the best-measured of the default and the incumbent.
-  auto logPrior = [&](int c) { return std::log(std::max(double(s.prior[c]), kMinPriorUs)); };
+  auto logPrior = [&](int c) {
+    return std::log(std::max(double(s.prior[c]), kMinPriorUs)) + s.correction[c] + s.shared[c];
+  };
   double offset = 0;
   int anchor = s.arms[s.defaultCell].n > 0 ? s.defaultCell
                : (validCell(s.incumbent) && s.arms[s.incumbent].n > 0) ? s.incumbent
@@ -130,6 +251,18 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
   }
   const double raw = std::log(timeUs);
   ArmStats& a = s->arms[cell];
+  observedUs_ += timeUs;
+  if (++sinceShare_ >= kShareEvery) {
+    sinceShare_ = 0;
+    refreshShared();
+  }
+  if (cell != s->incumbent && s->arms[s->incumbent].n > 0) {
+    probeCostUs_ += std::max(0.0, timeUs - std::exp(s->arms[s->incumbent].mean));
+  }
+  if (cell == s->probeCell && s->reserveLeft > 0) {
+    --s->reserveLeft;
+    probeReservedUs_ = std::max(0.0, probeReservedUs_ - s->reserveEach);
+  }
   const double sigma = noiseSigma(*s);
   double x = raw;
   if (a.n >= 4) {
@@ -168,6 +301,27 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
       if (c != s->incumbent) s->arms[c].n = std::min(s->arms[c].n, double(config_.minSamples - 1));
     }
   }
+}
+
+bool BanditPolicy::probePays(int c, int I, const double* mean, const double* var, int probes,
+                             double* each) const {
+  // In the context: the expected saving over the horizon against the expected excess of the
+  // probes. The horizon: a switch stays in force at least until the next refresh.
+  double gain, excess;
+  const double mu = mean[c] - mean[I];
+  expectedGainAndExcess(mu, std::sqrt(var[c] + var[I]), &gain, &excess);
+  const double horizon = config_.refreshPlays > 0 ? config_.refreshPlays : 2000.0;
+  if (!(horizon * gain > probes * excess)) return false;
+  // Globally: the grant is charged at the expected arm's excess (the point estimate: the
+  // lognormal mean of a very uncertain arm is dominated by a tail the first sample settles);
+  // measured probes are then charged what they really cost.
+  *each = std::max(0.0, std::exp(mu) - 1) * std::exp(mean[I]);
+  return probeCostUs_ + probeReservedUs_ + probes * *each <= config_.probeBudget * observedUs_;
+}
+
+void BanditPolicy::releaseReserve(ContextState* s) {
+  probeReservedUs_ = std::max(0.0, probeReservedUs_ - s->reserveLeft * s->reserveEach);
+  s->reserveLeft = 0;
 }
 
 void BanditPolicy::reopen(int ctx) {
@@ -225,30 +379,42 @@ ContextDecision BanditPolicy::decide(int ctx) {
   ContextDecision d;
   d.primary = int8_t(I == D ? -1 : I);
   if (!config_.explore) return d;
-  // Exploration: the arm with the most optimistic estimate, if that beats the incumbent.
-  int candidate = -1;
-  double bestLcb = mean[I] + gainLog;
-  for (int c = 0; c < kNumCells; ++c) {
-    if (c == I || s->prior[c] < 0 || s->arms[c].n >= config_.maxExploreSamples) continue;
-    double lcb = mean[c] - config_.exploreZ * std::sqrt(var[c]);
-    if (lcb < bestLcb) {
-      bestLcb = lcb;
-      candidate = c;
-    }
-  }
-  if (candidate >= 0) {
-    d.explore = int8_t(candidate);
-    d.period = uint8_t(std::clamp(config_.explorePeriod, 1, 255));
-    d.budget = uint8_t(std::clamp(config_.exploreBudget, 1, 255));
-    if (candidate != s->probeCell || s->probesSeen >= d.budget) {
-      ++s->generation;
-      s->probeCell = candidate;
-      s->probesSeen = 0;
-    }
-    d.generation = s->generation;
-  } else {
+  // Exploration: among the arms whose optimistic estimate beats the incumbent, the most
+  // optimistic one whose probe pays for itself and fits the budget; a grant not used up yet
+  // continues while its arm stays plausible.
+  const int budget = std::clamp(config_.exploreBudget, 1, 255);
+  const double limit = mean[I] + gainLog;
+  auto optimistic = [&](int c) { return mean[c] - config_.exploreZ * std::sqrt(var[c]); };
+  auto plausible = [&](int c) {
+    return c != I && s->prior[c] >= 0 && s->arms[c].n < config_.maxExploreSamples &&
+           optimistic(c) < limit;
+  };
+  const bool running = validCell(s->probeCell) && s->probesSeen < budget && plausible(s->probeCell);
+  if (!running) {
+    releaseReserve(s);
     s->probeCell = -1;
+    int candidate = -1;
+    double bestLcb = limit, candidateEach = 0;
+    for (int c = 0; c < kNumCells; ++c) {
+      double each;
+      if (plausible(c) && optimistic(c) < bestLcb && probePays(c, I, mean, var, budget, &each)) {
+        bestLcb = optimistic(c);
+        candidate = c;
+        candidateEach = each;
+      }
+    }
+    if (candidate < 0) return d;
+    ++s->generation;
+    s->probeCell = candidate;
+    s->probesSeen = 0;
+    s->reserveEach = candidateEach;
+    s->reserveLeft = budget;
+    probeReservedUs_ += budget * candidateEach;
   }
+  d.explore = int8_t(s->probeCell);
+  d.period = uint8_t(std::clamp(config_.explorePeriod, 1, 255));
+  d.budget = uint8_t(budget);
+  d.generation = s->generation;
   return d;
 }
 

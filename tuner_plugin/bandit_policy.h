@@ -22,6 +22,17 @@
 //    and at most maxExploreSamples samples per arm; an arm the prior places far above the
 //    incumbent is never probed. A probed arm that turns out worse leaves the candidate set after
 //    one or two samples, so the regret of learning is bounded by a few samples per plausible arm.
+//  - Exploration pays for itself: a probe is granted only when its expected gain exceeds its
+//    expected cost, both from the same posterior (model prior, measurements and noise). Gain:
+//    the expected saving per call if the arm is better, E[max(0, T_I - T_c)], over the calls a
+//    switch stays in force at least (refreshPlays, until the next refresh). Cost:
+//    E[max(0, T_c - T_I)] per probe, for the probes of the grant. An arm the model places well
+//    above the incumbent, with little uncertainty, is therefore not probed at any size.
+//  - And globally: the extra time probes cost over the incumbent (measured, plus the expected
+//    cost of probes granted but not yet seen, at the arm's point estimate) stays within
+//    probeBudget of all the time observed in collectives; a grant whose probes turn out worse
+//    than expected overshoots it by at most that grant. The budget is the leader's alone: the
+//    decisions it shapes are agreed like any other.
 //  - Continued learning: reopen() (a change point reported by the profiler, or the drift the
 //    policy sees itself on the incumbent) and a periodic refresh widen the other arms' posteriors
 //    again, which re-opens exploration for plausibly better arms only.
@@ -49,6 +60,7 @@ struct PolicyConfig {
                                   // agreed change: this bounds the probes of a round)
   int refreshPlays = 2000;        // incumbent samples between refreshes (0 = never)
   bool explore = true;            // false: exploit what is known (e.g. loaded), never probe
+  double probeBudget = 0.01;      // probes' extra time, as a fraction of all observed time
 };
 
 class BanditPolicy {
@@ -80,6 +92,19 @@ class BanditPolicy {
   // ignored). The first call per context wins; returns false when the table has no usable cell.
   bool setPrior(int ctx, const float cost[kNumCells]);
   bool hasPrior(int ctx) const;
+  // Learned corrections from another scale of the same system (log of measured / predicted,
+  // per cell, relative to NCCL's choice): they shift the prior's ratios, and so which arms look
+  // worth a probe, never the decisions themselves: NCCL's choice stays the default and a switch
+  // still needs this context's own measurements. Call after setPrior().
+  bool setPriorCorrection(int ctx, const float correction[kNumCells]);
+  // Sharing across sizes: contexts of one group (same collective, same cell meanings) share a
+  // model of the cost model's ratio error over logSize, refreshed every kShareEvery samples;
+  // its prediction is each context's prior shift. Group -1 (the default): no sharing.
+  static constexpr int kShareEvery = 64;
+  void setShareKey(int ctx, int group, double logSize);
+  // The correction this context's measurements suggest for another scale (0 where an arm or the
+  // default has fewer than minSamples samples); false when nothing is known.
+  bool learnedCorrection(int ctx, float correction[kNumCells]) const;
 
   // A measured time of `cell` in `ctx` (one clock per context: the caller filters).
   void observe(int ctx, int cell, double timeUs);
@@ -95,6 +120,9 @@ class BanditPolicy {
   int incumbent(int ctx) const;    // the cell exploited now, -1 when unknown
   const ArmStats* arm(int ctx, int cell) const;
   uint64_t reopenCount() const { return reopens_; }
+  // Time observed in collectives and the extra time probes cost over the incumbent (us).
+  double observedUs() const { return observedUs_; }
+  double probeCostUs() const { return probeCostUs_; }
 
   // Persistence: every context with measurements; restore() keeps at most `maxSamples` of the saved
   // confidence per arm so that a loaded result is re-checked rather than trusted forever.
@@ -105,11 +133,19 @@ class BanditPolicy {
   struct ContextState;
   ContextState* state(int ctx) const;
   double noiseSigma(const ContextState& s) const;
+  void releaseReserve(ContextState* s);
+  void refreshShared();
+  bool probePays(int c, int I, const double* mean, const double* var, int probes,
+                 double* each) const;
   void posterior(const ContextState& s, double sigmaObs, double* mean, double* var) const;
 
   PolicyConfig config_;
   std::vector<std::unique_ptr<ContextState>> contexts_;
   uint64_t reopens_ = 0;
+  double observedUs_ = 0;
+  int sinceShare_ = 0;
+  double probeCostUs_ = 0;      // measured extra time of probes
+  double probeReservedUs_ = 0;  // expected extra time of probes granted and not yet seen
 };
 
 }  // namespace autopilot::tuner

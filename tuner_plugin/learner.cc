@@ -58,6 +58,10 @@ bool Learner::step() {
         restored_.erase(it);
       }
       policy_.setPrior(ctx, tables[i]);
+      // Sizes of one collective and numPipeOps bucket share what they learn (the cells mean
+      // the same arms); the size bucket is log2 of the size.
+      policy_.setShareKey(ctx, contextFunc(ctx) * kPipeBuckets + contextPipeBucket(ctx),
+                          double(contextSizeBucket(ctx)));
       live_[ctx] = 1;
       dirty_[ctx] = 1;
     }

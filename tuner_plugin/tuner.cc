@@ -8,8 +8,9 @@
 //  - NCCL_ALGO or NCCL_PROTO set on any rank (the user decided; that rank vetoes learning);
 //  - no rendezvous (ranks on several nodes, and neither NCCL_AUTOPILOT_COORDINATOR nor
 //    MASTER_ADDR), or not every rank joined within the join timeout.
-// And per call: sizes below NCCL_AUTOPILOT_TUNER_MIN_BYTES (latency-bound collectives where
-// the model is accurate and a probe cannot pay for itself), and contexts not learned yet.
+// And per call: sizes below NCCL_AUTOPILOT_TUNER_MIN_BYTES (an opt-in floor, default 0: the
+// policy itself probes a context only where a probe pays for itself), and contexts not learned
+// yet.
 // regBuff is never used: it can differ per rank. CUDA graph capture cannot be seen by a tuner:
 // a captured call bakes in the decision in force at capture, which is the same on every rank
 // (it is a pure function of the agreed table); NCCL_AUTOPILOT_TUNER_EXPLORE=0 keeps probes out
@@ -51,13 +52,16 @@ params::BoolParam gExplore(
     "Probe alternative algorithm/protocol cells. 0: only exploit what is known (measured or "
     "loaded from the tuning file), e.g. for jobs that capture CUDA graphs.");
 params::IntParam gMinBytes(
-    "NCCL_AUTOPILOT_TUNER_MIN_BYTES", 64 << 10, 0, int64_t(1) << 50,
+    "NCCL_AUTOPILOT_TUNER_MIN_BYTES", 0, 0, int64_t(1) << 50,
     "Smallest collective (nBytes as NCCL passes it) the tuner learns on; smaller ones keep "
-    "NCCL's choice.",
+    "NCCL's choice. 0: every size (probes are gated by their expected gain).",
     params::IntSyntax::kSize);
 params::DoubleParam gMinGain(
     "NCCL_AUTOPILOT_TUNER_MIN_GAIN", 0.02, 0.0, 0.5,
     "Smallest relative gain for which the tuner switches away from a choice or probes an arm.");
+params::DoubleParam gProbeBudget(
+    "NCCL_AUTOPILOT_TUNER_PROBE_BUDGET", 0.01, 0.0, 0.5,
+    "Most extra time probes may cost, as a fraction of the time measured in collectives.");
 params::IntParam gSwapLead(
     "NCCL_AUTOPILOT_TUNER_SWAP_LEAD", 64, 1, 1 << 20,
     "Calls between a policy change on the leader and its effect on every rank (minimum; grows "
@@ -328,6 +332,7 @@ std::unique_ptr<TunerRuntime> makeRuntime(const TunerInitArgs& args) {
   PolicyConfig pc;
   pc.minGain = gMinGain.get();
   pc.explore = gExplore.get();
+  pc.probeBudget = gProbeBudget.get();
 
   std::unique_ptr<SyntheticMeasurements> synthetic;
   if (!gSynthetic.get().empty()) {

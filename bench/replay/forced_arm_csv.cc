@@ -50,6 +50,22 @@ std::vector<std::string> splitCsvLine(const std::string& line) {
   return fields;
 }
 
+int splitForcedChannels(std::string* system) {
+  static const std::string kSuffix = "; channels forced to ";
+  size_t at = system->rfind(kSuffix);
+  if (at == std::string::npos) return 0;
+  std::string digits = system->substr(at + kSuffix.size());
+  while (!digits.empty() && (digits.back() == ' ' || digits.back() == '\r')) digits.pop_back();
+  if (digits.empty() || digits.size() > 3 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  int n = std::stoi(digits);
+  if (n < 1 || n > kMaxForcedChannels) return -1;
+  system->resize(at);
+  return n;
+}
+
 int collectiveFunc(const std::string& name) {
   if (name == "broadcast") return abi::kFuncBroadcast;
   if (name == "reduce") return abi::kFuncReduce;
@@ -92,6 +108,11 @@ bool readForcedArmCsv(const std::string& path, std::vector<ForcedArmRow>* rows, 
     }
     ForcedArmRow r;
     r.system = f[col["system"]];
+    r.channels = splitForcedChannels(&r.system);
+    if (r.channels < 0) {
+      ++*skipped;
+      continue;
+    }
     r.collective = f[col["collective"]];
     r.armAlgo = f[col["arm_algo"]];
     r.armProto = f[col["arm_proto"]];

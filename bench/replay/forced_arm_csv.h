@@ -10,10 +10,12 @@
 namespace autopilot::replay {
 
 struct ForcedArmRow {
-  std::string system;
+  std::string system;      // without a "; channels forced to N" suffix (see channels)
   std::string collective;  // nccl-tests name: all_reduce, all_gather, ...
   std::string armAlgo;     // "AUTO" = not forced
   std::string armProto;
+  int channels = 0;        // 0: NCCL's own channel count; N: the row's system ended with
+                           // "; channels forced to N" (the arm (algo, proto, N channels))
   uint64_t sizeBytes = 0;
   double timeOutOfPlaceUs = -1;  // -1: not given
   double timeInPlaceUs = -1;
@@ -24,8 +26,15 @@ struct ForcedArmRow {
 // Splits one CSV record (RFC 4180 quoting; no embedded newlines in this format).
 std::vector<std::string> splitCsvLine(const std::string& line);
 
-// Reads a whole file. Rows with an unknown size or no usable number are skipped and counted in
-// *skipped; a missing or unreadable file, or a header without the required columns, fails.
+// The largest channel count a forced-channel row may name: NCCL's channel arrays hold 64.
+inline constexpr int kMaxForcedChannels = 64;
+
+// Splits "SYSTEM; channels forced to N" into SYSTEM and N (1..kMaxForcedChannels). Returns 0 and
+// leaves *system whole without the suffix, -1 when the suffix is there but N is not a valid count.
+int splitForcedChannels(std::string* system);
+
+// Reads a whole file. Rows with an unknown size, no usable number or an invalid forced channel
+// count are skipped and counted in *skipped; a missing or unreadable file, or a header without the required columns, fails.
 bool readForcedArmCsv(const std::string& path, std::vector<ForcedArmRow>* rows, int* skipped,
                       std::string* error);
 

@@ -85,6 +85,7 @@ struct ReplayContext {
   int defaultArm = -1;
   int bestArm = -1;
   int armOfCell[kNumCells];
+  int group = -1;  // (system, collective, placement): contexts that share what they learn
 };
 
 struct Key {
@@ -161,7 +162,8 @@ int cellForConfig(const std::string& algoName, const std::string& protoName, con
 // cell (AUTO and Ring/AUTO often do): they were measured separately and can differ (B300: AUTO
 // was NVLS). The policy only needs distinct cells, so arm i gets cell i (the default first) and
 // the cost the model predicts for the cell NCCL would run under that configuration.
-bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model) {
+bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model,
+               std::map<std::string, int>* cellOf) {
   float full[kNumCells];
   if (model != nullptr) model->fillTable(ctx->func, ctx->size, 1, reinterpret_cast<float(*)[3]>(full));
   std::vector<std::string> configs;
@@ -173,14 +175,23 @@ bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model) {
   if (configs.empty() || configs[0] != "AUTO/AUTO") return false;
   std::vector<float> predicted;
   for (const std::string& config : configs) {
-    if (int(ctx->arms.size()) == kNumCells) break;
+    // One cell per configuration across the contexts of a system, so that contexts that share
+    // what they learn (setShareKey) mean the same arm by the same cell; NCCL's default is cell 0.
+    auto known = cellOf->find(config);
+    int cell = known != cellOf->end() ? known->second : int(cellOf->size());
+    if (cell >= kNumCells) continue;
+    // "ALGO/PROTO" or "ALGO/PROTO/Nch": the model has no channel dimension, so a forced channel
+    // count gets its cell's prediction (a neutral prior on channels).
     size_t slash = config.find('/');
-    int natural = cellForConfig(config.substr(0, slash), config.substr(slash + 1),
+    size_t end = config.find('/', slash + 1);
+    std::string proto = config.substr(slash + 1, end == std::string::npos ? end : end - slash - 1);
+    int natural = cellForConfig(config.substr(0, slash), proto,
                                 model != nullptr ? full : nullptr);
     if (natural == -2) continue;  // an algorithm or protocol name this model does not know
+    if (known == cellOf->end()) (*cellOf)[config] = cell;
     Arm arm;
     arm.config = config;
-    arm.cell = int(ctx->arms.size());
+    arm.cell = cell;
     for (const auto& [c, t] : ctx->measurements) {
       if (c == config) arm.samples.push_back(t);
     }
@@ -214,6 +225,12 @@ bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model) {
     ctx->table[ctx->arms[a].cell] = a == 0 ? std::min(v, neutral) : std::max(v, neutral);
   }
   return tuner::model::ncclChoice(ctx->table) == ctx->arms[0].cell;
+}
+
+// What identifies an arm across scales of a system: everything but the system's name.
+std::string transferKey(const ReplayContext& c, const Arm& arm) {
+  size_t bar = c.label.find(" | ");
+  return (bar == std::string::npos ? c.label : c.label.substr(bar + 3)) + " | " + arm.config;
 }
 
 // Noise sigma from the spread of repeated default measurements (same context, several runs).
@@ -277,6 +294,7 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
   for (const ForcedArmRow& r : rows) {
     int func = collectiveFunc(r.collective);
     std::string config = r.armAlgo + "/" + r.armProto;
+    if (r.channels > 0) config += "/" + std::to_string(r.channels) + "ch";
     int nRanks = 0;
     if (topo.present()) {
       std::string err;
@@ -306,6 +324,8 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
   }
 
   std::vector<ReplayContext> contexts;
+  std::map<std::string, std::map<std::string, int>> cellsOfSystem;
+  std::map<std::string, int> groupOf;
   for (auto& [key, c] : grouped) {
     if (c.func < 0) {
       ++out->skippedContexts;
@@ -313,10 +333,13 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     }
     std::string err;
     const tuner::model::CostModel* model = topo.model(key.system, &err);
-    if (!buildArms(&c, model)) {
+    if (!buildArms(&c, model, &cellsOfSystem[key.system])) {
       ++out->skippedContexts;
       continue;
     }
+    std::string g = key.system + "|" + key.collective + (key.inPlace ? "|in" : "|out");
+    auto it = groupOf.emplace(g, int(groupOf.size())).first;
+    c.group = it->second;
     contexts.push_back(std::move(c));
   }
   if (contexts.size() > size_t(tuner::kNumContexts)) contexts.resize(tuner::kNumContexts);
@@ -344,7 +367,23 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     tuner::ExplorationCounters counters;
     counters.reset();
     double spent = 0, bestSpent = 0, defaultSpent = 0;
-    for (int i = 0; i < nCtx; ++i) policy.setPrior(i, contexts[i].table);
+    for (int i = 0; i < nCtx; ++i) {
+      policy.setPrior(i, contexts[i].table);
+      if (options.shareAcrossSizes) {
+        policy.setShareKey(i, contexts[i].group, std::log2(double(contexts[i].size)));
+      }
+      if (options.priorCorrections == nullptr) continue;
+      float correction[kNumCells] = {};
+      int found = 0;
+      for (const Arm& arm : contexts[i].arms) {
+        auto it = options.priorCorrections->find(transferKey(contexts[i], arm));
+        if (it == options.priorCorrections->end()) continue;
+        correction[arm.cell] = float(it->second);
+        ++found;
+      }
+      if (found > 0) policy.setPriorCorrection(i, correction);
+      if (run == 0) out->correctedArms += found;
+    }
     for (long k = 0; k < long(options.callsPerContext) * nCtx; ++k) {
       int i = int(k % nCtx);
       const ReplayContext& c = contexts[i];
@@ -369,6 +408,15 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     if (bestSpent > 0) {
       regretSum += spent / bestSpent - 1;
       defaultRegretSum += defaultSpent / bestSpent - 1;
+    }
+    if (run == options.runs - 1) {
+      for (int i = 0; i < nCtx; ++i) {
+        float correction[kNumCells];
+        if (!policy.learnedCorrection(i, correction)) continue;
+        for (const Arm& arm : contexts[i].arms) {
+          if (correction[arm.cell] != 0) out->corrections[transferKey(contexts[i], arm)] = correction[arm.cell];
+        }
+      }
     }
     for (int i = 0; i < nCtx; ++i) {
       const ReplayContext& c = contexts[i];

@@ -8,6 +8,10 @@
 // nccl-tests' formulas (algbw = size / time; busbw = algbw * 2(n-1)/n for all_reduce, (n-1)/n
 // for all_gather / reduce_scatter, 1 otherwise).
 //
+// A row whose system ends with "; channels forced to N" is the arm (algo, proto, N channels) of
+// the system named without the suffix: its own arm of the same context (config "ALGO/PROTO/Nch").
+// The cost model has no channel dimension: such an arm's prior is its cell's prediction.
+//
 // The policy sees what it would see in NCCL: a cost table (from the C++ cost model for the
 // topology in the CSV's sidecar NAME.topo.json; a flat table without one) with IGNORE on every
 // cell that was not measured, and one measured time per call of the arm it played. A call's
@@ -20,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,8 +40,12 @@ struct ReplayOptions {
   std::string topoDir;       // searched after the CSV's own folder
   std::string builtinTopoDir;
   bool flatPrior = false;    // ignore sidecars
-  uint64_t minBytes = 64 << 10;  // as NCCL_AUTOPILOT_TUNER_MIN_BYTES: smaller sizes stay NCCL's
+  uint64_t minBytes = 0;     // as NCCL_AUTOPILOT_TUNER_MIN_BYTES: smaller sizes stay NCCL's
   tuner::PolicyConfig policy;
+  bool shareAcrossSizes = true;  // contexts of a (system, collective, placement) share a model
+  // Transfer across scales: learned corrections of another file (FileResult::corrections),
+  // keyed by "collective size placement | config"; they seed the prior, never the decisions.
+  const std::map<std::string, double>* priorCorrections = nullptr;
 };
 
 struct LossSummary {
@@ -68,6 +77,11 @@ struct FileResult {
   double defaultRegretPct = 0;  // the same for always-default, %
   std::vector<ContextResult> contexts;
   std::vector<double> defaultLosses, learnedLosses;  // per context, for the overall summary
+  // log(measured / predicted) ratio errors per arm, relative to the default, from the last run
+  // (arms with enough samples), keyed as ReplayOptions::priorCorrections; and how many of this
+  // file's arms received a correction.
+  std::map<std::string, double> corrections;
+  int correctedArms = 0;
 };
 
 bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileResult* out,

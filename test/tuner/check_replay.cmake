@@ -1,5 +1,6 @@
-# Runs `autopilot replay --check` on FILES (fails unless the issue's targets hold) and checks the
-# JSON it writes has the documented shape.
+# Runs `autopilot replay --check` on FILES (fails unless the targets hold) and checks the JSON it
+# writes: its documented shape and, again, the overall targets (0 contexts above 10% loss, mean
+# loss < 0.5%, p99 < 3%).
 execute_process(COMMAND ${TOOL} replay ${FILES} --check --json ${JSON}
                 OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 message("${out}")
@@ -30,4 +31,12 @@ endforeach()
 string(JSON learned_over GET "${json}" overall learned over_10pct)
 if(NOT learned_over EQUAL 0)
   message(FATAL_ERROR "contexts still losing > 10% after learning: ${learned_over}")
+endif()
+string(JSON learned_mean GET "${json}" overall learned mean_loss)
+string(JSON learned_p99 GET "${json}" overall learned p99_loss)
+if(NOT learned_mean LESS 0.005)
+  message(FATAL_ERROR "overall mean loss after learning ${learned_mean} >= 0.005")
+endif()
+if(NOT learned_p99 LESS 0.03)
+  message(FATAL_ERROR "overall p99 loss after learning ${learned_p99} >= 0.03")
 endif()

@@ -86,7 +86,59 @@ TEST_CASE("the first decision is NCCL's own, and nothing is forced before a meas
   p.observe(kCtx, cell(1, 2), 101);
   ContextDecision d = p.decide(kCtx);
   CHECK(d.primary == -1);  // still NCCL's choice as primary
+  CHECK(d.explore == -1);  // one call has not earned the probe budget yet
+
+  PolicyConfig generous;
+  generous.probeBudget = 0.5;
+  BanditPolicy q(generous);
+  REQUIRE(q.setPrior(kCtx, c.prior));
+  q.observe(kCtx, cell(1, 2), 101);
+  d = q.decide(kCtx);
+  CHECK(d.primary == -1);
   CHECK(d.explore == cell(0, 2));  // a plausible alternative gets probed
+}
+
+TEST_CASE("probes stay within the budget: a fraction of the time observed in collectives",
+          "[policy]") {
+  Context c;
+  c.arm(cell(1, 2), 100, 100);  // default, right
+  c.arm(cell(1, 1), 101, 300);  // the model believes it equal; it is 3x slower
+  c.arm(cell(0, 2), 102, 250);
+  for (double budget : {0.0, 0.002, 0.01, 0.05}) {
+    PolicyConfig cfg;
+    cfg.probeBudget = budget;
+    BanditPolicy p(cfg);
+    Outcome o = play(p, c, 3000, 0.03, 5);
+    INFO("budget " << budget << ": probe cost " << p.probeCostUs() << " us of "
+                   << p.observedUs());
+    CHECK(p.incumbent(kCtx) == cell(1, 2));
+    // Grants are charged at their expected cost; one grant (2 probes of at most +200 us) may
+    // overshoot what the measurements then show.
+    CHECK(p.probeCostUs() <= budget * p.observedUs() + 2 * 200 * 1.2);
+    if (budget == 0.0) CHECK(o.probes == 0);
+    if (budget >= 0.01) CHECK(o.probes > 0);  // the model's claim is checked
+  }
+}
+
+TEST_CASE("a probe is granted only where its expected gain over the horizon exceeds its cost",
+          "[policy]") {
+  Context c;
+  c.arm(cell(1, 2), 100, 100);  // default
+  c.arm(cell(1, 1), 130, 80);   // predicted 30% slower, really 20% faster
+  for (int horizon : {10, 2000}) {
+    PolicyConfig cfg;
+    cfg.probeBudget = 0.5;       // the budget is not what limits here
+    cfg.refreshPlays = horizon;  // a switch holds until the next refresh: the gain's horizon
+    BanditPolicy p(cfg);
+    Outcome o = play(p, c, 400, 0.03, 9);
+    INFO("horizon " << horizon);
+    if (horizon == 10) {
+      CHECK(o.probes == 0);  // 10 calls of an uncertain gain do not pay for the probes
+      CHECK(p.incumbent(kCtx) == cell(1, 2));
+    } else {
+      CHECK(p.incumbent(kCtx) == cell(1, 1));
+    }
+  }
 }
 
 TEST_CASE("an all-ignored table gives no decision; ignored cells are never chosen", "[policy]") {
@@ -255,4 +307,83 @@ TEST_CASE("exploration turns follow the agreed counters exactly", "[policy]") {
   CHECK(cells == std::vector<int>{5, 5, 2, 5, 5, 2, 5, 5, 5, 5, 5, 5});
   CHECK(k.calls[11] == 12);
   CHECK(k.calls[10] == 0);
+}
+
+TEST_CASE("a correction from another scale moves the prior, never the decision", "[policy]") {
+  Context c;
+  c.arm(cell(1, 2), 100, 100);  // NCCL's choice
+  c.arm(cell(0, 2), 300, 60);   // the model places it 3x slower; it is 40% faster
+  PolicyConfig cfg;
+  cfg.probeBudget = 0.5;
+  {
+    BanditPolicy p(cfg);
+    Outcome o = play(p, c, 300, 0.03, 3);
+    CHECK(o.probes == 0);  // implausible under the model alone: never probed
+    CHECK(p.incumbent(kCtx) == cell(1, 2));
+  }
+  float correction[kNumCells] = {};
+  correction[cell(0, 2)] = float(std::log(60.0 / 300.0));  // what the other scale measured
+  BanditPolicy p(cfg);
+  REQUIRE(p.setPrior(kCtx, c.prior));
+  REQUIRE(p.setPriorCorrection(kCtx, correction));
+  CHECK(p.decide(kCtx).untouched());  // before any measurement: NCCL's choice
+  std::mt19937 rng(3);
+  std::normal_distribution<double> n01(0, 1);
+  ExplorationCounters counters;
+  counters.reset();
+  ContextDecision d = p.decide(kCtx);
+  bool switched = false;
+  for (int i = 0; i < 300; ++i) {
+    int forced = cellForCall(d, kCtx, &counters);
+    int played = forced >= 0 ? forced : p.defaultCell(kCtx);
+    p.observe(kCtx, played, c.truth[played] * std::exp(0.03 * n01(rng)));
+    ContextDecision next = p.decide(kCtx);
+    if (next.primary == cell(0, 2) && !switched) {
+      switched = true;
+      // Adopted only on this context's own samples of the arm.
+      CHECK(p.arm(kCtx, cell(0, 2))->n >= cfg.minSamples);
+    }
+    if (next != d) {
+      d = next;
+      counters.reset();
+    }
+  }
+  CHECK(switched);
+  CHECK(p.incumbent(kCtx) == cell(0, 2));
+  float learned[kNumCells];
+  REQUIRE(p.learnedCorrection(kCtx, learned));
+  CHECK(learned[cell(0, 2)] == Approx(std::log(60.0 / 300.0)).margin(0.05));
+  CHECK(learned[cell(1, 2)] == 0);
+}
+
+TEST_CASE("what one size learns moves the prior of its neighbours (sharing across sizes)",
+          "[policy]") {
+  // The same model error at two sizes: the Simple tree is 5x faster than the model says.
+  Context a, b;
+  a.arm(cell(1, 2), 100, 100);
+  a.arm(cell(0, 2), 120, 24);   // plausible under the model: probed, found much faster
+  b.arm(cell(1, 2), 200, 200);
+  b.arm(cell(0, 2), 600, 120);  // implausible under the model alone (3x slower)
+  PolicyConfig cfg;
+  cfg.probeBudget = 0.5;
+  for (bool share : {false, true}) {
+    BanditPolicy p(cfg);
+    REQUIRE(p.setPrior(kCtx, a.prior));
+    REQUIRE(p.setPrior(kCtx + 1, b.prior));
+    if (share) {
+      p.setShareKey(kCtx, 0, 20);
+      p.setShareKey(kCtx + 1, 0, 21);
+    }
+    play(p, a, 300, 0.03, 11, kCtx);
+    CHECK(p.incumbent(kCtx) == cell(0, 2));
+    Outcome o = play(p, b, 300, 0.03, 12, kCtx + 1);
+    INFO("sharing " << share);
+    if (share) {
+      CHECK(p.incumbent(kCtx + 1) == cell(0, 2));
+      CHECK(p.arm(kCtx + 1, cell(0, 2))->n >= cfg.minSamples);  // on its own samples
+    } else {
+      CHECK(o.probes == 0);
+      CHECK(p.incumbent(kCtx + 1) == cell(1, 2));
+    }
+  }
 }
