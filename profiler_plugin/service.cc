@@ -274,6 +274,8 @@ void ProfilerService::threadMain() {
 
 void ProfilerService::roundLocked(uint64_t nowNs, bool forcePrometheus) {
   for (ProfilerContext* ctx : live_) {
+    // Copy-engine collectives first, so the ones that finished are exported this round.
+    pollCopyEngine(ctx, nowNs, uint64_t(gStaleMs.get()) * 1000000ull);
     drainLocked(ctx, nowNs);
     size_t reclaimed = reclaimStale(ctx, nowNs, uint64_t(gStaleMs.get()) * 1000000ull);
     if (reclaimed > 0) {

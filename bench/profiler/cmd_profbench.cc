@@ -64,6 +64,7 @@ class Subject {
   explicit Subject(const std::string& plugin) {
     host::PluginHost::Options o;
     o.profilerPlugin = plugin;
+    o.maxProfilerVersion = 5;  // the v5 table: NCCL 2.28's dialect
     host_ = std::make_unique<host::PluginHost>(o);
     if (!host_->loadProfiler() || host_->profiler()->rawV5() == nullptr) return;
     table_ = host_->profiler()->rawV5();
