@@ -211,6 +211,8 @@ void ProfilerService::detach(ProfilerContext* ctx) {
     auto it = std::find(live_.begin(), live_.end(), ctx);
     if (it == live_.end()) return;
     uint64_t now = monotonicNs();
+    // Copy-engine collectives still copying at finalize are exported untimed.
+    pollCopyEngine(ctx, now, 0);
     drainLocked(ctx, now);
     journalLocked();
     writePrometheusLocked();  // the communicator's final values, before it leaves the file
