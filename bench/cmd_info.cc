@@ -44,15 +44,51 @@ std::string instanceOf(const std::string& needle) {
   return "?";
 }
 
+// The ABI layout a symbol version implies, in a few words (what differs between versions).
+const char* layoutOf(PluginKind kind, int version) {
+  switch (kind) {
+    case PluginKind::kNet:
+      return version >= 12   ? "22 functions; properties 128 B (vProps 8 devices, railId, planeId)"
+             : version == 11 ? "22 functions, per-comm init/finalize; properties 112 B (vProps 4)"
+             : version >= 9  ? "20 functions, init once per process; properties 104 B"
+                             : "19 functions, int sizes; properties 64 B";
+    case PluginKind::kTuner:
+      return version >= 7   ? "getCollInfo + getChunkSize; constants 1272 B (5 GPU generations)"
+             : version == 6 ? "getCollInfo + getChunkSize; constants 1152 B"
+             : version == 5 ? "getCollInfo; constants 1152 B"
+                            : "getCollInfo; no constants, no communicator id";
+    case PluginKind::kProfiler:
+      return version >= 7   ? "descriptor 136 B: userTag, kernelVariant, CE and kernel-phase events"
+             : version == 6 ? "descriptor 112 B: + copy-engine events (CeColl/CeSync/CeBatch)"
+             : version == 5 ? "descriptor 112 B: API-level events"
+                            : "descriptor 104 B: no API-level events";
+  }
+  return "";
+}
+
 int cmdInfo(int argc, char** argv) {
+  std::string nccl;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
       std::printf(
-          "usage: autopilot info\n"
+          "usage: autopilot info [--nccl X.Y]\n"
           "Loads libnccl-*-autopilot.so the way NCCL does (NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN,\n"
           "NCCL_PROFILER_PLUGIN; 'autopilot' where unset), runs one communicator's plugin\n"
-          "init/finalize and prints what NCCL would see. NCCL_DEBUG=INFO echoes the log.\n");
+          "init/finalize and prints what NCCL would see. NCCL_DEBUG=INFO echoes the log.\n"
+          "--nccl X.Y reproduces that NCCL release's loader (2.19 .. 2.32; default the newest):\n"
+          "which symbol and layout it would pick for each plugin.\n");
       return 0;
+    }
+    if (std::strcmp(argv[i], "--nccl") == 0 && i + 1 < argc) {
+      nccl = argv[++i];
+      if (host::findNcclRelease(nccl) == nullptr) {
+        std::fprintf(stderr, "autopilot info: unknown NCCL release '%s' (2.19 .. 2.32)\n",
+                     nccl.c_str());
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr, "autopilot info: unknown argument '%s' (see --help)\n", argv[i]);
+      return 2;
     }
   }
   LogCapture::configureEchoFromEnv();
@@ -62,6 +98,7 @@ int cmdInfo(int argc, char** argv) {
   std::string profilerEnv = describeEnv(PluginKind::kProfiler, &profilerName);
 
   host::PluginHost::Options options;
+  options.nccl = nccl;
   options.netPlugin = netName;
   options.tunerPlugin = tunerName;
   options.profilerPlugin = profilerName;
@@ -70,28 +107,36 @@ int cmdInfo(int argc, char** argv) {
   bool haveProfiler = pluginHost.loadProfiler();
   bool haveTuner = pluginHost.loadTuner();
 
-  std::printf("nccl-autopilot %s: plugins as NCCL 2.28.9 would load them\n\n",
-              AUTOPILOT_VERSION_STRING);
-  auto show = [](const char* kind, const std::string& env, bool ok, const char* name, int version,
-                 const host::OpenedLibrary* lib, const char* symbolPrefix) {
-    std::printf("%-9s %s\n", kind, env.c_str());
+  const host::NcclRelease& release = pluginHost.release();
+  std::printf("nccl-autopilot %s: plugins as NCCL %s would load them\n\n",
+              AUTOPILOT_VERSION_STRING, release.label().c_str());
+  auto show = [&](PluginKind kind, const std::string& env, bool ok, const char* name, int version,
+                  const host::OpenedLibrary* lib, const std::vector<int>& order) {
+    std::printf("%-9s %s\n", host::kindName(kind), env.c_str());
+    std::string tried;
+    for (int v : order) tried += (tried.empty() ? "" : ", ") + host::pluginSymbol(int(kind), v);
+    std::printf("          NCCL %s looks for %s\n", release.label().c_str(),
+                tried.empty() ? "nothing (no plugins of this kind)" : tried.c_str());
     if (!ok) {
       std::printf("          not loaded: NCCL would run without this plugin\n");
       return;
     }
     std::printf("          file    %s%s\n", lib->path.c_str(),
                 lib->viaNetLibrary ? " (via the net plugin library)" : "");
-    std::printf("          symbol  %s%d, name \"%s\"\n", symbolPrefix, version, name);
+    std::printf("          symbol  %s, name \"%s\"\n",
+                host::pluginSymbol(int(kind), version).c_str(), name);
+    std::printf("          layout  %s\n", layoutOf(kind, version));
   };
-  show("net", netEnv, haveNet, haveNet ? pluginHost.net()->name() : "",
+  show(PluginKind::kNet, netEnv, haveNet, haveNet ? pluginHost.net()->name() : "",
        haveNet ? pluginHost.net()->version() : 0, haveNet ? &pluginHost.net()->library() : nullptr,
-       "ncclNetPlugin_v");
-  show("tuner", tunerEnv, haveTuner, haveTuner ? pluginHost.tuner()->name() : "",
+       release.net);
+  show(PluginKind::kTuner, tunerEnv, haveTuner, haveTuner ? pluginHost.tuner()->name() : "",
        haveTuner ? pluginHost.tuner()->version() : 0,
-       haveTuner ? &pluginHost.tuner()->library() : nullptr, "ncclTunerPlugin_v");
-  show("profiler", profilerEnv, haveProfiler, haveProfiler ? pluginHost.profiler()->name() : "",
+       haveTuner ? &pluginHost.tuner()->library() : nullptr, release.tuner);
+  show(PluginKind::kProfiler, profilerEnv, haveProfiler,
+       haveProfiler ? pluginHost.profiler()->name() : "",
        haveProfiler ? pluginHost.profiler()->version() : 0,
-       haveProfiler ? &pluginHost.profiler()->library() : nullptr, "ncclProfiler_v");
+       haveProfiler ? &pluginHost.profiler()->library() : nullptr, release.profiler);
   // Failed first attempts are normal (NCCL tries NAME, then libnccl-<kind>-NAME.so); show them
   // only when a plugin did not load at all.
   if (!haveNet || !haveTuner || !haveProfiler) {

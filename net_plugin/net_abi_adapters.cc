@@ -1,4 +1,4 @@
-// Exported net tables v8..v11 over net_api.h. Each adapter only reshapes arguments: older
+// Exported net tables v8..v12 over net_api.h. Each adapter only reshapes arguments: older
 // versions have no per-communicator context (one process-wide context stands in, created by
 // their once-per-process init), no profiler handles, and v8 carries sizes as int.
 #include <mutex>
@@ -57,13 +57,36 @@ void fillCommon(const DeviceProperties& p, Props* out) {
   out->netDeviceVersion = 0;
 }
 
+// vProps of the version's width. A virtual device wider than an older version's 4 entries can
+// only have been made through v12, which that NCCL does not speak; it is cut to what fits.
+template <typename VProps>
+void copyVProps(const abi::NetVDevicePropsV12& in, VProps* out) {
+  constexpr int kWidth = int(sizeof(out->devs) / sizeof(out->devs[0]));
+  out->ndevs = in.ndevs < kWidth ? in.ndevs : kWidth;
+  for (int i = 0; i < kWidth; ++i) out->devs[i] = in.devs[i];
+}
+
 template <typename Props>
 void fillV9Plus(const DeviceProperties& p, Props* out) {
   fillCommon(p, out);
   out->forceFlush = p.forceFlush;
-  out->vProps = p.vProps;
+  copyVProps(p.vProps, &out->vProps);
   out->maxP2pBytes = p.maxP2pBytes;
   out->maxCollBytes = p.maxCollBytes;
+}
+
+abi::Result getPropertiesV12(int dev, abi::NetPropertiesV12* props) {
+  return guarded("netGetProperties", kFlags, [&] {
+    if (props == nullptr) return abi::kInvalidArgument;
+    DeviceProperties p;
+    abi::Result r = getProperties(dev, &p);
+    if (r != abi::kSuccess) return r;
+    fillV9Plus(p, props);
+    props->maxMultiRequestSize = 1;
+    props->railId = p.railId;
+    props->planeId = p.planeId;
+    return abi::kSuccess;
+  });
 }
 
 abi::Result getPropertiesV11(int dev, abi::NetPropertiesV11* props) {
@@ -100,14 +123,15 @@ abi::Result getPropertiesV8(int dev, abi::NetPropertiesV8* props) {
 
 // ---- init / finalize
 
-abi::Result initV11(void** ctx, uint64_t commId, abi::NetCommConfigV11* config,
-                    abi::Logger logFn, abi::ProfilerCallback prof) {
+template <int kVersion>
+abi::Result initV11V12(void** ctx, uint64_t commId, abi::NetCommConfigV11* config,
+                       abi::Logger logFn, abi::ProfilerCallback prof) {
   log::setLogger(logFn);
   if (ctx == nullptr) return abi::kInvalidArgument;
   *ctx = nullptr;  // NCCL calls finalize(*ctx) even when init fails
   return guarded("netInit", kFlags, [&] {
     InitArgs args;
-    args.abiVersion = 11;
+    args.abiVersion = kVersion;
     args.commId = commId;
     args.trafficClass = config ? config->trafficClass : -1;
     args.profilerCallback = prof;
@@ -299,10 +323,26 @@ abi::Result closeListenAny(void* comm) {
 
 // ---- virtual devices and hints
 
-abi::Result makeVDeviceAny(int* d, abi::NetVDevicePropsV11* props) {
+abi::Result makeVDeviceV12(int* d, abi::NetVDevicePropsV12* props) {
   return guarded("netMakeVDevice", kFlags, [&] {
     if (d == nullptr || props == nullptr) return abi::kInvalidArgument;
     return makeVDevice(d, *props);
+  });
+}
+
+// v9..v11: 4 entries. A count beyond them is rejected before any entry is read.
+abi::Result makeVDeviceV9(int* d, abi::NetVDevicePropsV11* props) {
+  return guarded("netMakeVDevice", kFlags, [&] {
+    if (d == nullptr || props == nullptr) return abi::kInvalidArgument;
+    if (props->ndevs < 1 || props->ndevs > abi::kNetMaxDevsPerNic) {
+      AP_WARN(kFlags, "makeVDevice: a virtual device merges 1 to %d devices in this NCCL, not %d",
+              abi::kNetMaxDevsPerNic, props->ndevs);
+      return abi::kInvalidUsage;
+    }
+    abi::NetVDevicePropsV12 wide{};
+    wide.ndevs = props->ndevs;
+    for (int i = 0; i < props->ndevs; ++i) wide.devs[i] = props->devs[i];
+    return makeVDevice(d, wide);
   });
 }
 
@@ -319,24 +359,31 @@ abi::Result setNetAttrV11(void* ctx, abi::NetAttrV11* attr) {
 using namespace autopilot;
 using namespace autopilot::net;
 
-AP_EXPORT_TABLE(abi::NetV11, ncclNetPlugin_v11) = {
-    "autopilot",     initV11,          devicesAny,       getPropertiesV11, listenV11,
+AP_EXPORT_TABLE(abi::NetV12, ncclNetPlugin_v12) = {
+    "autopilot",     initV11V12<12>,   devicesAny,       getPropertiesV12, listenV11,
     connectV11,      acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
     isendV11,        irecvV11,         iflushAny,        testAny,          closeSendAny,
-    closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceAny,
+    closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceV12,
+    finalizeV11,     setNetAttrV11};
+
+AP_EXPORT_TABLE(abi::NetV11, ncclNetPlugin_v11) = {
+    "autopilot",     initV11V12<11>,   devicesAny,       getPropertiesV11, listenV11,
+    connectV11,      acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
+    isendV11,        irecvV11,         iflushAny,        testAny,          closeSendAny,
+    closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceV9,
     finalizeV11,     setNetAttrV11};
 
 AP_EXPORT_TABLE(abi::NetV10, ncclNetPlugin_v10) = {
     "autopilot",     initV10,          devicesAny,       getPropertiesV10, listenLegacy,
     connectV10,      acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
     isendV11,        irecvV11,         iflushAny,        testAny,          closeSendAny,
-    closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceAny};
+    closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceV9};
 
 AP_EXPORT_TABLE(abi::NetV9, ncclNetPlugin_v9) = {
     "autopilot",     initV8V9<9>,      devicesAny,       getPropertiesV10, listenLegacy,
     connectV8V9,     acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
     isendV9,         irecvV9,          iflushAny,        testAny,          closeSendAny,
-    closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceAny};
+    closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceV9};
 
 AP_EXPORT_TABLE(abi::NetV8, ncclNetPlugin_v8) = {
     "autopilot",     initV8V9<8>,      devicesAny,       getPropertiesV8,  listenLegacy,

@@ -110,7 +110,7 @@ abi::Result getProperties(int dev, DeviceProperties* props) {
   return useIb() ? ib::getProperties(dev, props) : tcp::getProperties(dev, props);
 }
 
-abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV11& props) {
+abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV12& props) {
   return useIb() ? ib::makeVDevice(d, props) : tcp::makeVDevice(d, props);
 }
 

@@ -1,5 +1,5 @@
-// The net plugin's one internal interface, with v11 semantics. Every exported ABI version
-// (v8..v11) is a thin adapter over it in net_abi_adapters.cc. Contracts NCCL relies on
+// The net plugin's one internal interface, with v12 semantics. Every exported ABI version
+// (v8..v12) is a thin adapter over it in net_abi_adapters.cc. Contracts NCCL relies on
 // (../shared/docs/nccl-plugin-abi.md §4.6):
 //  - listen/connect/accept never block; connect/accept return success with a NULL comm until
 //    the connection is ready and are called again with the same handle / listenComm;
@@ -29,13 +29,19 @@ struct DeviceProperties {
   float latencyUs = 0.0f;
   int maxComms = 0;
   int maxRecvs = 1;
-  abi::NetVDevicePropsV11 vProps{1, {0, 0, 0, 0}};
+  abi::NetVDevicePropsV12 vProps{1, {0, 0, 0, 0, 0, 0, 0, 0}};
   size_t maxP2pBytes = abi::kMaxNetSizeBytes;
   size_t maxCollBytes = abi::kMaxCollNetSize;
+  // v12: NICs with the same railId on different nodes reach each other on the same network.
+  // Our physical devices are numbered in the same rail-grouping order on every node, so a
+  // physical device's index is its railId; a virtual device spans several (kNetIdUndef). Our
+  // devices are not multi-plane NICs: planeId stays kNetIdUndef.
+  int16_t railId = abi::kNetIdUndef;
+  int16_t planeId = abi::kNetIdUndef;
 };
 
 struct InitArgs {
-  int abiVersion = 11;
+  int abiVersion = 12;
   uint64_t commId = 0;
   int trafficClass = -1;
   abi::ProfilerCallback profilerCallback = nullptr;  // v10+
@@ -45,7 +51,7 @@ abi::Result init(void** ctx, const InitArgs& args);
 abi::Result finalize(void* ctx);
 abi::Result devices(int* ndev);
 abi::Result getProperties(int dev, DeviceProperties* props);
-abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV11& props);
+abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV12& props);
 abi::Result listen(void* ctx, int dev, void* handle, void** listenComm);
 // trafficClass < -1 means "use the one given at init" (v11); v10 passes its per-call config.
 abi::Result connect(void* ctx, int dev, void* handle, void** sendComm, int trafficClass);

@@ -7,6 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
+
+#include <sys/mman.h>
 
 namespace autopilot::profiler {
 
@@ -22,8 +25,19 @@ class BoundedQueue {
   explicit BoundedQueue(size_t capacity) {
     size_t cap = roundUp(capacity);
     mask_ = cap - 1;
-    cells_.reset(new Cell[cap]);
-    for (size_t i = 0; i < cap; ++i) cells_[i].sequence.store(i, std::memory_order_relaxed);
+    // Its own mapping, like FixedPool's slots (event_records.h): unloading returns it.
+    bytes_ = cap * sizeof(Cell);
+    void* mem = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) throw std::bad_alloc();
+    cells_ = static_cast<Cell*>(mem);
+    for (size_t i = 0; i < cap; ++i) {
+      new (&cells_[i]) Cell();
+      cells_[i].sequence.store(i, std::memory_order_relaxed);
+    }
+  }
+  ~BoundedQueue() {
+    for (size_t i = 0; i <= mask_; ++i) cells_[i].~Cell();
+    munmap(cells_, bytes_);
   }
   BoundedQueue(const BoundedQueue&) = delete;
   BoundedQueue& operator=(const BoundedQueue&) = delete;
@@ -75,7 +89,8 @@ class BoundedQueue {
     std::atomic<size_t> sequence;
     T value;
   };
-  std::unique_ptr<Cell[]> cells_;
+  Cell* cells_ = nullptr;
+  size_t bytes_ = 0;
   size_t mask_ = 0;
   alignas(64) std::atomic<size_t> head_{0};
   alignas(64) std::atomic<size_t> tail_{0};

@@ -8,6 +8,7 @@ ProfilerContext::ProfilerContext(size_t collPool, size_t childPool, size_t queue
     : colls(collPool),
       proxyOps(childPool),
       nets(childPool),
+      ces(kCePool),
       completed(queueCapacity),
       spans(queueCapacity * 4) {
   for (size_t i = 0; i < colls.capacity(); ++i) {
@@ -33,6 +34,10 @@ void ProfilerContext::resetForReuse() {
   }
   for (size_t i = 0; i < proxyOps.capacity(); ++i) proxyOps.release(&proxyOps.at(i));
   for (size_t i = 0; i < nets.capacity(); ++i) nets.release(&nets.at(i));
+  for (size_t i = 0; i < ces.capacity(); ++i) {
+    ces.at(i).pending.store(0, std::memory_order_relaxed);
+    ces.release(&ces.at(i));
+  }
   CompletedColl c;
   while (completed.pop(&c)) {
   }
@@ -43,7 +48,8 @@ void ProfilerContext::resetForReuse() {
        {&counters.collStarted, &counters.collCompleted, &counters.collPoolFull,
         &counters.childPoolFull, &counters.completedQueueFull, &counters.traceQueueFull,
         &counters.busPublished, &counters.busRejected, &counters.otherClock, &counters.reclaimed,
-        &counters.unbalanced, &counters.untrackedChildren}) {
+        &counters.unbalanced, &counters.untrackedChildren, &counters.ceStarted,
+        &counters.ceTimed, &counters.ceUntimed, &counters.cePoolFull, &counters.phases}) {
     counter->store(0, std::memory_order_relaxed);
   }
   busClock.store(0, std::memory_order_relaxed);

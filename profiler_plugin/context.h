@@ -26,6 +26,9 @@
 
 namespace autopilot::profiler {
 
+inline constexpr uint8_t kKernelEngine = 0;
+inline constexpr uint8_t kCopyEngine = 1;
+
 // A completed collective, as queued to the service thread.
 struct CompletedColl {
   uint64_t seqNumber = 0;
@@ -38,12 +41,19 @@ struct CompletedColl {
   int8_t func = -1, algo = -1, proto = -1, datatype = -1;
   uint8_t nChannels = 0;
   uint8_t gpuTimed = 0;
+  uint8_t engine = kKernelEngine;  // kCopyEngine: a copy-engine collective (profiler v6+)
+  uint8_t isSymColl = 0;           // v7: a symmetric-memory kernel
+  uint64_t userTag = 0;            // v7: the application's per-call tag (0 = untagged)
+  // v7 kernel phases, summed over the channels: GPU ns in initial + final sync, and in compute.
+  uint64_t phaseSyncNs = 0;
+  uint64_t phaseComputeNs = 0;
+  char kernelVariant[kVariantChars] = {};  // v7: NCCL's kernel variant name, cut to fit
 };
 
 // A kernel-channel or proxy-op span, queued only when tracing. GPU spans are placed on the host
 // timeline by aligning the collective's last GPU stop with its host completion time.
 struct TraceSpan {
-  enum Kind : uint8_t { kKernelChannel = 0, kProxyOp = 1 };
+  enum Kind : uint8_t { kKernelChannel = 0, kProxyOp = 1, kKernelPhase = 2 };
   uint64_t seqNumber = 0;
   uint64_t startNs = 0, endNs = 0;  // GPU clock for kernel channels, host clock for proxy ops
   uint64_t anchorHostNs = 0, anchorGpuNs = 0;
@@ -52,6 +62,8 @@ struct TraceSpan {
   uint8_t channelId = 0;
   uint8_t isSend = 0;
   int8_t func = -1;
+  uint8_t phaseId = 0;  // kKernelPhase: 0 initial sync, 1 compute, 2 final sync
+  uint64_t userTag = 0;
 };
 
 struct ContextCounters {
@@ -67,9 +79,18 @@ struct ContextCounters {
   std::atomic<uint64_t> reclaimed{0};          // stale collectives freed by the service thread
   std::atomic<uint64_t> unbalanced{0};         // stops without a matching start
   std::atomic<uint64_t> untrackedChildren{0};  // children whose parent was not (or no longer) ours
+  std::atomic<uint64_t> ceStarted{0};          // copy-engine collectives (profiler v6+)
+  std::atomic<uint64_t> ceTimed{0};            // ... whose GPU duration was measured
+  std::atomic<uint64_t> ceUntimed{0};          // ... without one (no CUDA driver, event error)
+  std::atomic<uint64_t> cePoolFull{0};
+  std::atomic<uint64_t> phases{0};             // kernel-phase events tracked (profiler v7)
 };
 
 struct ContextState;  // service.h
+
+// Copy-engine collectives in flight per communicator: each holds two CUDA events until the
+// service thread sees it complete (a few per training step at most).
+inline constexpr size_t kCePool = 64;
 
 struct ProfilerContext {
   ProfilerContext(size_t collPool, size_t childPool, size_t queueCapacity);
@@ -91,12 +112,15 @@ struct ProfilerContext {
   bool kernelChTimed = false;  // KernelCh requested: its references are taken at Coll start
   bool measuresCompletion = false;  // some child event marks completion (else no durations)
   bool traceSpans = false;     // queue per-channel / per-op spans for the trace
+  int abiVersion = 5;          // the profiler version NCCL picked
+  bool ceCudaTimed = false;    // copy-engine collectives timed with CUDA events (v6+, driver)
   // The one clock this communicator's bus samples use: 0 undecided, else 1 + DurationClock.
   std::atomic<uint8_t> busClock{0};
 
   FixedPool<CollRecord> colls;
   FixedPool<ProxyOpRecord> proxyOps;
   FixedPool<NetRecord> nets;
+  FixedPool<CeRecord> ces;  // copy-engine collectives in flight (timed by the service thread)
   BoundedQueue<CompletedColl> completed;
   BoundedQueue<TraceSpan> spans;
   ContextCounters counters;

@@ -25,13 +25,38 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
+
+#include <sys/mman.h>
 
 namespace autopilot::profiler {
 
 struct ProfilerContext;
 struct CollRecord;
 
-enum class RecordKind : uint8_t { kColl = 0xC1, kKernelCh = 0xC2, kProxyOp = 0xC3, kNet = 0xC4 };
+enum class RecordKind : uint8_t {
+  kColl = 0xC1,
+  kKernelCh = 0xC2,
+  kProxyOp = 0xC3,
+  kNet = 0xC4,
+  kKernelPhase = 0xC5,
+  kCe = 0xC6,
+};
+
+// Kernel phases of a channel (profiler v7): 0 initial sync, 1 compute, 2 final sync.
+inline constexpr int kNumPhases = 3;
+inline constexpr size_t kVariantChars = 24;
+
+struct ChannelRecord;
+
+// Handle of a KernelPhase event: lives inside its channel's record (no pool of its own).
+struct PhaseRecord {
+  RecordKind kind = RecordKind::kKernelPhase;
+  uint8_t phaseId = 0;
+  ChannelRecord* channel = nullptr;
+  uint64_t gpuStartNs = 0;
+  uint64_t gpuStopNs = 0;
+};
 
 // NCCL's MAXCHANNELS; channel ids are masked with it, so a bad id cannot index out of range.
 inline constexpr int kMaxChannels = 64;
@@ -44,6 +69,7 @@ struct ChannelRecord {
   // GPU %globaltimer values (ns) from the descriptor and from the KernelChStop state.
   uint64_t gpuStartNs = 0;
   uint64_t gpuStopNs = 0;
+  PhaseRecord phases[kNumPhases];
 };
 
 struct CollRecord {
@@ -65,6 +91,9 @@ struct CollRecord {
   int8_t func = -1, algo = -1, proto = -1, datatype = -1;
   uint8_t nChannels = 0;      // KernelCh events whose references were taken at start
   uint8_t nChannelsDescr = 0;
+  uint8_t isSymColl = 0;      // v7
+  uint64_t userTag = 0;       // v7
+  char kernelVariant[kVariantChars] = {};
   ChannelRecord channels[kMaxChannels];
 };
 
@@ -92,7 +121,30 @@ struct NetRecord {
   uint64_t hostStartNs = 0;
 };
 
-// Fixed-capacity pool. acquire() probes a few slots after a shared ring cursor and claims a
+// A copy-engine collective (profiler v6+). NCCL only brackets the enqueue of its copies on the
+// stream; the duration comes from two CUDA events recorded on that stream at start and stop,
+// which the service thread polls (cuda_events.h). The events are created the first time a slot
+// is used and kept with it, so a slot costs no driver allocation afterwards.
+struct CeRecord {
+  RecordKind kind = RecordKind::kCe;
+  std::atomic<uint8_t> inUse{0};
+  std::atomic<uint8_t> pending{0};  // stopped: waiting for the stop event to complete
+  uint8_t timed = 0;                // both events recorded
+  int8_t func = -1, datatype = -1;
+  uint64_t seqNumber = 0;
+  uint64_t count = 0;
+  uint64_t nBytes = 0;
+  uint64_t userTag = 0;
+  uint64_t hostStartNs = 0, hostStopNs = 0;
+  void* startEvent = nullptr;  // CUevent
+  void* stopEvent = nullptr;
+  void* stream = nullptr;
+};
+
+// Fixed-capacity pool. The slots live in their own anonymous mapping, not on the malloc heap:
+// a communicator's pools are megabytes, and handing such blocks to malloc and back at every
+// load/unload cycle raises glibc's dynamic mmap threshold so that later allocations stay on the
+// heap, where unloading the library cannot give them back. munmap does. acquire() probes a few slots after a shared ring cursor and claims a
 // free one with one CAS; when none is free it returns NULL (the caller drops the event and
 // counts it). Ring order means a released slot is reused only after every other slot was
 // handed out once, which keeps late handles of a completed event pointing at that event.
@@ -107,7 +159,15 @@ class FixedPool {
   explicit FixedPool(size_t capacity) {
     size_t cap = roundUp(capacity);
     mask_ = cap - 1;
-    items_.reset(new T[cap]);
+    bytes_ = cap * sizeof(T);
+    void* mem = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) throw std::bad_alloc();
+    items_ = static_cast<T*>(mem);
+    for (size_t i = 0; i < cap; ++i) new (&items_[i]) T();
+  }
+  ~FixedPool() {
+    for (size_t i = 0; i <= mask_; ++i) items_[i].~T();
+    munmap(items_, bytes_);
   }
   FixedPool(const FixedPool&) = delete;
   FixedPool& operator=(const FixedPool&) = delete;
@@ -135,7 +195,8 @@ class FixedPool {
 
  private:
   static constexpr int kProbes = 8;
-  std::unique_ptr<T[]> items_;
+  T* items_ = nullptr;
+  size_t bytes_ = 0;
   size_t mask_ = 0;
   alignas(64) std::atomic<size_t> cursor_{0};
 };

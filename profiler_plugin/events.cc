@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/measurement_bus.h"
 #include "profiler_plugin/context.h"
+#include "profiler_plugin/cuda_events.h"
 #include "profiler_plugin/nccl_names.h"
 #include "profiler_plugin/nccl_net_rails.h"
 
@@ -42,6 +43,8 @@ void releaseRef(CollRecord* coll) {
   }
 }
 
+}  // namespace
+
 void publishToBus(ProfilerContext* ctx, const CompletedColl& c) {
   if (!ctx->live.load(std::memory_order_acquire)) return;
   // One clock per communicator for its whole life: the first completed collective decides
@@ -74,6 +77,8 @@ void publishToBus(ProfilerContext* ctx, const CompletedColl& c) {
   }
 }
 
+namespace {
+
 void complete(CollRecord* coll) {
   ProfilerContext* ctx = coll->ctx;
   CompletedColl c;
@@ -87,6 +92,9 @@ void complete(CollRecord* coll) {
   c.proto = coll->proto;
   c.datatype = coll->datatype;
   c.nChannels = coll->nChannelsDescr;
+  c.isSymColl = coll->isSymColl;
+  c.userTag = coll->userTag;
+  std::memcpy(c.kernelVariant, coll->kernelVariant, sizeof(c.kernelVariant));
 
   // GPU duration: earliest channel start to latest channel stop. Valid only when every started
   // channel reported both timers in order; otherwise the host duration stands alone.
@@ -103,6 +111,15 @@ void complete(CollRecord* coll) {
     c.gpuTimed = 1;
     c.gpuStartNs = gpuStart;
     c.gpuEndNs = gpuEnd;
+    // Kernel phases (v7): only phases with both timers in order count.
+    for (uint64_t bits = used; bits != 0; bits &= bits - 1) {
+      const ChannelRecord& ch = coll->channels[__builtin_ctzll(bits)];
+      for (int p = 0; p < kNumPhases; ++p) {
+        const PhaseRecord& ph = ch.phases[p];
+        if (ph.gpuStartNs == 0 || ph.gpuStopNs < ph.gpuStartNs) continue;
+        (p == 1 ? c.phaseComputeNs : c.phaseSyncNs) += ph.gpuStopNs - ph.gpuStartNs;
+      }
+    }
   }
 
   if (ctx->measuresCompletion) {
@@ -121,7 +138,17 @@ void complete(CollRecord* coll) {
       span.anchorGpuNs = gpuEnd;
       span.channelId = ch.channelId;
       span.func = c.func;
+      span.userTag = c.userTag;
       if (!ctx->spans.push(span)) ctx->counters.traceQueueFull.fetch_add(1, std::memory_order_relaxed);
+      for (int p = 0; p < kNumPhases; ++p) {
+        const PhaseRecord& ph = ch.phases[p];
+        if (ph.gpuStartNs == 0 || ph.gpuStopNs < ph.gpuStartNs) continue;
+        span.kind = TraceSpan::kKernelPhase;
+        span.phaseId = uint8_t(p);
+        span.startNs = ph.gpuStartNs;
+        span.endNs = ph.gpuStopNs;
+        if (!ctx->spans.push(span)) ctx->counters.traceQueueFull.fetch_add(1, std::memory_order_relaxed);
+      }
     }
   }
   ctx->counters.collCompleted.fetch_add(1, std::memory_order_relaxed);
@@ -133,7 +160,7 @@ void complete(CollRecord* coll) {
   ctx->colls.release(coll);
 }
 
-void startColl(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV5& d) {
+void startColl(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV7& d) {
   CollRecord* coll = ctx->colls.acquire();
   if (coll == nullptr) {
     ctx->counters.collPoolFull.fetch_add(1, std::memory_order_relaxed);
@@ -148,6 +175,18 @@ void startColl(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDes
   coll->datatype = int8_t(parseDatatype(cd.datatype));
   coll->nBytes = tunerBytes(coll->func, coll->datatype, cd.count, ctx->nRanks);
   coll->nChannelsDescr = cd.nChannels;
+  // v7 fields (zero when an older NCCL's descriptor was widened by the adapter).
+  coll->isSymColl = cd.isSymColl ? 1 : 0;
+  coll->userTag = cd.userTag;
+  if (cd.kernelVariant != nullptr) {
+    size_t i = 0;
+    for (; i + 1 < kVariantChars && cd.kernelVariant[i] != '\0'; ++i) {
+      coll->kernelVariant[i] = cd.kernelVariant[i];
+    }
+    coll->kernelVariant[i] = '\0';
+  } else {
+    coll->kernelVariant[0] = '\0';
+  }
   // NCCL emits one KernelCh event per channel of the collective; their references are taken
   // now because they may all start after NCCL stops the Coll event.
   coll->nChannels = ctx->kernelChTimed ? uint8_t(cd.nChannels > kMaxChannels ? kMaxChannels
@@ -163,7 +202,7 @@ void startColl(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDes
   *eHandle = coll;
 }
 
-void startKernelCh(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV5& d) {
+void startKernelCh(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV7& d) {
   void* parent = d.parentObj;
   if (parent == nullptr || kindOf(parent) != RecordKind::kColl) return;  // e.g. a P2p kernel
   auto* coll = static_cast<CollRecord*>(parent);
@@ -190,7 +229,64 @@ void startKernelCh(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEven
   coll->channelStarts.store(starts + 1, std::memory_order_relaxed);
   ch.gpuStartNs = d.kernelCh.pTimer;
   ch.gpuStopNs = 0;
+  for (PhaseRecord& ph : ch.phases) ph.gpuStartNs = ph.gpuStopNs = 0;
   *eHandle = &ch;
+}
+
+// KernelPhase (v7): a child of a KernelCh event; its handle is the phase slot in the channel's
+// record, written by the same single thread as the channel.
+void startKernelPhase(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV7& d) {
+  void* parent = d.parentObj;
+  uint8_t phase = d.kernelPhase.phaseId;
+  if (parent == nullptr || kindOf(parent) != RecordKind::kKernelCh || phase >= kNumPhases) {
+    ctx->counters.untrackedChildren.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  auto* ch = static_cast<ChannelRecord*>(parent);
+  PhaseRecord& ph = ch->phases[phase];
+  ph.phaseId = phase;
+  ph.channel = ch;
+  ph.gpuStartNs = d.kernelPhase.pTimer;
+  ph.gpuStopNs = 0;
+  ctx->counters.phases.fetch_add(1, std::memory_order_relaxed);
+  *eHandle = &ph;
+}
+
+// CeColl (v6+): the start event brackets NCCL's enqueue of the copies; a CUDA event recorded
+// on the stream here, and one at stop, time the copies themselves.
+void startCe(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV7& d) {
+  CeRecord* ce = ctx->ces.acquire();
+  if (ce == nullptr) {
+    ctx->counters.cePoolFull.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const auto& cd = d.ceColl;
+  ce->func = int8_t(parseFunc(cd.func));
+  ce->datatype = int8_t(parseDatatype(cd.datatype));
+  ce->seqNumber = cd.seqNumber;
+  ce->count = cd.count;
+  ce->nBytes = tunerBytes(ce->func, ce->datatype, cd.count, ctx->nRanks);
+  ce->userTag = cd.userTag;
+  ce->stream = cd.stream;
+  ce->pending.store(0, std::memory_order_relaxed);
+  ce->hostStartNs = monotonicNs();
+  ce->hostStopNs = 0;
+  ce->timed = 0;
+  if (ctx->ceCudaTimed) {
+    // First use of this slot: its two events are created once and kept (see CeRecord).
+    if (ce->startEvent == nullptr) ce->startEvent = cuda::createEvent();
+    if (ce->stopEvent == nullptr) ce->stopEvent = cuda::createEvent();
+    ce->timed = cuda::record(ce->startEvent, ce->stream) ? 1 : 0;
+  }
+  ctx->counters.ceStarted.fetch_add(1, std::memory_order_relaxed);
+  *eHandle = ce;
+}
+
+void stopCe(CeRecord* ce) {
+  ce->hostStopNs = monotonicNs();
+  if (ce->timed && !cuda::record(ce->stopEvent, ce->stream)) ce->timed = 0;
+  // Handed to the service thread, which completes it (pollCopyEngine).
+  ce->pending.store(1, std::memory_order_release);
 }
 
 void stopKernelCh(ChannelRecord* ch) {
@@ -205,7 +301,7 @@ void stopKernelCh(ChannelRecord* ch) {
   if (left == 1) releaseRef(coll);  // the group's reference
 }
 
-void startProxyOp(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV5& d) {
+void startProxyOp(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV7& d) {
   ProxyOpRecord* op = ctx->proxyOps.acquire();
   if (op == nullptr) {
     ctx->counters.childPoolFull.fetch_add(1, std::memory_order_relaxed);
@@ -252,7 +348,7 @@ void stopProxyOp(ProxyOpRecord* op) {
 
 // NCCL's own net plugins describe each transfer with a versioned payload that may live on the
 // caller's stack: decode and copy it now.
-void startNet(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV5& d) {
+void startNet(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV7& d) {
   const void* data = d.netPlugin.data;
   int64_t id = d.netPlugin.id;
   if (data == nullptr || (id & abi::net_event::kVersionMask) != 1) return;
@@ -304,7 +400,7 @@ void stopNet(NetRecord* rec) {
 
 void setOwnPid(pid_t pid) noexcept { gOwnPid.store(pid, std::memory_order_relaxed); }
 
-void onStartEvent(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV5& d) {
+void onStartEvent(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV7& d) {
   *eHandle = nullptr;
   if (ctx == nullptr || !ctx->live.load(std::memory_order_relaxed)) return;
   switch (d.type) {
@@ -312,9 +408,12 @@ void onStartEvent(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEvent
     case ev::kKernelCh: return startKernelCh(ctx, eHandle, d);
     case ev::kProxyOp: return startProxyOp(ctx, eHandle, d);
     case ev::kNetPlugin: return startNet(ctx, eHandle, d);
+    case ev::kKernelPhase: return startKernelPhase(ctx, eHandle, d);
+    case ev::kCeColl: return startCe(ctx, eHandle, d);
     default:
-      // GroupApi, CollApi, P2pApi, KernelLaunch, Group, P2p, ProxyStep, ProxyCtrl: NCCL starts
-      // some of them as ancestors of what we asked for; they carry nothing we measure.
+      // GroupApi, CollApi, P2pApi, KernelLaunch, Group, P2p, ProxyStep, ProxyCtrl, CeSync,
+      // CeBatch and any type a newer NCCL adds: NCCL starts some of them as ancestors or
+      // children of what we asked for; they carry nothing we measure.
       return;
   }
 }
@@ -332,6 +431,12 @@ void onStopEvent(void* eHandle) {
     case RecordKind::kKernelCh: return stopKernelCh(static_cast<ChannelRecord*>(eHandle));
     case RecordKind::kProxyOp: return stopProxyOp(static_cast<ProxyOpRecord*>(eHandle));
     case RecordKind::kNet: return stopNet(static_cast<NetRecord*>(eHandle));
+    case RecordKind::kKernelPhase: return;  // its stop time came with state 31
+    case RecordKind::kCe: {
+      auto* ce = static_cast<CeRecord*>(eHandle);
+      if (ce->pending.load(std::memory_order_relaxed) == 0) stopCe(ce);
+      return;
+    }
   }
 }
 
@@ -339,7 +444,57 @@ void onRecordEventState(void* eHandle, int state, const abi::ProfilerEventStateA
   if (eHandle == nullptr || args == nullptr) return;
   if (state == abi::state::kKernelChStop && kindOf(eHandle) == RecordKind::kKernelCh) {
     static_cast<ChannelRecord*>(eHandle)->gpuStopNs = args->kernelCh.pTimer;
+  } else if (state == abi::state::kKernelPhaseStop &&
+             kindOf(eHandle) == RecordKind::kKernelPhase) {
+    static_cast<PhaseRecord*>(eHandle)->gpuStopNs = args->kernelCh.pTimer;
   }
+  // Every other state, including values beyond kMaxKnown a newer NCCL may send: ignored.
+}
+
+size_t pollCopyEngine(ProfilerContext* ctx, uint64_t nowNs, uint64_t staleNs) {
+  size_t done = 0;
+  for (size_t i = 0; i < ctx->ces.capacity(); ++i) {
+    CeRecord& ce = ctx->ces.at(i);
+    if (ce.inUse.load(std::memory_order_acquire) == 0 ||
+        ce.pending.load(std::memory_order_acquire) == 0) {
+      continue;
+    }
+    uint64_t gpuNs = 0;
+    bool timed = false;
+    if (ce.timed) {
+      int q = cuda::query(ce.stopEvent);
+      if (q == 0 && nowNs < ce.hostStopNs + staleNs) continue;  // still copying
+      timed = q == 1 && cuda::elapsedNs(ce.startEvent, ce.stopEvent, &gpuNs);
+    }
+    CompletedColl c;
+    c.engine = kCopyEngine;
+    c.seqNumber = ce.seqNumber;
+    c.count = ce.count;
+    c.nBytes = ce.nBytes;
+    c.func = ce.func;
+    c.datatype = ce.datatype;
+    c.userTag = ce.userTag;
+    c.hostStartNs = ce.hostStartNs;
+    c.hostEndNs = timed ? nowNs : ce.hostStopNs;
+    if (timed) {
+      // A GPU-measured duration without GPU timestamps: placed to end at its stop event.
+      c.gpuTimed = 1;
+      c.gpuStartNs = 1;
+      c.gpuEndNs = 1 + gpuNs;
+      ctx->counters.ceTimed.fetch_add(1, std::memory_order_relaxed);
+      // Like a kernel collective's Coll+KernelCh duration: onto the bus for the tuner. A
+      // copy-engine collective has no algorithm or protocol (-1), so it never counts as a
+      // kernel arm's measurement; and it never decides the communicator's clock alone.
+      if (ctx->busClock.load(std::memory_order_relaxed) != 0) publishToBus(ctx, c);
+    } else {
+      ctx->counters.ceUntimed.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!ctx->completed.push(c)) ctx->counters.completedQueueFull.fetch_add(1, std::memory_order_relaxed);
+    ce.pending.store(0, std::memory_order_relaxed);
+    ctx->ces.release(&ce);
+    ++done;
+  }
+  return done;
 }
 
 size_t reclaimStale(ProfilerContext* ctx, uint64_t nowNs, uint64_t staleNs) {

@@ -15,12 +15,22 @@ struct ProfilerContext;
 // ours (under PXN another process's proxy runs the op, and its parent handle is not ours).
 void setOwnPid(pid_t pid) noexcept;
 
-void onStartEvent(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV5& d);
+void onStartEvent(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDescrV7& d);
 void onStopEvent(void* eHandle);
 void onRecordEventState(void* eHandle, int state, const abi::ProfilerEventStateArgsV5* args);
 
 // Service thread: frees collectives whose children never all arrived (stopped by NCCL more
 // than `staleNs` ago); returns how many were reclaimed.
 size_t reclaimStale(ProfilerContext* ctx, uint64_t nowNs, uint64_t staleNs);
+
+// Service thread: completes the copy-engine collectives whose stop event the GPU reached (or
+// that waited longer than `staleNs`), publishes their GPU durations like kernel collectives'
+// and queues them for the exports; returns how many completed.
+size_t pollCopyEngine(ProfilerContext* ctx, uint64_t nowNs, uint64_t staleNs);
+
+// Publishes one completed collective's duration on the measurement bus, in the communicator's
+// one clock (the first kernel collective decides it).
+struct CompletedColl;
+void publishToBus(ProfilerContext* ctx, const CompletedColl& c);
 
 }  // namespace autopilot::profiler

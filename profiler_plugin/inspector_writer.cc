@@ -65,12 +65,15 @@ void InspectorWriter::record(const CompletedColl& c, bool gpuClock, uint64_t wal
                 "\"coll_msg_size_bytes\":%llu,\"coll_exec_time_us\":%.3f,"
                 "\"coll_timing_source\":\"%s\",\"coll_algobw_gbs\":%.6f,\"coll_busbw_gbs\":%.6f},"
                 "\"autopilot\":{\"algo\":\"%s\",\"proto\":\"%s\",\"nchannels\":%d,"
-                "\"datatype\":\"%s\",\"count\":%llu,\"host_time_us\":%.3f,\"comm_name\":\"",
+                "\"datatype\":\"%s\",\"count\":%llu,\"host_time_us\":%.3f,\"user_tag\":%llu,"
+                "\"engine\":\"%s\",\"comm_name\":\"",
                 static_cast<unsigned long long>(wallNowUs), funcName(c.func),
                 static_cast<unsigned long long>(c.seqNumber),
-                static_cast<unsigned long long>(c.nBytes), execUs, gpu ? "kernel_gpu" : "host",
+                static_cast<unsigned long long>(c.nBytes), execUs, !gpu ? "host" : c.engine == kCopyEngine ? "copy_engine_gpu" : "kernel_gpu",
                 algBw, busBw, algoName(c.algo), protoName(c.proto), int(c.nChannels),
-                datatypeName(c.datatype), static_cast<unsigned long long>(c.count), hostUs);
+                datatypeName(c.datatype), static_cast<unsigned long long>(c.count), hostUs,
+                static_cast<unsigned long long>(c.userTag),
+                c.engine == kCopyEngine ? "copy" : "kernel");
   line_ += buf;
   line_ += commName_;
   line_ += "\"}}\n";

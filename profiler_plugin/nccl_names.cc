@@ -5,9 +5,11 @@
 namespace autopilot::profiler {
 namespace {
 
-constexpr const char* kFuncNames[abi::kNumFuncsV5] = {
-    "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce", "SendRecv",
-    "Send",      "Recv",   "AllToAll",  "Scatter",       "Gather"};
+// ncclFunc_t order; the last four exist from NCCL 2.29 on.
+constexpr const char* kFuncNames[abi::kNumFuncs229] = {
+    "Broadcast", "Reduce",     "AllGather", "ReduceScatter", "AllReduce",
+    "SendRecv",  "Send",       "Recv",      "AllToAll",      "Scatter",
+    "Gather",    "AllGatherV", "PutSignal", "Signal",        "WaitSignal"};
 constexpr const char* kAlgoNames[abi::kNumAlgorithms] = {
     "Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
 constexpr const char* kProtoNames[abi::kNumProtocols] = {"LL", "LL128", "Simple"};
@@ -51,7 +53,7 @@ int datatypeSize(int datatype) noexcept {
 }
 
 const char* funcName(int func) noexcept {
-  return func >= 0 && func < abi::kNumFuncsV5 ? kFuncNames[func] : "Unknown";
+  return func >= 0 && func < abi::kNumFuncs229 ? kFuncNames[func] : "Unknown";
 }
 const char* algoName(int algo) noexcept {
   return algo >= 0 && algo < abi::kNumAlgorithms ? kAlgoNames[algo] : "Unknown";

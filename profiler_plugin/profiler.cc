@@ -10,6 +10,7 @@
 #include "common/measurement_bus.h"
 #include "common/params.h"
 #include "profiler_plugin/context.h"
+#include "profiler_plugin/cuda_events.h"
 #include "profiler_plugin/events.h"
 #include "profiler_plugin/service.h"
 
@@ -20,13 +21,16 @@ params::BoolParam gProfilerEnable(
     "NCCL_AUTOPILOT_PROFILER_ENABLE", true,
     "Profiler plugin on/off. 0 requests no events from NCCL (activation mask 0).");
 params::IntParam gEventMask(
-    "NCCL_AUTOPILOT_PROFILER_EVENTS", int64_t(abi::event::kColl | abi::event::kKernelCh), 0,
-    int64_t(abi::event::kAllV5),
-    "NCCL profiler event mask we request (ORed into NCCL's process-global mask). Default "
-    "Coll|KernelCh = 66: per-collective metadata and GPU timers. Add ProxyOp (8) for proxy "
-    "spans in the trace, NetPlugin (128) for per-NIC/socket bytes of NCCL's own IB/socket "
-    "transports. Without KernelCh nothing marks a collective's completion, so collectives are "
-    "counted but not timed. Decimal or 0x hexadecimal.",
+    "NCCL_AUTOPILOT_PROFILER_EVENTS",
+    int64_t(abi::event::kColl | abi::event::kKernelCh | abi::event::kCeColl), 0,
+    int64_t(abi::event::kAllV7),
+    "NCCL profiler event mask we request (ORed into NCCL's process-global mask; bits the "
+    "loaded NCCL does not know are dropped). Default Coll|KernelCh|CeColl = 4162: "
+    "per-collective metadata, GPU timers and copy-engine collectives (NCCL 2.29+). Add ProxyOp "
+    "(8) for proxy spans in the trace, NetPlugin (128) for per-NIC/socket bytes of NCCL's own "
+    "IB/socket transports, KernelPhase (32768, NCCL 2.31+) for sync/compute phases (added by "
+    "itself when a trace is written). Without KernelCh nothing marks a collective's "
+    "completion, so collectives are counted but not timed. Decimal or 0x hexadecimal.",
     params::IntSyntax::kMask);
 params::IntParam gPoolSize(
     "NCCL_AUTOPILOT_PROFILER_POOL", 512, 16, 65536,
@@ -46,7 +50,12 @@ abi::Result init(void** ctx, const ProfilerInitArgs& args) {
   params::logAllOnce();
   setOwnPid(getpid());
   bool enabled = gProfilerEnable.get();
-  int requested = enabled ? int(gEventMask.get()) : 0;
+  // Only the bits of the version NCCL picked: an older NCCL must not see event types it would
+  // misread as something else.
+  const uint64_t known = args.abiVersion >= 7   ? abi::event::kAllV7
+                         : args.abiVersion == 6 ? abi::event::kAllV6
+                                                : abi::event::kAllV5;
+  int requested = enabled ? int(uint64_t(gEventMask.get()) & known) : 0;
   ProfilerContext* context = enabled
       ? ContextRegistry::instance().acquire(size_t(gPoolSize.get()), kChildPool, kCompletionQueue)
       : ContextRegistry::instance().acquire(2, 2, 2);
@@ -61,6 +70,8 @@ abi::Result init(void** ctx, const ProfilerInitArgs& args) {
   // "durations" would be enqueue times, so none are published.
   context->measuresCompletion = context->kernelChTimed;
   context->traceSpans = false;
+  context->abiVersion = args.abiVersion;
+  context->ceCudaTimed = (requested & abi::event::kCeColl) != 0 && cuda::available();
   // Until the context is handed to NCCL, an exception must not lose it (guarded() in the
   // adapter turns it into an error result and a warning).
   struct RetireUnlessReleased {
@@ -74,11 +85,6 @@ abi::Result init(void** ctx, const ProfilerInitArgs& args) {
     }
   } guard{context};
   if (enabled) {
-    // The mask is process-global and shared by every communicator: only ever OR bits in, never
-    // clear what another communicator (or a later configuration) asked for.
-    if (args.activationMask != nullptr) {
-      std::atomic_ref<int>(*args.activationMask).fetch_or(requested, std::memory_order_relaxed);
-    }
     context->busAttached = bus::MeasurementBus::instance().attach(args.commId);
     if (!context->busAttached) {
       AP_WARN(kFlags, "profiler: measurement bus full (%d communicators): comm 0x%llx is "
@@ -87,6 +93,15 @@ abi::Result init(void** ctx, const ProfilerInitArgs& args) {
     }
     ProfilerService::instance().attach(context);
     context->traceSpans = context->state && context->state->trace != nullptr;
+    // A trace shows each kernel channel's sync and compute phases when NCCL has them (v7).
+    if (context->traceSpans && context->kernelChTimed && args.abiVersion >= 7) {
+      requested |= int(abi::event::kKernelPhase);
+    }
+    // The mask is process-global and shared by every communicator: only ever OR bits in, never
+    // clear what another communicator (or a later configuration) asked for.
+    if (args.activationMask != nullptr) {
+      std::atomic_ref<int>(*args.activationMask).fetch_or(requested, std::memory_order_relaxed);
+    }
     context->live.store(true, std::memory_order_release);
   }
   AP_INFO(kFlags, "profiler v%d ready: comm 0x%llx '%s' rank %d/%d, event mask 0x%x%s (instance 0x%llx)",
@@ -108,7 +123,7 @@ abi::Result init(void** ctx, const ProfilerInitArgs& args) {
   return abi::kSuccess;
 }
 
-void startEvent(void* ctx, void** eHandle, const abi::ProfilerEventDescrV5* descr) {
+void startEvent(void* ctx, void** eHandle, const abi::ProfilerEventDescrV7* descr) {
   onStartEvent(static_cast<ProfilerContext*>(ctx), eHandle, *descr);
 }
 

@@ -1,5 +1,6 @@
-// The profiler's one internal interface. NCCL's v5 descriptor is the internal event form; the
-// v4 adapter converts its descriptors into it (profiler_abi_adapters.cc).
+// The profiler's one internal interface. NCCL's v7 descriptor is the internal event form (every
+// v7 union member starts with the v5/v6 member's fields at the same offsets); the v4, v5 and v6
+// adapters widen their descriptors into it (profiler_abi_adapters.cc).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,7 @@ abi::Result init(void** ctx, const ProfilerInitArgs& args);
 
 // Event callbacks tolerate NULL contexts, NULL handles and NULL state arguments, and always
 // write *eHandle (NULL for "not tracked").
-void startEvent(void* ctx, void** eHandle, const abi::ProfilerEventDescrV5* descr);
+void startEvent(void* ctx, void** eHandle, const abi::ProfilerEventDescrV7* descr);
 void stopEvent(void* eHandle);
 void recordEventState(void* eHandle, int state, const abi::ProfilerEventStateArgsV5* args);
 

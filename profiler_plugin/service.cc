@@ -213,6 +213,8 @@ void ProfilerService::detach(ProfilerContext* ctx) {
     auto it = std::find(live_.begin(), live_.end(), ctx);
     if (it == live_.end()) return;
     uint64_t now = monotonicNs();
+    // Copy-engine collectives still copying at finalize are exported untimed.
+    pollCopyEngine(ctx, now, 0);
     drainLocked(ctx, now);
     journalLocked();
     writePrometheusLocked();  // the communicator's final values, before it leaves the file
@@ -276,6 +278,8 @@ void ProfilerService::threadMain() {
 
 void ProfilerService::roundLocked(uint64_t nowNs, bool forcePrometheus) {
   for (ProfilerContext* ctx : live_) {
+    // Copy-engine collectives first, so the ones that finished are exported this round.
+    pollCopyEngine(ctx, nowNs, uint64_t(gStaleMs.get()) * 1000000ull);
     drainLocked(ctx, nowNs);
     size_t reclaimed = reclaimStale(ctx, nowNs, uint64_t(gStaleMs.get()) * 1000000ull);
     if (reclaimed > 0) {

@@ -104,25 +104,41 @@ void TraceWriter::collective(const CompletedColl& c, bool gpuClock) {
   e.clear();
   e += "{\"name\":\"";
   e += funcName(c.func);
+  if (c.engine == kCopyEngine) e += " (copy engine)";
   e += "\",\"cat\":\"collective\",\"ph\":\"X\",\"pid\":";
   e += std::to_string(pid_);
   e += ",\"tid\":1,\"ts\":";
   appendUs(&e, c.hostStartNs);
   e += ",\"dur\":";
   appendUs(&e, c.hostEndNs - c.hostStartNs);
-  char buf[320];
+  char buf[448];
   std::snprintf(buf, sizeof(buf),
                 ",\"args\":{\"seq\":%llu,\"bytes\":%llu,\"count\":%llu,\"datatype\":\"%s\","
                 "\"algo\":\"%s\",\"proto\":\"%s\",\"nChannels\":%d,\"host_us\":%.3f,"
-                "\"gpu_us\":%.3f,\"tuner_clock\":\"%s\"}}",
+                "\"gpu_us\":%.3f,\"tuner_clock\":\"%s\",\"user_tag\":%llu,\"engine\":\"%s\"",
                 static_cast<unsigned long long>(c.seqNumber),
                 static_cast<unsigned long long>(c.nBytes),
                 static_cast<unsigned long long>(c.count), datatypeName(c.datatype),
                 algoName(c.algo), protoName(c.proto), int(c.nChannels),
                 double(c.hostEndNs - c.hostStartNs) / 1e3,
                 c.gpuTimed ? double(c.gpuEndNs - c.gpuStartNs) / 1e3 : 0.0,
-                gpuClock ? "gpu" : "host");
+                gpuClock ? "gpu" : "host", static_cast<unsigned long long>(c.userTag),
+                c.engine == kCopyEngine ? "copy" : "kernel");
   e += buf;
+  // NCCL 2.31+ (profiler v7): the kernel variant, and the time the channels spent in their
+  // sync phases against their compute phase (GPU ns summed over channels).
+  if (c.kernelVariant[0] != '\0') {
+    e += ",\"kernel_variant\":\"";
+    appendJsonEscaped(&e, c.kernelVariant);
+    e += "\"";
+  }
+  if (c.isSymColl) e += ",\"symmetric\":true";
+  if (c.phaseSyncNs != 0 || c.phaseComputeNs != 0) {
+    std::snprintf(buf, sizeof(buf), ",\"phase_sync_us\":%.3f,\"phase_compute_us\":%.3f",
+                  double(c.phaseSyncNs) / 1e3, double(c.phaseComputeNs) / 1e3);
+    e += buf;
+  }
+  e += "}}";
   emit(e);
 }
 
@@ -131,13 +147,19 @@ void TraceWriter::span(const TraceSpan& s) {
   int tid;
   uint64_t startHost, endHost;
   char name[48];
-  if (s.kind == TraceSpan::kKernelChannel) {
+  static const char* const kPhaseNames[3] = {"initial sync", "compute", "final sync"};
+  if (s.kind == TraceSpan::kKernelChannel || s.kind == TraceSpan::kKernelPhase) {
+    // Phases share their channel's track: they lie within its span, so viewers nest them.
     tid = kTrackKernelChannel + s.channelId;
     nameTrack(tid, "kernel channel " + std::to_string(s.channelId) + " (GPU timer)");
     // Align the collective's last GPU stop with its host completion time.
     startHost = s.anchorHostNs - (s.anchorGpuNs - s.startNs);
     endHost = s.anchorHostNs - (s.anchorGpuNs - s.endNs);
-    std::snprintf(name, sizeof(name), "%s ch%d", funcName(s.func), int(s.channelId));
+    if (s.kind == TraceSpan::kKernelPhase) {
+      std::snprintf(name, sizeof(name), "%s", kPhaseNames[s.phaseId < 3 ? s.phaseId : 1]);
+    } else {
+      std::snprintf(name, sizeof(name), "%s ch%d", funcName(s.func), int(s.channelId));
+    }
   } else {
     tid = kTrackProxyOp + s.channelId;
     nameTrack(tid, "proxy ops channel " + std::to_string(s.channelId));
@@ -151,7 +173,9 @@ void TraceWriter::span(const TraceSpan& s) {
   e += "{\"name\":\"";
   e += name;
   e += "\",\"cat\":\"";
-  e += s.kind == TraceSpan::kKernelChannel ? "kernel" : "proxy";
+  e += s.kind == TraceSpan::kKernelChannel ? "kernel"
+       : s.kind == TraceSpan::kKernelPhase ? "kernel_phase"
+                                            : "proxy";
   e += "\",\"ph\":\"X\",\"pid\":";
   e += std::to_string(pid_);
   e += ",\"tid\":";
@@ -160,11 +184,13 @@ void TraceWriter::span(const TraceSpan& s) {
   appendUs(&e, startHost);
   e += ",\"dur\":";
   appendUs(&e, endHost >= startHost ? endHost - startHost : 0);
-  char buf[128];
-  std::snprintf(buf, sizeof(buf), ",\"args\":{\"seq\":%llu,\"start\":%llu,\"stop\":%llu}}",
+  char buf[160];
+  std::snprintf(buf, sizeof(buf),
+                ",\"args\":{\"seq\":%llu,\"start\":%llu,\"stop\":%llu,\"user_tag\":%llu}}",
                 static_cast<unsigned long long>(s.seqNumber),
                 static_cast<unsigned long long>(s.startNs),
-                static_cast<unsigned long long>(s.endNs));
+                static_cast<unsigned long long>(s.endNs),
+                static_cast<unsigned long long>(s.userTag));
   e += buf;
   emit(e);
 }

@@ -1,4 +1,4 @@
-# The library exports exactly the nine plugin tables, nothing else (nm -D --defined-only).
+# The library exports exactly the fourteen plugin tables, nothing else (nm -D --defined-only).
 execute_process(COMMAND nm -D --defined-only ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nm failed on ${LIB}")
@@ -10,8 +10,10 @@ foreach(line IN LISTS lines)
   list(APPEND found "${sym}")
 endforeach()
 list(SORT found)
-set(expected ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v8 ncclNetPlugin_v9
-    ncclProfiler_v4 ncclProfiler_v5 ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5)
+set(expected ncclNetPlugin_v8 ncclNetPlugin_v9 ncclNetPlugin_v10 ncclNetPlugin_v11
+    ncclNetPlugin_v12 ncclProfiler_v4 ncclProfiler_v5 ncclProfiler_v6 ncclProfiler_v7
+    ncclTunerPlugin_v3 ncclTunerPlugin_v4 ncclTunerPlugin_v5 ncclTunerPlugin_v6
+    ncclTunerPlugin_v7)
 list(SORT expected)
 if(NOT found STREQUAL expected)
   message(FATAL_ERROR "exported symbols differ:\n  found:    ${found}\n  expected: ${expected}")

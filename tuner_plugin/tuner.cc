@@ -384,6 +384,18 @@ void getCollInfo(void* ctx, int collType, size_t nBytes, int numPipeOps, float**
                               nChannels);
 }
 
+void getChunkSize(void* ctx, int collType, size_t nBytes, int algo, int proto, int nChannels,
+                  size_t* chunkSize) {
+  (void)nBytes;
+  (void)nChannels;
+  if (ctx == nullptr || chunkSize == nullptr) return;
+  if (collType < 0 || collType >= abi::kNumFuncs229 || algo < 0 || algo >= abi::kNumAlgorithms ||
+      proto < 0 || proto >= abi::kNumProtocols) {
+    return;  // a value NCCL has not told us about: its chunk size stands
+  }
+  // No chunk-size arm yet: NCCL's value is the decision, identical on every rank.
+}
+
 abi::Result finalize(void* ctx) {
   if (ctx == nullptr) return abi::kSuccess;
   std::unique_ptr<TunerContext> context(static_cast<TunerContext*>(ctx));

@@ -1,5 +1,5 @@
-// The tuner's one internal interface. Every exported ABI version (v3, v4, v5) is a thin adapter
-// in tuner_abi_adapters.cc over these three functions.
+// The tuner's one internal interface. Every exported ABI version (v3 to v7) is a thin adapter
+// in tuner_abi_adapters.cc over these functions.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +16,9 @@ struct TunerInitArgs {
   size_t nRanks = 0;
   size_t nNodes = 0;
   const abi::NvlDomainInfoV5* nvlDomain = nullptr;  // v5 only
-  abi::TunerConstantsV5* constants = nullptr;       // v5 only; NCCL's per-comm copy
+  // v5+; NCCL's per-comm copy (v7's fifth compute-capability row is not represented: the
+  // adapter hands in rows 0-3 and copies them back)
+  abi::TunerConstantsV5* constants = nullptr;
 };
 
 // Creates the per-communicator context. *ctx is written (possibly NULL) before anything can
@@ -27,6 +29,12 @@ abi::Result init(void** ctx, const TunerInitArgs& args);
 // and *nChannels are left exactly as NCCL passed them.
 void getCollInfo(void* ctx, int collType, size_t nBytes, int numPipeOps, float** costTable,
                  int numAlgo, int numProto, int regBuff, int* nChannels);
+
+// v6+: NCCL's chunk size for one scheduled task, in *chunkSize. Learning a chunk size is not
+// done yet, so the value NCCL computed is passed through unchanged (every input is
+// bounds-checked first: collType may be any of NCCL 2.29's 15 functions).
+void getChunkSize(void* ctx, int collType, size_t nBytes, int algo, int proto, int nChannels,
+                  size_t* chunkSize);
 
 abi::Result finalize(void* ctx);
 

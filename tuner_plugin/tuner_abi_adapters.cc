@@ -1,4 +1,6 @@
-// Exported tuner tables v3, v4 and v5: argument reshuffles over tuner.h, nothing more.
+// Exported tuner tables v3 to v7: argument reshuffles over tuner.h, nothing more.
+#include <cstring>
+
 #include "common/boundary.h"
 #include "tuner_plugin/tuner.h"
 
@@ -7,14 +9,15 @@ namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kTuning;
 
-abi::Result initV5(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, abi::Logger logFn,
-                   abi::NvlDomainInfoV5* nvl, abi::TunerConstantsV5* constants) {
+template <int kVersion>
+abi::Result initV5V6(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, abi::Logger logFn,
+                     abi::NvlDomainInfoV5* nvl, abi::TunerConstantsV5* constants) {
   log::setLogger(logFn);
   if (ctx == nullptr) return abi::kInvalidArgument;
   *ctx = nullptr;
   return guarded("tunerInitV5", kFlags, [&] {
     TunerInitArgs args;
-    args.abiVersion = 5;
+    args.abiVersion = kVersion;
     args.hasCommId = true;
     args.commId = commId;
     args.nRanks = nRanks;
@@ -23,6 +26,30 @@ abi::Result initV5(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ab
     args.constants = constants;
     return init(ctx, args);
   });
+}
+
+// Rows 0-3 of v7's per-compute-capability tables are v5's; the fifth (a newer GPU generation)
+// is left as NCCL filled it.
+template <typename Dst, typename Src>
+void copyConstants(Dst* dst, const Src* src) {
+  std::memcpy(dst->baseLatencies, src->baseLatencies, sizeof(dst->baseLatencies));
+  std::memcpy(dst->hwLatencies, src->hwLatencies, sizeof(dst->hwLatencies));
+  constexpr size_t kRows = sizeof(double) * abi::kNumCompCaps * abi::kNumTuningScales;
+  std::memcpy(dst->llMaxBws, src->llMaxBws, kRows);
+  std::memcpy(dst->perChMaxRingLL128Bws, src->perChMaxRingLL128Bws, kRows);
+  std::memcpy(dst->perChMaxTreeLL128Bws, src->perChMaxTreeLL128Bws, kRows);
+  std::memcpy(dst->perChMaxTreeBws, src->perChMaxTreeBws, kRows);
+  std::memcpy(dst->perChMaxNVLSTreeBws, src->perChMaxNVLSTreeBws, kRows);
+}
+
+abi::Result initV7(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, abi::Logger logFn,
+                   abi::NvlDomainInfoV5* nvl, abi::TunerConstantsV7* constants) {
+  if (constants == nullptr) return initV5V6<7>(ctx, commId, nRanks, nNodes, logFn, nvl, nullptr);
+  abi::TunerConstantsV5 v5;
+  copyConstants(&v5, constants);
+  abi::Result r = initV5V6<7>(ctx, commId, nRanks, nNodes, logFn, nvl, &v5);
+  copyConstants(constants, &v5);
+  return r;
 }
 
 template <int kVersion>
@@ -57,6 +84,14 @@ abi::Result getCollInfoV3(void* ctx, int collType, size_t nBytes, int numPipeOps
                        nChannels);
 }
 
+// NCCL 2.30+ calls this per scheduled task; like getCollInfo it must never fail.
+abi::Result getChunkSizeAny(void* ctx, int collType, size_t nBytes, int algo, int proto,
+                            int nChannels, size_t* chunkSize) {
+  return guardedNeverFail("tunerGetChunkSize", kFlags, [&] {
+    getChunkSize(ctx, collType, nBytes, algo, proto, nChannels, chunkSize);
+  });
+}
+
 abi::Result finalizeAny(void* ctx) {
   return guarded("tunerFinalize", kFlags, [&] { return finalize(ctx); });
 }
@@ -66,8 +101,14 @@ abi::Result finalizeAny(void* ctx) {
 
 using namespace autopilot;
 
-AP_EXPORT_TABLE(abi::TunerV5, ncclTunerPlugin_v5) = {"autopilot", tuner::initV5, tuner::getCollInfoV5,
-                                             tuner::finalizeAny};
+AP_EXPORT_TABLE(abi::TunerV7, ncclTunerPlugin_v7) = {"autopilot", tuner::initV7,
+                                             tuner::getCollInfoV5, tuner::finalizeAny,
+                                             tuner::getChunkSizeAny};
+AP_EXPORT_TABLE(abi::TunerV6, ncclTunerPlugin_v6) = {"autopilot", tuner::initV5V6<6>,
+                                             tuner::getCollInfoV5, tuner::finalizeAny,
+                                             tuner::getChunkSizeAny};
+AP_EXPORT_TABLE(abi::TunerV5, ncclTunerPlugin_v5) = {"autopilot", tuner::initV5V6<5>,
+                                             tuner::getCollInfoV5, tuner::finalizeAny};
 AP_EXPORT_TABLE(abi::TunerV4, ncclTunerPlugin_v4) = {"autopilot", tuner::initV3V4<4>,
                                              tuner::getCollInfoV5, tuner::finalizeAny};
 AP_EXPORT_TABLE(abi::TunerV3, ncclTunerPlugin_v3) = {"autopilot", tuner::initV3V4<3>,

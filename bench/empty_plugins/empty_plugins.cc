@@ -1,4 +1,4 @@
-// Baseline for the overhead benchmarks: a plugin library whose profiler (v5) and tuner (v5)
+// Baseline for the overhead benchmarks: a plugin library whose profiler (v5, v7) and tuner (v5)
 // do nothing at all. `autopilot profbench` and `autopilot tunerbench` load it through the same
 // harness as ours and subtract its cost, so the figures are "ns above an empty plugin".
 #include "common/abi/profiler_abi.h"
@@ -13,6 +13,10 @@ Result profInit(void** ctx, uint64_t, int*, const char*, int, int, int, Logger) 
   return kSuccess;
 }
 Result profStart(void*, void** eHandle, ProfilerEventDescrV5*) {
+  *eHandle = nullptr;
+  return kSuccess;
+}
+Result profStart7(void*, void** eHandle, ProfilerEventDescrV7*) {
   *eHandle = nullptr;
   return kSuccess;
 }
@@ -32,5 +36,7 @@ Result tunerFinalize(void*) { return kSuccess; }
 
 AP_EXPORT_TABLE(ProfilerV5, ncclProfiler_v5) = {"empty", profInit, profStart, profStop, profRecord,
                                                 profFinalize};
+AP_EXPORT_TABLE(ProfilerV7, ncclProfiler_v7) = {"empty", profInit, profStart7, profStop,
+                                                profRecord, profFinalize};
 AP_EXPORT_TABLE(TunerV5, ncclTunerPlugin_v5) = {"empty", tunerInit, tunerGetCollInfo,
                                                 tunerFinalize};

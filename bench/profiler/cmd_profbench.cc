@@ -1,8 +1,10 @@
 // `autopilot profbench`: the profiler's overhead on NCCL's hot path.
 //
 // Replays, through the plugin-host harness (the library loaded as NCCL loads it, called through
-// its ncclProfiler_v5 table), NCCL 2.28.9's v5 callback sequence for one blocking all-reduce on
-// 16 channels under our default event mask (Coll | KernelCh, whose ancestors NCCL starts too):
+// its ncclProfiler_v5 table, and again through ncclProfiler_v7 as NCCL 2.31+ calls it, with a
+// user tag and kernel variant on each call), NCCL 2.28.9's callback sequence for one blocking
+// all-reduce on 16 channels under our default event mask (Coll | KernelCh, whose ancestors NCCL
+// starts too):
 //   GroupApi start, GroupStartApiStop, CollApi start + stop, GroupEndApiStart, Group start,
 //   Coll start + stop, Group stop, GroupApi stop, then per channel KernelCh start (GPU timer),
 //   KernelChStop (GPU timer), KernelCh stop                                   = 58 callbacks.
@@ -58,15 +60,38 @@ long rssBytes() {
   return -1;
 }
 
-// One loaded profiler and one communicator, driven through the raw v5 table.
+template <int kAbi>
+struct Abi;
+template <>
+struct Abi<5> {
+  using Table = abi::ProfilerV5;
+  using Descr = abi::ProfilerEventDescrV5;
+  static const Table* raw(const host::HostProfiler* p) { return p->rawV5(); }
+  static void tag(Descr*) {}
+};
+template <>
+struct Abi<7> {
+  using Table = abi::ProfilerV7;
+  using Descr = abi::ProfilerEventDescrV7;
+  static const Table* raw(const host::HostProfiler* p) { return p->rawV7(); }
+  // What NCCL 2.31 adds to every Coll descriptor.
+  static void tag(Descr* d) {
+    d->coll.userTag = 0x5eed;
+    d->coll.kernelVariant = "RING_SIMPLE_SUM_F32";
+  }
+};
+
+// One loaded profiler and one communicator, driven through the raw v5 or v7 table.
+template <int kAbi>
 class Subject {
  public:
   explicit Subject(const std::string& plugin) {
     host::PluginHost::Options o;
     o.profilerPlugin = plugin;
+    o.maxProfilerVersion = kAbi;  // v5: NCCL 2.28's dialect; v7: 2.31's
     host_ = std::make_unique<host::PluginHost>(o);
-    if (!host_->loadProfiler() || host_->profiler()->rawV5() == nullptr) return;
-    table_ = host_->profiler()->rawV5();
+    if (!host_->loadProfiler() || Abi<kAbi>::raw(host_->profiler()) == nullptr) return;
+    table_ = Abi<kAbi>::raw(host_->profiler());
     int ignoredMask = 0;  // the replay uses the fixed default-mask sequence for both plugins
     if (table_->init(&ctx_, 0xbe7c4, &ignoredMask, "profbench", 1, 8, 0,
                      host::LogCapture::logger()) != abi::kSuccess) {
@@ -82,7 +107,7 @@ class Subject {
   // One all-reduce; Timed records each callback's duration (ns) into `samples`.
   template <bool Timed>
   void allReduce(uint64_t seq, std::vector<uint32_t>* samples) {
-    const abi::ProfilerV5* t = table_;
+    const typename Abi<kAbi>::Table* t = table_;
     auto call = [&](auto&& f) {
       if constexpr (Timed) {
         auto a = Clock::now();
@@ -93,7 +118,7 @@ class Subject {
         f();
       }
     };
-    abi::ProfilerEventDescrV5 d{};
+    typename Abi<kAbi>::Descr d{};
     void* groupApi = nullptr;
     void* collApi = nullptr;
     void* group = nullptr;
@@ -126,6 +151,7 @@ class Subject {
     d.coll.algo = "Ring";
     d.coll.proto = "Simple";
     d.coll.parentGroup = group;
+    Abi<kAbi>::tag(&d);
     call([&] { t->startEvent(ctx_, &coll, &d); });
     call([&] { t->stopEvent(coll); });
     call([&] { t->stopEvent(group); });
@@ -155,7 +181,7 @@ class Subject {
 
  private:
   std::unique_ptr<host::PluginHost> host_;
-  const abi::ProfilerV5* table_ = nullptr;
+  const typename Abi<kAbi>::Table* table_ = nullptr;
   void* ctx_ = nullptr;
 };
 
@@ -180,9 +206,10 @@ struct Result {
   uint64_t memoryEvents = 0;
 };
 
+template <int kAbi>
 bool measure(const Options& opt, const std::string& empty, Result* r) {
-  Subject ours("autopilot");
-  Subject none(empty);
+  Subject<kAbi> ours("autopilot");
+  Subject<kAbi> none(empty);
   if (!ours.ok() || !none.ok()) {
     std::fprintf(stderr, "profbench: cannot load %s\n", ours.ok() ? empty.c_str() : "autopilot");
     return false;
@@ -214,8 +241,8 @@ bool measure(const Options& opt, const std::string& empty, Result* r) {
   sOurs.reserve(size_t(timed) * kCallbacksPerAllReduce);
   sNone.reserve(size_t(timed) * kCallbacksPerAllReduce);
   for (int i = 0; i < timed; i += 100) {
-    for (int k = 0; k < 100; ++k) ours.allReduce<true>(seqOurs++, &sOurs);
-    for (int k = 0; k < 100; ++k) none.allReduce<true>(seqNone++, &sNone);
+    for (int k = 0; k < 100; ++k) ours.template allReduce<true>(seqOurs++, &sOurs);
+    for (int k = 0; k < 100; ++k) none.template allReduce<true>(seqNone++, &sNone);
   }
   r->medianNs = percentile(sOurs, 0.5);
   r->p99Ns = percentile(sOurs, 0.99);
@@ -265,7 +292,8 @@ int cmdProfbench(int argc, char** argv) {
           "usage: autopilot profbench [--quick] [--json FILE]\n"
           "Overhead of the profiler plugin above an empty one, on NCCL 2.28.9's v5 callback\n"
           "sequence of a blocking 16-channel all-reduce (%d callbacks), default mask and with\n"
-          "every export on; resident memory over 10 million callbacks. --quick: seconds, for CI.\n",
+          "every export on, and through the v7 table (NCCL 2.31+, tagged calls); resident\n"
+          "memory over 10 million callbacks. --quick: seconds, for CI.\n",
           kCallbacksPerAllReduce);
       return std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
     }
@@ -278,8 +306,12 @@ int cmdProfbench(int argc, char** argv) {
               "median ns us/emp", "p99 ns us/emp", "RSS growth");
 
   Result def;
-  if (!measure(opt, empty, &def)) return 1;
+  if (!measure<5>(opt, empty, &def)) return 1;
   printRow("default", def);
+  // The same sequence through the v7 table (NCCL 2.31+): tagged calls, the wider descriptor.
+  Result v7;
+  if (!measure<7>(opt, empty, &v7)) return 1;
+  printRow("v7", v7);
 
   // Every export on, into a private temporary directory (removed afterwards).
   char dirTemplate[] = "/tmp/ap-profbench-XXXXXX";
@@ -293,7 +325,7 @@ int cmdProfbench(int argc, char** argv) {
   setenv("NCCL_AUTOPILOT_INSPECTOR_FILE", (d + "/inspector.jsonl").c_str(), 1);
   setenv("NCCL_AUTOPILOT_PROM_FILE", (d + "/autopilot.prom").c_str(), 1);
   Result exp;
-  bool ok = measure(opt, empty, &exp);
+  bool ok = measure<5>(opt, empty, &exp);
   unsetenv("NCCL_AUTOPILOT_TRACE_FILE");
   unsetenv("NCCL_AUTOPILOT_INSPECTOR_FILE");
   unsetenv("NCCL_AUTOPILOT_PROM_FILE");
@@ -317,6 +349,8 @@ int cmdProfbench(int argc, char** argv) {
     appendJson(&json, def);
     json += ", \"exports\": {";
     appendJson(&json, exp);
+    json += "}, \"v7\": {";
+    appendJson(&json, v7);
     json += "}}\n";
     std::FILE* f = std::fopen(opt.jsonPath.c_str(), "w");
     if (f == nullptr || std::fputs(json.c_str(), f) < 0 || std::fclose(f) != 0) {

@@ -50,6 +50,7 @@ inline constexpr unsigned long kBootstrap = 0x1000;
 inline constexpr unsigned long kReg = 0x2000;
 inline constexpr unsigned long kProfile = 0x4000;
 inline constexpr unsigned long kRas = 0x8000;
+inline constexpr unsigned long kDestroy = 0x10000;  // NCCL 2.30+
 inline constexpr unsigned long kAll = ~0ul;
 }  // namespace subsys
 
@@ -71,6 +72,12 @@ enum Func : int {
   kFuncScatter = 9,
   kFuncGather = 10,
   kNumFuncsV5 = 11,
+  // NCCL 2.29+.
+  kFuncAllGatherV = 11,
+  kFuncPutSignal = 12,
+  kFuncSignal = 13,
+  kFuncWaitSignal = 14,
+  kNumFuncs229 = 15,
 };
 // Only these collectives reach the tuner (NCCL_NUM_FUNCTIONS).
 inline constexpr int kNumTunedFuncs = 5;
@@ -102,6 +109,7 @@ inline constexpr float kAlgoProtoIgnore = -1.0f;
 // NCCL_HW_*, compute-capability and scale indices of the v5 tuner constants.
 inline constexpr int kNumHwLinks = 3;      // NVLINK, PCI, NET
 inline constexpr int kNumCompCaps = 4;     // VOLTA, AMPERE, HOPPER, BLACKWELL
+inline constexpr int kNumCompCapsV7 = 5;   // tuner v7 (NCCL 2.32.6+) adds a fifth row
 inline constexpr int kNumTuningScales = 3; // 1 node, 2 nodes, 4 nodes
 
 }  // namespace autopilot::abi

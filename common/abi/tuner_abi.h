@@ -1,4 +1,4 @@
-// Tuner plugin ABI, versions 3 to 5 (NCCL 2.20 .. 2.28+). Our declarations, from
+// Tuner plugin ABI, versions 3 to 7 (NCCL 2.20 .. 2.32+). Our declarations, from
 // ../shared/docs/nccl-plugin-abi.md §2. The cost table is a contiguous float[7][3] passed as
 // float**: index it through costCell(), never as an array of row pointers.
 #pragma once
@@ -49,6 +49,41 @@ struct TunerV3 {
   Result (*getCollInfo)(void* ctx, int collType, size_t nBytes, int numPipeOps,
                         float** collCostTable, int numAlgo, int numProto, int* nChannels);
   Result (*destroy)(void* ctx);
+};
+
+// v6 (NCCL 2.30.3+): the v5 table plus an optional fifth member. NCCL passes the chunk size it
+// computed for one scheduled task in *chunkSize and clamps whatever comes back to its buffers.
+using TunerGetChunkSizeFn = Result (*)(void* ctx, int collType, size_t nBytes, int algo,
+                                       int proto, int nChannels, size_t* chunkSize);
+
+struct TunerV6 {
+  const char* name;
+  Result (*init)(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, Logger logFunction,
+                 NvlDomainInfoV5* nvlDomainInfo, TunerConstantsV5* constants);
+  TunerGetCollInfoV5Fn getCollInfo;
+  Result (*finalize)(void* ctx);
+  TunerGetChunkSizeFn getChunkSize;
+};
+
+// v7 (NCCL 2.32.6+): the five per-compute-capability tables gain a fifth row; the latency
+// tables and the NVL domain info are unchanged.
+struct TunerConstantsV7 {
+  double baseLatencies[kNumAlgorithms][kNumProtocols];
+  double hwLatencies[kNumHwLinks][kNumAlgorithms][kNumProtocols];
+  double llMaxBws[kNumCompCapsV7][kNumTuningScales];
+  double perChMaxRingLL128Bws[kNumCompCapsV7][kNumTuningScales];
+  double perChMaxTreeLL128Bws[kNumCompCapsV7][kNumTuningScales];
+  double perChMaxTreeBws[kNumCompCapsV7][kNumTuningScales];
+  double perChMaxNVLSTreeBws[kNumCompCapsV7][kNumTuningScales];
+};
+
+struct TunerV7 {
+  const char* name;
+  Result (*init)(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, Logger logFunction,
+                 NvlDomainInfoV5* nvlDomainInfo, TunerConstantsV7* constants);
+  TunerGetCollInfoV5Fn getCollInfo;
+  Result (*finalize)(void* ctx);
+  TunerGetChunkSizeFn getChunkSize;
 };
 
 // The one correct way to reach a cell of NCCL's cost table.

@@ -97,7 +97,7 @@ const char* HostNet::name() const { return *static_cast<const char* const*>(tabl
 
 abi::Result HostNet::init(void** ctx, uint64_t commId, abi::NetCommConfigV11* config,
                           abi::Logger log, abi::ProfilerCallback prof) {
-  if (version_ == 11) return table<abi::NetV11>(table_)->init(ctx, commId, config, log, prof);
+  if (version_ >= 11) return table<abi::NetV11>(table_)->init(ctx, commId, config, log, prof);
   // Older versions: init once per process; the per-comm "context" only carries the config.
   if (!legacyInitDone_) {
     abi::Result r = version_ == 10 ? table<abi::NetV10>(table_)->init(log, prof)
@@ -111,7 +111,7 @@ abi::Result HostNet::init(void** ctx, uint64_t commId, abi::NetCommConfigV11* co
 }
 
 abi::Result HostNet::finalize(void* ctx) {
-  if (version_ == 11) return table<abi::NetV11>(table_)->finalize(ctx);
+  if (version_ >= 11) return table<abi::NetV11>(table_)->finalize(ctx);
   delete static_cast<LegacyNetContext*>(ctx);  // those versions are never finalized
   return abi::kSuccess;
 }
@@ -121,9 +121,46 @@ abi::Result HostNet::devices(int* ndev) {
   return table<abi::NetV8>(table_)->devices(ndev);
 }
 
+abi::Result HostNet::getPropertiesV12(int dev, abi::NetPropertiesV12* props) {
+  if (version_ == 12 || props == nullptr) {
+    return version_ == 12 ? table<abi::NetV12>(table_)->getProperties(dev, props)
+                          : getProperties(dev, nullptr);
+  }
+  abi::NetPropertiesV11 p;
+  abi::Result r = getProperties(dev, &p);
+  if (r != abi::kSuccess) return r;
+  std::memset(props, 0, sizeof(*props));
+  std::memcpy(props, &p, offsetof(abi::NetPropertiesV11, vProps));  // identical prefix
+  props->vProps.ndevs = p.vProps.ndevs;
+  for (int i = 0; i < abi::kNetMaxDevsPerNic; ++i) props->vProps.devs[i] = p.vProps.devs[i];
+  props->maxP2pBytes = p.maxP2pBytes;
+  props->maxCollBytes = p.maxCollBytes;
+  props->maxMultiRequestSize = p.maxMultiRequestSize;
+  props->railId = abi::kNetIdUndef;
+  props->planeId = abi::kNetIdUndef;
+  return r;
+}
+
 abi::Result HostNet::getProperties(int dev, abi::NetPropertiesV11* props) {
+  if (version_ == 12 && props != nullptr) {
+    // What NCCL 2.30's v12 core keeps of it, in v11 form (the wider vProps cut to 4).
+    abi::NetPropertiesV12 p;
+    std::memset(&p, 0, sizeof(p));
+    abi::Result r = table<abi::NetV12>(table_)->getProperties(dev, &p);
+    if (r != abi::kSuccess) return r;
+    std::memset(props, 0, sizeof(*props));
+    std::memcpy(props, &p, offsetof(abi::NetPropertiesV11, vProps));
+    props->vProps.ndevs = p.vProps.ndevs < abi::kNetMaxDevsPerNic ? p.vProps.ndevs
+                                                                  : abi::kNetMaxDevsPerNic;
+    for (int i = 0; i < abi::kNetMaxDevsPerNic; ++i) props->vProps.devs[i] = p.vProps.devs[i];
+    props->maxP2pBytes = p.maxP2pBytes;
+    props->maxCollBytes = p.maxCollBytes;
+    props->maxMultiRequestSize = p.maxMultiRequestSize;
+    return r;
+  }
   if (props == nullptr) {  // only tests do this; hand the NULL through to the plugin
-    return version_ == 11 ? table<abi::NetV11>(table_)->getProperties(dev, nullptr)
+    return version_ == 12 ? table<abi::NetV12>(table_)->getProperties(dev, nullptr)
+           : version_ == 11 ? table<abi::NetV11>(table_)->getProperties(dev, nullptr)
            : version_ >= 9 ? table<abi::NetV10>(table_)->getProperties(dev, nullptr)
                            : table<abi::NetV8>(table_)->getProperties(dev, nullptr);
   }
@@ -163,7 +200,7 @@ abi::Result HostNet::getProperties(int dev, abi::NetPropertiesV11* props) {
 }
 
 abi::Result HostNet::listen(void* ctx, int dev, void* handle, void** listenComm) {
-  if (version_ == 11) return table<abi::NetV11>(table_)->listen(ctx, dev, handle, listenComm);
+  if (version_ >= 11) return table<abi::NetV11>(table_)->listen(ctx, dev, handle, listenComm);
   if (version_ == 10) return table<abi::NetV10>(table_)->listen(dev, handle, listenComm);
   if (version_ == 9) return table<abi::NetV9>(table_)->listen(dev, handle, listenComm);
   return table<abi::NetV8>(table_)->listen(dev, handle, listenComm);
@@ -171,7 +208,7 @@ abi::Result HostNet::listen(void* ctx, int dev, void* handle, void** listenComm)
 
 abi::Result HostNet::connect(void* ctx, int dev, void* handle, void** sendComm) {
   abi::NetDeviceHandleV11* devHandle = nullptr;  // a HOST plugin leaves it alone
-  if (version_ == 11) {
+  if (version_ >= 11) {
     return table<abi::NetV11>(table_)->connect(ctx, dev, handle, sendComm, &devHandle);
   }
   if (version_ == 10) {
@@ -198,7 +235,7 @@ abi::Result HostNet::deregMr(void* comm, void* mhandle) {
 
 abi::Result HostNet::isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
                            void* phandle, void** request) {
-  if (version_ == 11) {
+  if (version_ >= 11) {
     return table<abi::NetV11>(table_)->isend(sendComm, data, size, tag, mhandle, phandle, request);
   }
   if (version_ == 10) {
@@ -213,7 +250,7 @@ abi::Result HostNet::isend(void* sendComm, void* data, size_t size, int tag, voi
 
 abi::Result HostNet::irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
                            void** mhandles, void** phandles, void** request) {
-  if (version_ == 11) {
+  if (version_ >= 11) {
     return table<abi::NetV11>(table_)->irecv(recvComm, n, data, sizes, tags, mhandles, phandles,
                                             request);
   }
@@ -256,21 +293,38 @@ abi::Result HostNet::irecvConsumed(void* recvComm, int n, void* request) {
 }
 
 bool HostNet::hasMakeVDevice() const {
+  if (version_ == 12) return table<abi::NetV12>(table_)->makeVDevice != nullptr;
   if (version_ == 11) return table<abi::NetV11>(table_)->makeVDevice != nullptr;
   if (version_ == 10) return table<abi::NetV10>(table_)->makeVDevice != nullptr;
   if (version_ == 9) return table<abi::NetV9>(table_)->makeVDevice != nullptr;
   return false;
 }
 
+abi::Result HostNet::makeVDeviceV12(int* d, abi::NetVDevicePropsV12* props) {
+  if (!hasMakeVDevice()) return abi::kInvalidUsage;
+  if (version_ == 12) return table<abi::NetV12>(table_)->makeVDevice(d, props);
+  if (props->ndevs > abi::kNetMaxDevsPerNic) return abi::kInvalidUsage;
+  abi::NetVDevicePropsV11 narrow{};
+  narrow.ndevs = props->ndevs;
+  for (int i = 0; i < abi::kNetMaxDevsPerNic; ++i) narrow.devs[i] = props->devs[i];
+  return makeVDevice(d, &narrow);
+}
+
 abi::Result HostNet::makeVDevice(int* d, abi::NetVDevicePropsV11* props) {
   if (!hasMakeVDevice()) return abi::kInvalidUsage;
+  if (version_ == 12) {
+    abi::NetVDevicePropsV12 wide{};
+    wide.ndevs = props->ndevs;
+    for (int i = 0; i < abi::kNetMaxDevsPerNic; ++i) wide.devs[i] = props->devs[i];
+    return table<abi::NetV12>(table_)->makeVDevice(d, &wide);
+  }
   if (version_ == 11) return table<abi::NetV11>(table_)->makeVDevice(d, props);
   if (version_ == 10) return table<abi::NetV10>(table_)->makeVDevice(d, props);
   return table<abi::NetV9>(table_)->makeVDevice(d, props);
 }
 
 abi::Result HostNet::setNetAttr(void* ctx, abi::NetAttrV11* attr) {
-  if (version_ != 11 || table<abi::NetV11>(table_)->setNetAttr == nullptr) return abi::kSuccess;
+  if (version_ < 11 || table<abi::NetV11>(table_)->setNetAttr == nullptr) return abi::kSuccess;
   return table<abi::NetV11>(table_)->setNetAttr(ctx, attr);
 }
 
@@ -281,7 +335,34 @@ const char* HostTuner::name() const { return *static_cast<const char* const*>(ta
 abi::Result HostTuner::init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes,
                             abi::Logger log, abi::NvlDomainInfoV5* nvl,
                             abi::TunerConstantsV5* constants) {
-  if (version_ == 5) {
+  if (version_ == 7) {
+    // NCCL 2.32 passes five compute-capability rows; rows 0-3 are v5's.
+    abi::TunerConstantsV7& c = constantsV7_;
+    constexpr size_t kRows = sizeof(double) * abi::kNumCompCaps * abi::kNumTuningScales;
+    if (constants != nullptr) {
+      std::memcpy(c.baseLatencies, constants->baseLatencies, sizeof(c.baseLatencies));
+      std::memcpy(c.hwLatencies, constants->hwLatencies, sizeof(c.hwLatencies));
+      std::memcpy(c.llMaxBws, constants->llMaxBws, kRows);
+      std::memcpy(c.perChMaxRingLL128Bws, constants->perChMaxRingLL128Bws, kRows);
+      std::memcpy(c.perChMaxTreeLL128Bws, constants->perChMaxTreeLL128Bws, kRows);
+      std::memcpy(c.perChMaxTreeBws, constants->perChMaxTreeBws, kRows);
+      std::memcpy(c.perChMaxNVLSTreeBws, constants->perChMaxNVLSTreeBws, kRows);
+    }
+    abi::Result r = table<abi::TunerV7>(table_)->init(ctx, commId, nRanks, nNodes, log, nvl,
+                                                      constants ? &c : nullptr);
+    if (constants != nullptr) {
+      std::memcpy(constants->baseLatencies, c.baseLatencies, sizeof(c.baseLatencies));
+      std::memcpy(constants->hwLatencies, c.hwLatencies, sizeof(c.hwLatencies));
+      std::memcpy(constants->llMaxBws, c.llMaxBws, kRows);
+      std::memcpy(constants->perChMaxRingLL128Bws, c.perChMaxRingLL128Bws, kRows);
+      std::memcpy(constants->perChMaxTreeLL128Bws, c.perChMaxTreeLL128Bws, kRows);
+      std::memcpy(constants->perChMaxTreeBws, c.perChMaxTreeBws, kRows);
+      std::memcpy(constants->perChMaxNVLSTreeBws, c.perChMaxNVLSTreeBws, kRows);
+    }
+    return r;
+  }
+  if (version_ == 5 || version_ == 6) {
+    // v6's init is v5's, in the same slot.
     return table<abi::TunerV5>(table_)->init(ctx, commId, nRanks, nNodes, log, nvl, constants);
   }
   if (version_ == 4) return table<abi::TunerV4>(table_)->init(nRanks, nNodes, log, ctx);
@@ -291,8 +372,8 @@ abi::Result HostTuner::init(void** ctx, uint64_t commId, size_t nRanks, size_t n
 abi::Result HostTuner::getCollInfo(void* ctx, int collType, size_t nBytes, int numPipeOps,
                                    float** costTable, int numAlgo, int numProto, int regBuff,
                                    int* nChannels) {
-  if (version_ == 5 || version_ == 4) {
-    // v4's getCollInfo has the v5 signature; both tables keep it in the same slot.
+  if (version_ >= 4) {
+    // v4..v7 getCollInfo has the v5 signature, in the same slot.
     return table<abi::TunerV5>(table_)->getCollInfo(ctx, collType, nBytes, numPipeOps, costTable,
                                                     numAlgo, numProto, regBuff, nChannels);
   }
@@ -302,6 +383,18 @@ abi::Result HostTuner::getCollInfo(void* ctx, int collType, size_t nBytes, int n
 
 abi::Result HostTuner::finalize(void* ctx) {
   return table<abi::TunerV5>(table_)->finalize(ctx);  // finalize/destroy share the slot
+}
+
+bool HostTuner::hasGetChunkSize() const {
+  return version_ >= 6 && table<abi::TunerV6>(table_)->getChunkSize != nullptr;
+}
+
+abi::Result HostTuner::getChunkSize(void* ctx, int collType, size_t nBytes, int algo, int proto,
+                                    int nChannels, size_t* chunkSize) {
+  if (!hasGetChunkSize()) return abi::kSuccess;  // NCCL keeps its own value
+  // v6 and v7 keep it in the same slot.
+  return table<abi::TunerV6>(table_)->getChunkSize(ctx, collType, nBytes, algo, proto, nChannels,
+                                                   chunkSize);
 }
 
 abi::TunerGetCollInfoV5Fn HostTuner::rawGetCollInfoV5() const {
@@ -314,7 +407,7 @@ const char* HostProfiler::name() const { return *static_cast<const char* const*>
 
 abi::Result HostProfiler::init(void** ctx, uint64_t commId, int* mask, const char* commName,
                                int nNodes, int nRanks, int rank, abi::Logger log) {
-  if (version_ == 5) {
+  if (version_ >= 5) {  // v5..v7 share init's signature and slot
     return table<abi::ProfilerV5>(table_)->init(ctx, commId, mask, commName, nNodes, nRanks, rank,
                                                 log);
   }
@@ -322,8 +415,36 @@ abi::Result HostProfiler::init(void** ctx, uint64_t commId, int* mask, const cha
                                               log);
 }
 
-abi::Result HostProfiler::startEvent(void* ctx, void** eHandle, abi::ProfilerEventDescrV5* d) {
-  if (version_ == 5) return table<abi::ProfilerV5>(table_)->startEvent(ctx, eHandle, d);
+abi::Result HostProfiler::startEvent(void* ctx, void** eHandle, abi::ProfilerEventDescrV5* d5) {
+  if (version_ == 5) return table<abi::ProfilerV5>(table_)->startEvent(ctx, eHandle, d5);
+  abi::ProfilerEventDescrV7 d;
+  std::memset(static_cast<void*>(&d), 0, sizeof(d));
+  std::memcpy(static_cast<void*>(&d), d5, sizeof(*d5));
+  switch (d5->type) {  // the fields v7 appended, which the v5 bytes do not cover
+    case abi::event::kCollApi: d.collApi.userTag = 0; break;
+    case abi::event::kP2pApi: d.p2pApi.userTag = 0; break;
+    case abi::event::kP2p: d.p2p.userTag = 0; break;
+    default: break;
+  }
+  return startEvent(ctx, eHandle, &d);
+}
+
+abi::Result HostProfiler::startEvent(void* ctx, void** eHandle, abi::ProfilerEventDescrV7* d) {
+  constexpr uint64_t kCeEvents = abi::event::kCeColl | abi::event::kCeSync | abi::event::kCeBatch;
+  if (version_ == 7) return table<abi::ProfilerV7>(table_)->startEvent(ctx, eHandle, d);
+  // Older profilers: NCCL's adapters discard what the version cannot describe.
+  if (d->type == abi::event::kKernelPhase || (version_ < 6 && (d->type & kCeEvents))) {
+    if (eHandle) *eHandle = nullptr;
+    return abi::kSuccess;
+  }
+  if (version_ >= 5) {
+    // The v5/v6 descriptor is the v7 one's first 112 bytes.
+    abi::ProfilerEventDescrV6 old;
+    std::memcpy(static_cast<void*>(&old), d, sizeof(old));
+    return version_ == 6 ? table<abi::ProfilerV6>(table_)->startEvent(ctx, eHandle, &old)
+                         : table<abi::ProfilerV5>(table_)->startEvent(
+                               ctx, eHandle, reinterpret_cast<abi::ProfilerEventDescrV5*>(&old));
+  }
   constexpr uint64_t kDroppedForV4 = abi::event::kGroupApi | abi::event::kCollApi |
                                      abi::event::kP2pApi | abi::event::kKernelLaunch;
   if (d->type & kDroppedForV4) return abi::kSuccess;  // *eHandle untouched, as in NCCL
@@ -370,6 +491,11 @@ abi::Result HostProfiler::recordEventState(void* eHandle, int state,
       (state == abi::state::kGroupStartApiStop || state == abi::state::kGroupEndApiStart)) {
     return abi::kSuccess;
   }
+  // CE states exist from v6, the kernel-phase stop from v7.
+  if ((version_ < 6 && state >= abi::state::kCeCollStart) ||
+      (version_ < 7 && state >= abi::state::kKernelPhaseStop)) {
+    return abi::kSuccess;
+  }
   return table<abi::ProfilerV5>(table_)->recordEventState(eHandle, state, args);
 }
 
@@ -381,10 +507,28 @@ const abi::ProfilerV5* HostProfiler::rawV5() const {
   return version_ == 5 ? table<abi::ProfilerV5>(table_) : nullptr;
 }
 
+const abi::ProfilerV7* HostProfiler::rawV7() const {
+  return version_ == 7 ? table<abi::ProfilerV7>(table_) : nullptr;
+}
+
 // --------------------------------------------------------------------------------- PluginHost
 
 PluginHost::PluginHost() : PluginHost(Options{}) {}
-PluginHost::PluginHost(Options options) : options_(std::move(options)) {}
+PluginHost::PluginHost(Options options) : options_(std::move(options)) {
+  release_ = options_.nccl.empty() ? nullptr : findNcclRelease(options_.nccl);
+  if (release_ == nullptr) release_ = &newestNcclRelease();
+}
+
+namespace {
+// The release's symbol versions, newest first, that the harness drives and the caller allows.
+std::vector<int> loadOrder(const std::vector<int>& release, int oldestDriven, int newestAllowed) {
+  std::vector<int> out;
+  for (int v : release) {
+    if (v >= oldestDriven && v <= newestAllowed) out.push_back(v);
+  }
+  return out;
+}
+}  // namespace
 PluginHost::~PluginHost() { unloadAll(); }
 
 std::string PluginHost::envValue(PluginKind kind) const {
@@ -444,7 +588,7 @@ bool PluginHost::loadNet() {
   for (const std::string& name : names) {
     OpenedLibrary lib;
     if (!openLibrary(PluginKind::kNet, name, &lib)) continue;
-    for (int v = options_.maxNetVersion; v >= 8; --v) {
+    for (int v : loadOrder(release_->net, 8, options_.maxNetVersion)) {
       std::string sym = "ncclNetPlugin_v" + std::to_string(v);
       if (void* t = dlsym(lib.handle, sym.c_str())) {
         net_ = std::make_unique<HostNet>();
@@ -456,7 +600,8 @@ bool PluginHost::loadNet() {
     }
     diagnostics_.push_back("net/Plugin: external network plugin " + lib.requested +
                            " is unsupported (no ncclNetPlugin_v" +
-                           std::to_string(options_.maxNetVersion) + "..v8 symbol)");
+                           std::to_string(options_.maxNetVersion) + "..v8 symbol NCCL " +
+                           release_->label() + " takes)");
     dlclose(lib.handle);
   }
   return false;
@@ -468,7 +613,7 @@ bool PluginHost::loadTuner() {
   if (strcasecmp(value.c_str(), "none") == 0) return false;
   OpenedLibrary lib;
   if (!openLibrary(PluginKind::kTuner, value, &lib) && !openViaNetLibrary(&lib)) return false;
-  for (int v = options_.maxTunerVersion; v >= 3; --v) {
+  for (int v : loadOrder(release_->tuner, 3, options_.maxTunerVersion)) {
     std::string sym = "ncclTunerPlugin_v" + std::to_string(v);
     if (void* t = dlsym(lib.handle, sym.c_str())) {
       tuner_ = std::make_unique<HostTuner>();
@@ -486,11 +631,12 @@ bool PluginHost::loadTuner() {
 
 bool PluginHost::loadProfiler() {
   if (profiler_) return true;
+  if (release_->profiler.empty()) return false;  // before NCCL 2.23: no profiler plugins
   std::string value = envValue(PluginKind::kProfiler);
   if (strcasecmp(value.c_str(), "none") == 0) return false;
   OpenedLibrary lib;
   if (!openLibrary(PluginKind::kProfiler, value, &lib) && !openViaNetLibrary(&lib)) return false;
-  for (int v = options_.maxProfilerVersion; v >= 4; --v) {
+  for (int v : loadOrder(release_->profiler, 4, options_.maxProfilerVersion)) {
     std::string sym = "ncclProfiler_v" + std::to_string(v);
     if (void* t = dlsym(lib.handle, sym.c_str())) {
       profiler_ = std::make_unique<HostProfiler>();

@@ -1,5 +1,6 @@
-// Plugin-host harness: loads plugin libraries exactly as NCCL 2.28.9 does and drives their
-// function tables, so every test and benchmark exercises the real .so through its ABI.
+// Plugin-host harness: loads plugin libraries exactly as a given NCCL release (2.19 .. 2.32;
+// 2.32 by default) does and drives their function tables, so every test and benchmark exercises
+// the real .so through its ABI.
 //
 // What it reproduces (../shared/docs/nccl-plugin-abi.md §1):
 //  - name resolution: an empty name tries libnccl-<kind>.so; a name tries NAME verbatim, then
@@ -7,10 +8,12 @@
 //    prefix of STATIC_PLUGIN selects the main program; "none" disables the plugin;
 //  - NCCL_NET_PLUGIN is a comma-separated list (at most 14 entries);
 //  - dlopen with RTLD_NOW | RTLD_LOCAL;
-//  - the newest versioned symbol first (net v11..v8, tuner v5..v3, profiler v5..v4);
+//  - the release's versioned symbols, newest first (nccl_releases.h), among those the harness
+//    can drive (net v12..v8, tuner v7..v3, profiler v7..v4);
 //  - tuner and profiler fall back to the already-open net library when their own fails;
 //  - older ABI versions are driven through adapters that behave like NCCL's own (v10 and older
-//    net init once per process, v8 int sizes, v4 profiler event filtering, ...);
+//    net init once per process, v8 int sizes, v4 profiler event filtering, CE and kernel-phase
+//    events and states withheld from profilers older than v6 / v7, ...);
 //  - a logger function (LogCapture) in place of ncclDebugLog;
 //  - init/finalize in NCCL's order per communicator (CommSession).
 #pragma once
@@ -24,6 +27,7 @@
 #include "common/abi/net_abi.h"
 #include "common/abi/profiler_abi.h"
 #include "common/abi/tuner_abi.h"
+#include "common/host/nccl_releases.h"
 
 namespace autopilot::host {
 
@@ -48,7 +52,8 @@ class HostNet {
   const char* name() const;
   const OpenedLibrary& library() const { return lib_; }
 
-  // v11-shaped entry points. For v8..v10 these adapt like NCCL's net_v8..v10.cc adapters.
+  // v11-shaped entry points. For v8..v10 these adapt like NCCL's net_v8..v10.cc adapters; v12
+  // has v11's table except for the properties and vProps (see the V12 calls below).
   abi::Result init(void** ctx, uint64_t commId, abi::NetCommConfigV11* config, abi::Logger log,
                    abi::ProfilerCallback prof);
   abi::Result finalize(void* ctx);
@@ -72,7 +77,11 @@ class HostNet {
   abi::Result irecvConsumed(void* recvComm, int n, void* request);
   bool hasMakeVDevice() const;
   abi::Result makeVDevice(int* d, abi::NetVDevicePropsV11* props);
-  abi::Result setNetAttr(void* ctx, abi::NetAttrV11* attr);  // v11 only; success otherwise
+  abi::Result setNetAttr(void* ctx, abi::NetAttrV11* attr);  // v11+; success otherwise
+  // The newest shapes: older versions report railId/planeId undefined and reject more than 4
+  // devices per virtual NIC, as their vProps cannot carry them.
+  abi::Result getPropertiesV12(int dev, abi::NetPropertiesV12* props);
+  abi::Result makeVDeviceV12(int* d, abi::NetVDevicePropsV12* props);
 
  private:
   friend class PluginHost;
@@ -87,9 +96,17 @@ class HostTuner {
   int version() const { return version_; }
   const char* name() const;
   const OpenedLibrary& library() const { return lib_; }
-  // v5-shaped; v3/v4 drop commId, nvlDomain and constants like NCCL's adapters.
+  // v5-shaped; v3/v4 drop commId, nvlDomain and constants like NCCL's adapters. v7 receives
+  // v7 constants: rows 0-3 from `constants`, the fifth row from constantsV7Row4 (NCCL's values
+  // for the newest GPUs), and rows 0-3 are copied back after init.
   abi::Result init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, abi::Logger log,
                    abi::NvlDomainInfoV5* nvl, abi::TunerConstantsV5* constants);
+  // v6+: NCCL 2.30's per-task chunk-size query; older versions leave *chunkSize alone.
+  bool hasGetChunkSize() const;
+  abi::Result getChunkSize(void* ctx, int collType, size_t nBytes, int algo, int proto,
+                           int nChannels, size_t* chunkSize);
+  // What the last v7 init saw and left (for tests).
+  const abi::TunerConstantsV7& lastConstantsV7() const { return constantsV7_; }
   abi::Result getCollInfo(void* ctx, int collType, size_t nBytes, int numPipeOps,
                           float** costTable, int numAlgo, int numProto, int regBuff,
                           int* nChannels);
@@ -102,6 +119,7 @@ class HostTuner {
   int version_ = 0;
   const void* table_ = nullptr;
   OpenedLibrary lib_;
+  abi::TunerConstantsV7 constantsV7_{};
 };
 
 class HostProfiler {
@@ -111,14 +129,18 @@ class HostProfiler {
   const OpenedLibrary& library() const { return lib_; }
   abi::Result init(void** ctx, uint64_t commId, int* mask, const char* commName, int nNodes,
                    int nRanks, int rank, abi::Logger log);
-  // For v4 plugins this filters and converts events as NCCL's profiler_v4.cc does: GroupApi,
-  // CollApi, P2pApi and KernelLaunch events are dropped without touching *eHandle, Coll/P2p get
-  // the legacy group as parent, and GroupApi states 23/24 are dropped.
+  // Events in the newest (v7) form. For older plugins this filters and converts as NCCL's
+  // adapters do: v6 never sees KernelPhase events, v5 neither CE events (*eHandle = NULL);
+  // for v4, GroupApi, CollApi, P2pApi and KernelLaunch events are dropped without touching
+  // *eHandle, Coll/P2p get the legacy group as parent, and GroupApi states 23/24 are dropped.
+  abi::Result startEvent(void* ctx, void** eHandle, abi::ProfilerEventDescrV7* descr);
+  // A v5-shaped event (what NCCL 2.28 emits), widened to v7 with no tag.
   abi::Result startEvent(void* ctx, void** eHandle, abi::ProfilerEventDescrV5* descr);
   abi::Result stopEvent(void* eHandle);
   abi::Result recordEventState(void* eHandle, int state, abi::ProfilerEventStateArgsV5* args);
   abi::Result finalize(void* ctx);
   const abi::ProfilerV5* rawV5() const;  // NULL unless version 5
+  const abi::ProfilerV7* rawV7() const;  // NULL unless version 7
 
  private:
   friend class PluginHost;
@@ -133,10 +155,12 @@ class PluginHost {
     // Values of NCCL_NET_PLUGIN / NCCL_TUNER_PLUGIN / NCCL_PROFILER_PLUGIN; nullopt reads the
     // environment (unset there means the empty name, as in NCCL).
     std::optional<std::string> netPlugin, tunerPlugin, profilerPlugin;
+    // The NCCL release whose loader is reproduced ("2.28", "2.31.2", ...); empty: the newest.
+    std::string nccl;
     // Newest version symbol to look for; tests lower these to reach older adapters.
-    int maxNetVersion = 11;
-    int maxTunerVersion = 5;
-    int maxProfilerVersion = 5;
+    int maxNetVersion = 12;
+    int maxTunerVersion = 7;
+    int maxProfilerVersion = 7;
   };
 
   PluginHost();
@@ -158,6 +182,8 @@ class PluginHost {
   const std::vector<std::string>& diagnostics() const { return diagnostics_; }
   // NCCL's process-global profiler activation mask (one per host object here).
   int* activationMask() { return &activationMask_; }
+  // The release reproduced (the newest when Options::nccl names none we know).
+  const NcclRelease& release() const { return *release_; }
 
  private:
   std::string envValue(PluginKind kind) const;
@@ -165,6 +191,7 @@ class PluginHost {
   bool openViaNetLibrary(OpenedLibrary* out);
 
   Options options_;
+  const NcclRelease* release_ = nullptr;
   std::unique_ptr<HostNet> net_;
   std::unique_ptr<HostTuner> tuner_;
   std::unique_ptr<HostProfiler> profiler_;

@@ -79,8 +79,11 @@ const NetDevice* DeviceTable::device(int dev) const {
 
 int DeviceTable::makeVirtual(const int* devs, int n, std::string* error) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (n < 1 || n > 4) {
-    if (error) *error = "a virtual device merges 1 to 4 devices, not " + std::to_string(n);
+  if (n < 1 || n > kMaxDevicesPerVirtual) {
+    if (error) {
+      *error = "a virtual device merges 1 to " + std::to_string(kMaxDevicesPerVirtual) +
+               " devices, not " + std::to_string(n);
+    }
     return -1;
   }
   if (int(devices_.size()) >= kMaxDevices) {

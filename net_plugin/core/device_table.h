@@ -36,6 +36,9 @@ class DeviceTable {
  public:
   static constexpr int kMaxRailsPerDevice = 16;
   static constexpr int kMaxDevices = 64;
+  // NCCL 2.30's vProps (net v12) lists up to 8 devices; older versions' 4 are checked by their
+  // adapters.
+  static constexpr int kMaxDevicesPerVirtual = 8;
 
   // Replaces the table: `groups` lists each physical device's rails.
   void build(std::vector<RailDescriptor> rails, const std::vector<std::vector<int>>& groups,

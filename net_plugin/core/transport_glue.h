@@ -21,23 +21,27 @@ namespace autopilot::net::core {
 // leave them zero): it keeps there the token of its connection in progress.
 inline constexpr size_t kConnectTokenAt = size_t(abi::kNetHandleMaxSize) - 8;
 
-// vProps: a virtual device lists the physical devices it merges, a physical one itself.
+// vProps: a virtual device lists the physical devices it merges, a physical one itself (and is
+// its own rail: see DeviceProperties::railId).
 inline void describeDeviceLayout(const NetDevice& d, int dev, DeviceProperties* props) {
   if (d.isVirtual) {
     props->vProps.ndevs = int(d.children.size());
-    for (size_t i = 0; i < d.children.size() && i < size_t(abi::kNetMaxDevsPerNic); ++i) {
+    for (size_t i = 0; i < d.children.size() && i < size_t(abi::kNetMaxDevsPerNicV12); ++i) {
       props->vProps.devs[i] = d.children[i];
     }
+    props->railId = abi::kNetIdUndef;
   } else {
     props->vProps.ndevs = 1;
     props->vProps.devs[0] = dev;
+    props->railId = int16_t(dev);
   }
+  props->planeId = abi::kNetIdUndef;
 }
 
-inline abi::Result makeVirtualDevice(DeviceTable& table, const abi::NetVDevicePropsV11& props,
+inline abi::Result makeVirtualDevice(DeviceTable& table, const abi::NetVDevicePropsV12& props,
                                      int* d) {
   std::string error;
-  // The table rejects counts beyond the 4 entries vProps has before reading them.
+  // The table rejects counts beyond the 8 entries vProps has before reading them.
   int v = table.makeVirtual(props.devs, props.ndevs, &error);
   if (v < 0) {
     AP_WARN(abi::subsys::kNet, "makeVDevice: %s", error.c_str());

@@ -1,4 +1,4 @@
-// The harness loads our library the way NCCL 2.28.9 does, under every exported version, and the
+// The harness loads our library the way NCCL does, under every exported version, and the
 // three plugin names resolve to one loaded instance.
 #include <dlfcn.h>
 
@@ -55,9 +55,9 @@ TEST_CASE("the three names resolve to one loaded instance", "[loader]") {
   REQUIRE(host.loadNet());
   REQUIRE(host.loadProfiler());
   REQUIRE(host.loadTuner());
-  CHECK(host.net()->version() == 11);
-  CHECK(host.tuner()->version() == 5);
-  CHECK(host.profiler()->version() == 5);
+  CHECK(host.net()->version() == 12);
+  CHECK(host.tuner()->version() == 7);
+  CHECK(host.profiler()->version() == 7);
   CHECK(std::string(host.net()->name()) == "autopilot");
   // Each plugin opened its own file name; the loader returned one handle for the one file.
   CHECK(host.tuner()->library().requested == "libnccl-tuner-autopilot.so");
@@ -71,13 +71,13 @@ TEST_CASE("the three names resolve to one loaded instance", "[loader]") {
   REQUIRE(session.init() == abi::kSuccess);
   std::set<std::string> ids = instanceIdsLogged();
   CHECK(ids.size() == 1);
-  CHECK(LogCapture::count(abi::kLogInfo, "net v11 ready") == 1);
-  CHECK(LogCapture::count(abi::kLogInfo, "tuner v5 ready") == 1);
-  CHECK(LogCapture::count(abi::kLogInfo, "profiler v5 ready") == 1);
+  CHECK(LogCapture::count(abi::kLogInfo, "net v12 ready") == 1);
+  CHECK(LogCapture::count(abi::kLogInfo, "tuner v7 ready") == 1);
+  CHECK(LogCapture::count(abi::kLogInfo, "profiler v7 ready") == 1);
 }
 
 TEST_CASE("every exported net version loads and is driven through its adapter", "[loader][net]") {
-  for (int v = 8; v <= 11; ++v) {
+  for (int v = 8; v <= 12; ++v) {
     DYNAMIC_SECTION("net v" << v) {
       PluginHost::Options o = autopilotEverywhere();
       o.maxNetVersion = v;
@@ -103,7 +103,7 @@ TEST_CASE("every exported net version loads and is driven through its adapter", 
 }
 
 TEST_CASE("every exported tuner version loads and leaves the cost table alone", "[loader][tuner]") {
-  for (int v = 3; v <= 5; ++v) {
+  for (int v = 3; v <= 7; ++v) {
     DYNAMIC_SECTION("tuner v" << v) {
       PluginHost::Options o = autopilotEverywhere();
       o.maxTunerVersion = v;
@@ -129,7 +129,7 @@ TEST_CASE("every exported tuner version loads and leaves the cost table alone", 
 }
 
 TEST_CASE("every exported profiler version loads", "[loader][profiler]") {
-  for (int v = 4; v <= 5; ++v) {
+  for (int v = 4; v <= 7; ++v) {
     DYNAMIC_SECTION("profiler v" << v) {
       PluginHost::Options o = autopilotEverywhere();
       o.maxProfilerVersion = v;
@@ -192,5 +192,5 @@ TEST_CASE("the absolute path and the NCCL_NET_PLUGIN list form both work", "[loa
   o.netPlugin = "missing-one," + autopilot::test::libDir() + "/libnccl-net-autopilot.so";
   PluginHost host(o);
   REQUIRE(host.loadNet());
-  CHECK(host.net()->version() == 11);
+  CHECK(host.net()->version() == 12);
 }

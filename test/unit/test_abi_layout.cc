@@ -193,11 +193,117 @@ AP_OFFSET(NetV9, makeVDevice, 152);
 AP_OFFSET(NetV8, irecvConsumed, 144);
 AP_OFFSET(NetV8, test, 104);
 
+// ---- enums NCCL grew (2.29+): ncclFunc_t, event bits, states
+static_assert(kFuncAllGatherV == 11 && kFuncPutSignal == 12 && kFuncSignal == 13 &&
+              kFuncWaitSignal == 14 && kNumFuncs229 == 15);
+static_assert(event::kCeColl == 4096 && event::kCeSync == 8192 && event::kCeBatch == 16384 &&
+              event::kKernelPhase == 32768 && event::kAllV6 == 32767 && event::kAllV7 == 65535);
+static_assert(state::kCeCollStart == 25 && state::kCeCollComplete == 26 &&
+              state::kCeSyncStart == 27 && state::kCeSyncComplete == 28 &&
+              state::kCeBatchStart == 29 && state::kCeBatchComplete == 30 &&
+              state::kKernelPhaseStop == 31);
+
+// ---- tuner v6 / v7 (five-member tables; v7 constants have 5 compute-capability rows)
+static_assert(sizeof(TunerV6) == 40 && sizeof(TunerV7) == 40);
+AP_OFFSET(TunerV6, init, 8);
+AP_OFFSET(TunerV6, getCollInfo, 16);
+AP_OFFSET(TunerV6, finalize, 24);
+AP_OFFSET(TunerV6, getChunkSize, 32);
+AP_OFFSET(TunerV7, getChunkSize, 32);
+static_assert(sizeof(TunerConstantsV7) == 1272);
+AP_OFFSET(TunerConstantsV7, hwLatencies, 168);
+AP_OFFSET(TunerConstantsV7, llMaxBws, 672);
+AP_OFFSET(TunerConstantsV7, perChMaxRingLL128Bws, 792);
+AP_OFFSET(TunerConstantsV7, perChMaxTreeLL128Bws, 912);
+AP_OFFSET(TunerConstantsV7, perChMaxTreeBws, 1032);
+AP_OFFSET(TunerConstantsV7, perChMaxNVLSTreeBws, 1152);
+
+// ---- profiler v6: v5 plus the copy-engine members, same size
+static_assert(sizeof(ProfilerEventDescrV6) == 112 && alignof(ProfilerEventDescrV6) == 8);
+AP_OFFSET(ProfilerEventDescrV6, coll.parentGroup, 104);
+AP_OFFSET(ProfilerEventDescrV6, kernelCh.pTimer, 32);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.seqNumber, 24);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.func, 32);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.sendBuff, 40);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.recvBuff, 48);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.count, 56);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.root, 64);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.datatype, 72);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.syncStrategy, 80);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.intraBatchSync, 88);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.batchSize, 92);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.numBatches, 96);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.ceSeqNum, 100);
+AP_OFFSET(ProfilerEventDescrV6, ceColl.stream, 104);
+AP_OFFSET(ProfilerEventDescrV6, ceCollSync.isComplete, 24);
+AP_OFFSET(ProfilerEventDescrV6, ceCollSync.nRanks, 28);
+AP_OFFSET(ProfilerEventDescrV6, ceCollBatch.numOps, 24);
+AP_OFFSET(ProfilerEventDescrV6, ceCollBatch.totalBytes, 32);
+AP_OFFSET(ProfilerEventDescrV6, ceCollBatch.useIntraSync, 40);
+static_assert(sizeof(ProfilerV6) == 48 && sizeof(ProfilerEventStateArgsV6) == 8);
+AP_OFFSET(ProfilerV6, startEvent, 16);
+AP_OFFSET(ProfilerV6, finalize, 40);
+
+// ---- profiler v7: userTag appended to five members, kernelVariant/isSymColl, kernelPhase
+static_assert(sizeof(ProfilerEventDescrV7) == 136 && alignof(ProfilerEventDescrV7) == 8);
+AP_OFFSET(ProfilerEventDescrV7, rank, 16);
+AP_OFFSET(ProfilerEventDescrV7, groupApi.groupDepth, 28);
+AP_OFFSET(ProfilerEventDescrV7, collApi.graphCaptured, 64);
+AP_OFFSET(ProfilerEventDescrV7, collApi.userTag, 72);
+AP_OFFSET(ProfilerEventDescrV7, p2pApi.graphCaptured, 56);
+AP_OFFSET(ProfilerEventDescrV7, p2pApi.userTag, 64);
+AP_OFFSET(ProfilerEventDescrV7, coll.seqNumber, 24);
+AP_OFFSET(ProfilerEventDescrV7, coll.count, 56);
+AP_OFFSET(ProfilerEventDescrV7, coll.nChannels, 80);
+AP_OFFSET(ProfilerEventDescrV7, coll.nWarps, 81);
+AP_OFFSET(ProfilerEventDescrV7, coll.algo, 88);
+AP_OFFSET(ProfilerEventDescrV7, coll.proto, 96);
+AP_OFFSET(ProfilerEventDescrV7, coll.parentGroup, 104);
+AP_OFFSET(ProfilerEventDescrV7, coll.kernelVariant, 112);
+AP_OFFSET(ProfilerEventDescrV7, coll.isSymColl, 120);
+AP_OFFSET(ProfilerEventDescrV7, coll.userTag, 128);
+AP_OFFSET(ProfilerEventDescrV7, p2p.peer, 56);
+AP_OFFSET(ProfilerEventDescrV7, p2p.parentGroup, 64);
+AP_OFFSET(ProfilerEventDescrV7, p2p.userTag, 72);
+AP_OFFSET(ProfilerEventDescrV7, proxyOp.chunkSize, 40);
+AP_OFFSET(ProfilerEventDescrV7, kernelCh.pTimer, 32);
+AP_OFFSET(ProfilerEventDescrV7, netPlugin.data, 32);
+AP_OFFSET(ProfilerEventDescrV7, ceColl.stream, 104);
+AP_OFFSET(ProfilerEventDescrV7, ceColl.userTag, 112);
+AP_OFFSET(ProfilerEventDescrV7, ceCollBatch.totalBytes, 32);
+AP_OFFSET(ProfilerEventDescrV7, kernelPhase.channelId, 24);
+AP_OFFSET(ProfilerEventDescrV7, kernelPhase.phaseId, 25);
+AP_OFFSET(ProfilerEventDescrV7, kernelPhase.phaseName, 32);
+AP_OFFSET(ProfilerEventDescrV7, kernelPhase.pTimer, 40);
+static_assert(sizeof(ProfilerV7) == 48 && sizeof(ProfilerEventStateArgsV7) == 8);
+AP_OFFSET(ProfilerV7, startEvent, 16);
+AP_OFFSET(ProfilerV7, recordEventState, 32);
+AP_OFFSET(ProfilerV7, finalize, 40);
+
+// ---- net v12: 8-entry vProps, trailing railId / planeId
+static_assert(sizeof(NetVDevicePropsV12) == 36);
+static_assert(sizeof(NetPropertiesV12) == 128);
+AP_OFFSET(NetPropertiesV12, netDeviceVersion, 60);
+AP_OFFSET(NetPropertiesV12, vProps, 64);
+AP_OFFSET(NetPropertiesV12, maxP2pBytes, 104);
+AP_OFFSET(NetPropertiesV12, maxCollBytes, 112);
+AP_OFFSET(NetPropertiesV12, maxMultiRequestSize, 120);
+AP_OFFSET(NetPropertiesV12, railId, 124);
+AP_OFFSET(NetPropertiesV12, planeId, 126);
+static_assert(sizeof(NetV12) == 176);
+AP_OFFSET(NetV12, getProperties, 24);
+AP_OFFSET(NetV12, makeVDevice, 152);
+AP_OFFSET(NetV12, finalize, 160);
+AP_OFFSET(NetV12, setNetAttr, 168);
+
 TEST_CASE("ABI layouts match the documented sizes and offsets", "[abi]") {
   // Everything above is checked at compile time; this keeps the file visible in test output.
   CHECK(sizeof(NetPropertiesV11) == 112);
+  CHECK(sizeof(NetPropertiesV12) == 128);
   CHECK(sizeof(ProfilerEventDescrV5) == 112);
+  CHECK(sizeof(ProfilerEventDescrV7) == 136);
   CHECK(sizeof(TunerConstantsV5) == 1152);
+  CHECK(sizeof(TunerConstantsV7) == 1272);
 }
 
 TEST_CASE("costCell indexes the flat float[7][3] table", "[abi]") {

@@ -78,7 +78,7 @@ abi::Result getProperties(int dev, DeviceProperties* props) {
   return abi::kSuccess;
 }
 
-abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV11& props) {
+abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV12& props) {
   IbRails& ib = IbRails::instance();
   ib.ensureDiscovered();
   return core::makeVirtualDevice(ib.devices(), props, d);

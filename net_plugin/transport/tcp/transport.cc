@@ -53,7 +53,7 @@ abi::Result getProperties(int dev, DeviceProperties* props) {
   return abi::kSuccess;
 }
 
-abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV11& props) {
+abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV12& props) {
   TcpRails& rails = TcpRails::instance();
   rails.ensureDiscovered();
   return core::makeVirtualDevice(rails.devices(), props, d);

@@ -19,7 +19,7 @@ struct ContextState {
 
 abi::Result devices(int* ndev);
 abi::Result getProperties(int dev, DeviceProperties* props);
-abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV11& props);
+abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV12& props);
 abi::Result listen(uint64_t commId, int dev, void* handle, void** listenComm);
 abi::Result connect(ContextState& ctx, uint64_t commId, int dev, void* handle, void** sendComm);
 abi::Result accept(void* listenComm, void** recvComm);
