@@ -211,11 +211,13 @@ int cmdTunerbench(int argc, char** argv) {
   ours.netPlugin = "none";
   ours.profilerPlugin = "autopilot";
   ours.tunerPlugin = "autopilot";
+  ours.maxTunerVersion = 5;  // the raw v5 getCollInfo is what is timed, in both libraries
   host::PluginHost oursHost(ours);
   host::PluginHost::Options empty;
   empty.netPlugin = "none";
   empty.profilerPlugin = "none";
   empty.tunerPlugin = libDirOfTool() + "/libnccl-empty.so";
+  empty.maxTunerVersion = 5;
   host::PluginHost emptyHost(empty);
   if (!oursHost.loadProfiler() || !oursHost.loadTuner() || !emptyHost.loadTuner() ||
       oursHost.tuner()->version() != 5 || emptyHost.tuner()->version() != 5) {
