@@ -277,7 +277,13 @@ abi::Result Connector::start(const uint8_t* handle) {
     }
   }
   if (created == 0) return fail("no queue pair could be created: " + errors_[0]);
+  deadlineNs_ = monotonicNs() + core::commConfig().connectTimeoutNs;
+  return dial();
+}
+
+abi::Result Connector::dial() {
   int err = 0;
+  control_.reset();
   fd_ = tcp::makeTcpSocket(peer_.control.family(), &err);
   if (!fd_.valid()) return fail("control socket: " + tcp::errnoText(err));
   tcp::IoResult r = tcp::startConnect(fd_.get(), peer_.control);
@@ -286,7 +292,6 @@ abi::Result Connector::start(const uint8_t* handle) {
                 tcp::errnoText(r.error));
   }
   dialing_ = true;
-  deadlineNs_ = monotonicNs() + core::commConfig().connectTimeoutNs;
   return abi::kSuccess;
 }
 
@@ -295,6 +300,11 @@ abi::Result Connector::progress(SendComm** sendComm) {
   if (now > deadlineNs_) {
     return fail("no answer from the receiver at " + peer_.control.str() + " within " +
                 std::to_string(core::commConfig().connectTimeoutNs / 1000000) + " ms");
+  }
+  if (redialAtNs_ != 0) {
+    if (now < redialAtNs_) return abi::kSuccess;
+    redialAtNs_ = 0;
+    if (abi::Result res = dial(); res != abi::kSuccess) return res;
   }
   if (dialing_) {
     tcp::IoResult r = tcp::connectStatus(fd_.get());
@@ -323,8 +333,16 @@ abi::Result Connector::progress(SendComm** sendComm) {
   wire::DecodeError e;
   ControlLink::Status status;
   if (!control_->receive(&m, &e, &status, &error)) {
-    if (status != ControlLink::Status::kOk) return fail("the receiver: " + error);
-    return abi::kSuccess;
+    if (status == ControlLink::Status::kOk) return abi::kSuccess;
+    // Closed before any answer: a flooded listener evicts its oldest unidentified connection
+    // (core/pending_admission.h). Dial again after a short pause, within the same deadline.
+    if (now + redialPauseNs_ < deadlineNs_) {
+      redialAtNs_ = now + redialPauseNs_;
+      redialPauseNs_ = std::min(redialPauseNs_ * 2, kMaxRedialPauseNs);
+      control_.reset();
+      return abi::kSuccess;
+    }
+    return fail("the receiver: " + error);
   }
   if (e != wire::DecodeError::kOk || m.type != wire::ControlType::kAccept ||
       m.connectionId != connectionId_) {

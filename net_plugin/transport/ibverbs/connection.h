@@ -79,10 +79,14 @@ class Connector {
 
  private:
   abi::Result fail(const std::string& why);
+  abi::Result dial();  // a new control connection to the listener
+  static constexpr uint64_t kMaxRedialPauseNs = 200'000'000;
 
   uint64_t commId_;
   int device_;
   int trafficClass_;
+  uint64_t redialAtNs_ = 0;  // when to dial again after the listener closed on us (0: no)
+  uint64_t redialPauseNs_ = 10'000'000;
   wire::Handle peer_;
   int nRails_ = 0;
   int railIds_[wire::kMaxRails] = {};
