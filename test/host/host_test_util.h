@@ -2,6 +2,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -35,6 +36,14 @@ inline int countEntries(const char* dir) {
 }
 
 inline int openFds() { return countEntries("/proc/self/fd"); }
+
+// Whether the plugin library is mapped in this process (without loading it).
+inline bool libraryMapped() {
+  void* h = dlopen("libnccl-net-autopilot.so", RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return false;
+  dlclose(h);
+  return true;
+}
 inline int threadCount() { return countEntries("/proc/self/task"); }
 
 inline long rssKb() {

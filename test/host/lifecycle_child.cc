@@ -25,6 +25,7 @@
 #include "bench/net/endpoint.h"
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"
+#include "test/host/host_test_util.h"
 
 using namespace autopilot;
 using namespace autopilot::host;
@@ -56,13 +57,6 @@ int ourThreads() {
     closedir(d);
   }
   return n;
-}
-
-bool libraryMapped() {
-  void* h = dlopen("libnccl-net-autopilot.so", RTLD_NOW | RTLD_NOLOAD);
-  if (h == nullptr) return false;
-  dlclose(h);
-  return true;
 }
 
 PluginHost::Options everywhere() {
@@ -253,7 +247,7 @@ int main(int argc, char** argv) {
       job.sessions.clear();  // never finalized: the sessions are leaked with the library's state
       job.host->unloadAll();
     }
-    CHILD_CHECK(99, !libraryMapped(), "the library is still mapped after the last dlclose");
+    CHILD_CHECK(99, !test::libraryMapped(), "the library is still mapped after the last dlclose");
     CHILD_CHECK(99, ourThreads() == 0, "%d ap-* threads outlived dlclose", ourThreads());
     Job again(2);
     requireThreads(2);

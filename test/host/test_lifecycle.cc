@@ -24,12 +24,7 @@ PluginHost::Options everywhere() {
   return o;
 }
 
-bool libraryMapped() {
-  void* h = dlopen("libnccl-net-autopilot.so", RTLD_NOW | RTLD_NOLOAD);
-  if (h == nullptr) return false;
-  dlclose(h);
-  return true;
-}
+using test::libraryMapped;
 
 void oneCycle(int comms) {
   PluginHost host(everywhere());

@@ -20,12 +20,7 @@ using namespace autopilot;
 
 namespace {
 
-bool libraryMapped() {
-  void* h = dlopen("libnccl-net-autopilot.so", RTLD_NOW | RTLD_NOLOAD);
-  if (h == nullptr) return false;
-  dlclose(h);
-  return true;
-}
+using test::libraryMapped;
 
 void oneCycle(bool exports) {
   host::PluginHost::Options o;
