@@ -13,7 +13,7 @@ BUILD=${AUTOPILOT_BUILD_DIR:-$ROOT/build}
 JOBS=${AUTOPILOT_JOBS:-$(nproc)}
 # qemu-system-x86 .. cpio: the Soft-RoCE VM of the verbs transport's tests (test/verbs/rxe-vm.sh,
 # CTest verbs_vm), which also downloads Debian's kernel package on first use.
-PACKAGES=(cmake make g++ binutils pkg-config catch2 libibverbs-dev ibverbs-providers
+PACKAGES=(cmake make g++ binutils pkg-config catch2 libibverbs-dev ibverbs-providers libsimgrid-dev
           libeigen3-dev iproute2 iperf3 python3 python3-matplotlib clang libclang-rt-14-dev
           qemu-system-x86 busybox-static ibverbs-utils rdma-core cpio)
 
