@@ -58,8 +58,8 @@ using net::core::RailMode;
 using net::core::RailStriper;
 using net::core::StripingPolicy;
 
-constexpr double kDeadRate = 1.0;          // bytes/s of a link that is down (nothing moves)
-constexpr double kProgressBytes = 1024;  // bytes moved that count as progress (a TCP ack's worth)
+constexpr double kDeadRate = 1000.0;  // bytes/s of a link that is down (a trickle SimGrid can re-rate)
+constexpr double kProgressBytes = 64 * 1024;  // bytes moved that count as progress (far above a dead link's trickle)
 constexpr double kPollS = 0.010;           // ours: how often a waiting sender checks its rails
 constexpr uint64_t kEvaluateNs = 20'000'000;  // ours: degradation verdicts (as the transport)
 constexpr double kRejoinShare = 0.125;     // ours: a re-joined rail starts at this share
@@ -74,6 +74,7 @@ struct World {
   std::vector<sg4::SplitDuplexLink*> nicLink;
   std::vector<sg4::SplitDuplexLink*> uplink;  // per leaf
   std::vector<double> nicFactor;              // rate left per NIC (1 healthy, 0 down)
+  std::vector<uint64_t> nicRepairs;           // times each NIC came back from down
   double uplinkRate = 0;
   uint64_t transfers = 0;
   bool stopped = false;
@@ -93,6 +94,8 @@ double nowS() { return sg4::Engine::get_clock(); }
 
 void setNicRate(int node, int r, double factor) {
   int i = node * W->nics + r;
+  if (gTrace) std::fprintf(stderr, "t=%.4f node %d nic %d rate x%g\n", sg4::Engine::get_clock(), node, r, factor);
+  if (W->nicFactor[i] <= 0 && factor > 0) W->nicRepairs[i]++;
   W->nicFactor[i] = factor;
   double rate = factor <= 0 ? kDeadRate : W->spec.fabric.nicBytesPerSec * factor;
   W->nicLink[i]->get_link_up()->set_bandwidth(rate);
@@ -116,6 +119,7 @@ void buildPlatform() {
   W->nicHost.assign(size_t(f.nodes) * f.nicsPerNode, nullptr);
   W->nicLink.assign(size_t(f.nodes) * f.nicsPerNode, nullptr);
   W->nicFactor.assign(size_t(f.nodes) * f.nicsPerNode, 1.0);
+  W->nicRepairs.assign(size_t(f.nodes) * f.nicsPerNode, 0);
   for (int l = 0; l < leaves; ++l) {
     zone[l] = sg4::create_star_zone("leaf" + std::to_string(l));
     zone[l]->set_parent(root);
@@ -163,7 +167,10 @@ struct Flight {
   int rail;
   uint64_t bytes;
   double lastRemaining;
+  uint64_t repairs;  // repairs of its two NICs when it was (re)started
 };
+
+uint64_t repairsOf(const struct Conn& c, int rail);
 
 struct Conn {
   int src = 0, dst = 0;
@@ -179,6 +186,10 @@ struct Conn {
 };
 
 std::vector<std::unique_ptr<Conn>> gConns;
+
+uint64_t repairsOf(const Conn& c, int rail) {
+  return W->nicRepairs[size_t(c.src) * W->nics + rail] + W->nicRepairs[size_t(c.dst) * W->nics + rail];
+}
 
 Conn* makeConn(int src, int dst, int comm) {
   auto c = std::make_unique<Conn>();
@@ -433,13 +444,30 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       s.onAssigned(r, sz, t);
       if (c.health) c.health->failure(r).setOutstanding(true, t);
       if (railHeld(flights, r) == 0) c.lastProgressNs[r] = t;
-      flights.push_back(Flight{comm, r, sz, double(sz)});
+      flights.push_back(Flight{comm, r, sz, double(sz), repairsOf(c, r)});
       comms.push_back(comm);
     }
     if (flights.empty()) {
       // No usable rail: wait for a re-connection.
       sg4::this_actor::sleep_for(kPollS);
       continue;
+    }
+    // A link that came back: SimGrid keeps a transfer started on the dead link at its old
+    // rate, while TCP would retransmit; restart what is left of it on the same rail (transport
+    // level, no policy involved).
+    for (size_t i = 0; i < flights.size(); ++i) {
+      Flight& f = flights[i];
+      uint64_t rep = repairsOf(c, f.rail);
+      if (rep == f.repairs || !nicUp(c.src, f.rail) || !nicUp(c.dst, f.rail)) continue;
+      double rem = std::max(1.0, f.comm->get_remaining());
+      f.comm->cancel();
+      f.comm = sg4::Comm::sendto_async(W->nicHost[size_t(c.src) * W->nics + f.rail],
+                                       W->nicHost[size_t(c.dst) * W->nics + f.rail],
+                                       uint64_t(rem));
+      W->transfers++;
+      f.lastRemaining = rem;
+      f.repairs = rep;
+      comms[i] = f.comm;
     }
     double timeout = -1;
     if (policy == PolicyKind::kOurs) timeout = kPollS;
@@ -454,7 +482,13 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
           f.lastRemaining = rem;
           c.lastProgressNs[f.rail] = tn;
         }
-        if (double(tn - c.lastProgressNs[f.rail]) * 1e-9 >= W->spec.nccl.detectS) stopJob();
+        if (double(tn - c.lastProgressNs[f.rail]) * 1e-9 >= W->spec.nccl.detectS) {
+          if (gTrace) {
+            std::fprintf(stderr, "t=%.4f conn %d->%d rail %d: no progress since %.4f, stop\n",
+                         nowS(), c.src, c.dst, f.rail, c.lastProgressNs[f.rail] * 1e-9);
+          }
+          stopJob();
+        }
       }
       timeout = 0.25;
     }
