@@ -815,7 +815,10 @@ fig.savefig(sys.argv[2], dpi=110)
       std::ofstream out(script);
       out << kPlot;
     }
-    std::string cmd = "python3 '" + script + "' '" + data + "' '" + o.plot + "'";
+    // Debian's interpreter first: python3-matplotlib is installed for it, and a python3 earlier
+    // on PATH (a virtual environment) may lack it.
+    const char* py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    std::string cmd = std::string(py) + " '" + script + "' '" + data + "' '" + o.plot + "'";
     if (std::system(cmd.c_str()) != 0) {
       std::fprintf(stderr, "autopilot simulate: plotting failed (python3-matplotlib?); the data "
                            "is in %s\n", data.c_str());
