@@ -43,6 +43,7 @@ struct Options {
   std::string json;
   std::string plot;
   int chunksPerRail = 4;
+  uint64_t windowBytes = 0;
 };
 
 void usage(FILE* out) {
@@ -63,6 +64,7 @@ void usage(FILE* out) {
       "  --no-checks        skip the reproduction checks\n"
       "  --checks-only      only the reproduction checks\n"
       "  --chunks-per-rail N  simulation granularity of a ring step (4)\n"
+      "  --window-mib N     the striper's in-flight cap per rail (4; above the chunk size)\n"
       "  --json FILE        the results as JSON\n"
       "  --plot FILE        step time per scenario and policy (PNG, python3-matplotlib)\n"
       "Exit codes: 0 ok, 1 a reproduction check failed, 2 bad usage, 77 built without SimGrid.\n");
@@ -350,6 +352,8 @@ int cmdSimulate(int argc, char** argv) {
       o.checksOnly = true;
     } else if (a == "--chunks-per-rail") {
       o.chunksPerRail = positive(next());
+    } else if (a == "--window-mib") {
+      o.windowBytes = uint64_t(positive(next())) << 20;
     } else if (a == "--json") {
       o.json = next();
     } else if (a == "--plot") {
@@ -419,6 +423,7 @@ int cmdSimulate(int argc, char** argv) {
       base.workload = modelName == "moe" ? WorkloadKind::kMoe : WorkloadKind::kDense;
       base.model = modelName == "moe" ? mixtral8x22b() : llama70b();
       base.chunksPerRail = o.chunksPerRail;
+      base.windowBytes = o.windowBytes;
       if (o.quick) {
         base.model.pp = 2;
         base.model.microBatches = 4;

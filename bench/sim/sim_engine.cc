@@ -202,6 +202,10 @@ Conn* makeConn(int src, int dst, int comm) {
                                                   : StripingPolicy::kEqualSplit;
   sc.initialBandwidth = W->spec.fabric.nicBytesPerSec;
   sc.maxBandwidth = W->spec.fabric.nicBytesPerSec * 4;
+  if (W->spec.windowBytes > 0) {
+    sc.windowBytes = W->spec.windowBytes;
+    sc.startWindowBytes = std::max<uint64_t>(sc.startWindowBytes, W->spec.windowBytes / 4);
+  }
   c->striper = std::make_unique<RailStriper>(sc);
   c->striper->reset(k);
   uint64_t t = nowNs();

@@ -97,6 +97,8 @@ struct RunSpec {
   bool tuner = true;  // ours: the bandit picks ring/tree per DP bucket
   uint64_t seed = 1;
   int chunksPerRail = 4;   // chunks per rail and ring step (simulation granularity)
+  uint64_t windowBytes = 0;   // the striper's in-flight cap per rail (0: the plugin's 4 MiB);
+                               // coarse runs need it above their chunk size
   bool pluginChunks = false;  // the plugin's own chunk sizes (64 KiB .. 1 MiB; small runs)
   double warmupS = 0;      // where faults with a random onset may start (set by the driver)
 };
