@@ -1,0 +1,993 @@
+// One simulated run on SimGrid's flow-level network model (S4U API).
+//
+// The platform: every NIC is a SimGrid host with a full-duplex link to its leaf switch (a
+// star zone per leaf); leaves meet at the spine through one full-duplex uplink each. A
+// rail-optimized fabric has one leaf per rail (NIC r of every node on leaf r); a plain
+// fat-tree has one leaf per `nodes_per_leaf` nodes. NVLink inside a node is not part of the
+// simulated network: the tensor-parallel collectives that use it are timed with the
+// alpha-beta formula (NIC faults do not touch them).
+//
+// A connection (one GPU's send side towards a peer node, as NCCL opens one per channel and
+// peer) stripes its messages over the node's NICs: NIC r of the sender to NIC r of the
+// receiver, every chunk a SimGrid transfer. What decides the split and reacts to faults is the
+// policy under test:
+//  - ours: the net plugin's own RailStriper (measured mode), RailHealth with its
+//    FailureDetector, DegradationDetector and FailbackScheduler, driven exactly as the TCP
+//    transport drives them (progress = bytes moving, a failed rail's chunks re-sent elsewhere,
+//    re-connection attempts when the failback scheduler says so);
+//  - static: the same striper in equal-split mode with no failure detection, what stock NCCL's
+//    merged NIC does; a transfer stuck on a dead link stops the job;
+//  - nccl-2.30: equal split; a rail with no progress for the RC retry budget is failed over
+//    (equal split over the rest), one failed device per communicator, failback once repaired.
+// Time is SimGrid's clock, in nanoseconds, handed to the policy classes as their `nowNs`.
+#include "bench/sim/sim_engine.h"
+
+#include <simgrid/s4u.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "net_plugin/core/rail_health.h"
+#include "net_plugin/core/rail_striper.h"
+#include "tuner_plugin/bandit_policy.h"
+#include "tuner_plugin/cost_model.h"
+#include "tuner_plugin/decision.h"
+#include "tuner_plugin/topology_description.h"
+
+namespace sg4 = simgrid::s4u;
+
+namespace autopilot::sim {
+
+bool simgridAvailable() { return true; }
+
+namespace {
+
+using net::core::FailureDetector;
+using net::core::RailHealth;
+using net::core::RailHealthConfig;
+using net::core::RailMode;
+using net::core::RailStriper;
+using net::core::StripingPolicy;
+
+constexpr double kDeadRate = 1000.0;  // bytes/s of a link that is down (a trickle SimGrid can re-rate)
+constexpr double kProgressBytes = 64 * 1024;  // bytes moved that count as progress (far above a dead link's trickle)
+constexpr double kPollS = 0.010;           // ours: how often a waiting sender checks its rails
+constexpr uint64_t kEvaluateNs = 20'000'000;  // ours: degradation verdicts (as the transport)
+constexpr double kRejoinShare = 0.125;     // ours: a re-joined rail starts at this share
+
+// Stops the run (the job hangs on a dead link): unwinds every actor of the simulation.
+struct JobStopped {};
+
+struct World {
+  RunSpec spec;
+  int nodes = 0, nics = 0;
+  std::vector<sg4::Host*> nicHost;  // node * nics + r
+  std::vector<sg4::SplitDuplexLink*> nicLink;
+  std::vector<sg4::SplitDuplexLink*> uplink;  // per leaf
+  std::vector<double> nicFactor;              // rate left per NIC (1 healthy, 0 down)
+  std::vector<uint64_t> nicRepairs;           // times each NIC came back from down
+  double uplinkRate = 0;
+  uint64_t transfers = 0;
+  bool stopped = false;
+  double stopAtS = 0;
+  double firstDownS = -1;   // onset of the first down-type fault
+  double lastFailoverS = -1;  // latest first-failover of a connection after that onset
+  uint64_t railFailures = 0, railRejoins = 0;
+  // nccl-2.30: failed devices per communicator.
+  std::map<int, std::set<int>> ncclFailed;
+};
+World* W = nullptr;
+const bool gTrace = std::getenv("AUTOPILOT_SIM_TRACE") != nullptr;
+void (*gStopHook)(const RunResult&) = nullptr;
+
+uint64_t nowNs() { return uint64_t(std::llround(sg4::Engine::get_clock() * 1e9)); }
+double nowS() { return sg4::Engine::get_clock(); }
+
+void setNicRate(int node, int r, double factor) {
+  int i = node * W->nics + r;
+  if (gTrace) std::fprintf(stderr, "t=%.4f node %d nic %d rate x%g\n", sg4::Engine::get_clock(), node, r, factor);
+  if (W->nicFactor[i] <= 0 && factor > 0) W->nicRepairs[i]++;
+  W->nicFactor[i] = factor;
+  double rate = factor <= 0 ? kDeadRate : W->spec.fabric.nicBytesPerSec * factor;
+  W->nicLink[i]->get_link_up()->set_bandwidth(rate);
+  W->nicLink[i]->get_link_down()->set_bandwidth(rate);
+}
+
+bool nicUp(int node, int r) { return W->nicFactor[node * W->nics + r] > 0; }
+
+void buildPlatform() {
+  const FabricSpec& f = W->spec.fabric;
+  W->nodes = f.nodes;
+  W->nics = f.nicsPerNode;
+  int leaves = f.railOptimized ? f.nicsPerNode : (f.nodes + f.nodesPerLeaf - 1) / f.nodesPerLeaf;
+  auto leafOf = [&](int node, int r) { return f.railOptimized ? r : node / f.nodesPerLeaf; };
+  int perLeaf = f.railOptimized ? f.nodes : f.nodesPerLeaf * f.nicsPerNode;
+  W->uplinkRate = f.uplinkBytesPerSec > 0 ? f.uplinkBytesPerSec : f.nicBytesPerSec * perLeaf;
+
+  auto* root = sg4::create_full_zone("fabric");
+  std::vector<sg4::NetZone*> zone(leaves);
+  std::vector<simgrid::kernel::routing::NetPoint*> gw(leaves);
+  W->nicHost.assign(size_t(f.nodes) * f.nicsPerNode, nullptr);
+  W->nicLink.assign(size_t(f.nodes) * f.nicsPerNode, nullptr);
+  W->nicFactor.assign(size_t(f.nodes) * f.nicsPerNode, 1.0);
+  W->nicRepairs.assign(size_t(f.nodes) * f.nicsPerNode, 0);
+  for (int l = 0; l < leaves; ++l) {
+    zone[l] = sg4::create_star_zone("leaf" + std::to_string(l));
+    zone[l]->set_parent(root);
+    gw[l] = zone[l]->create_router("leaf" + std::to_string(l) + "-switch");
+    zone[l]->add_route(gw[l], nullptr, nullptr, nullptr, {}, true);
+  }
+  for (int n = 0; n < f.nodes; ++n) {
+    for (int r = 0; r < f.nicsPerNode; ++r) {
+      int l = leafOf(n, r);
+      std::string name = "n" + std::to_string(n) + "-nic" + std::to_string(r);
+      sg4::Host* h = zone[l]->create_host(name, 1e9);
+      sg4::SplitDuplexLink* link = zone[l]->create_split_duplex_link(name, f.nicBytesPerSec);
+      link->set_latency(f.nicLatencyS);
+      zone[l]->add_route(h->get_netpoint(), nullptr, nullptr, nullptr,
+                         {sg4::LinkInRoute(link, sg4::LinkInRoute::Direction::UP)}, true);
+      W->nicHost[size_t(n) * f.nicsPerNode + r] = h;
+      W->nicLink[size_t(n) * f.nicsPerNode + r] = link;
+    }
+  }
+  W->uplink.resize(leaves);
+  for (int l = 0; l < leaves; ++l) {
+    zone[l]->seal();
+    W->uplink[l] = root->create_split_duplex_link("uplink" + std::to_string(l), W->uplinkRate);
+    W->uplink[l]->set_latency(f.uplinkLatencyS);
+  }
+  for (int a = 0; a < leaves; ++a) {
+    for (int b = 0; b < leaves; ++b) {
+      if (a == b) continue;
+      root->add_route(zone[a]->get_netpoint(), zone[b]->get_netpoint(), gw[a], gw[b],
+                      {sg4::LinkInRoute(W->uplink[a], sg4::LinkInRoute::Direction::UP),
+                       sg4::LinkInRoute(W->uplink[b], sg4::LinkInRoute::Direction::DOWN)},
+                      false);
+    }
+  }
+  root->seal();
+}
+
+sg4::Host* anyHost() { return W->nicHost[0]; }
+
+// ---------------------------------------------------------------------------------------------
+// Connections.
+
+struct Flight {
+  sg4::CommPtr comm;
+  int rail;
+  uint64_t bytes;
+  double lastRemaining;
+  uint64_t repairs;  // repairs of its two NICs when it was (re)started
+};
+
+uint64_t repairsOf(const struct Conn& c, int rail);
+
+struct Conn {
+  int src = 0, dst = 0;
+  int comm = 0;  // communicator (nccl-2.30: one failed device per communicator)
+  std::unique_ptr<RailStriper> striper;
+  std::unique_ptr<RailHealth> health;  // ours
+  uint64_t nextEvaluateNs = 0;
+  bool failedOver = false;  // a first failover after the first down onset was recorded
+  // nccl-2.30
+  std::vector<uint64_t> lastProgressNs;
+  std::vector<bool> ncclDown;
+  std::vector<double> healthySinceS;
+};
+
+std::vector<std::unique_ptr<Conn>> gConns;
+
+uint64_t repairsOf(const Conn& c, int rail) {
+  return W->nicRepairs[size_t(c.src) * W->nics + rail] + W->nicRepairs[size_t(c.dst) * W->nics + rail];
+}
+
+Conn* makeConn(int src, int dst, int comm) {
+  auto c = std::make_unique<Conn>();
+  c->src = src;
+  c->dst = dst;
+  c->comm = comm;
+  int k = W->nics;
+  RailStriper::Config sc;
+  sc.policy = W->spec.policy == PolicyKind::kOurs ? StripingPolicy::kMeasured
+                                                  : StripingPolicy::kEqualSplit;
+  sc.initialBandwidth = W->spec.fabric.nicBytesPerSec;
+  sc.maxBandwidth = W->spec.fabric.nicBytesPerSec * 4;
+  if (W->spec.windowBytes > 0) {
+    sc.windowBytes = W->spec.windowBytes;
+    sc.startWindowBytes = std::max<uint64_t>(sc.startWindowBytes, W->spec.windowBytes / 4);
+  }
+  c->striper = std::make_unique<RailStriper>(sc);
+  c->striper->reset(k);
+  uint64_t t = nowNs();
+  for (int r = 0; r < k; ++r) {
+    c->striper->setMode(r, RailMode::kActive);
+    c->striper->setBandwidth(r, W->spec.fabric.nicBytesPerSec);
+  }
+  if (W->spec.policy == PolicyKind::kOurs) {
+    c->health = std::make_unique<RailHealth>();
+    std::vector<RailHealth::RailInfo> info(k);
+    for (int r = 0; r < k; ++r) info[r].name = "nic" + std::to_string(r);
+    c->health->init(uint64_t(gConns.size()), "send", info, RailHealthConfig{}, t);
+    for (int r = 0; r < k; ++r) c->health->connected(r, t);
+  }
+  c->lastProgressNs.assign(k, t);
+  c->ncclDown.assign(k, false);
+  c->healthySinceS.assign(k, 0);
+  gConns.push_back(std::move(c));
+  return gConns.back().get();
+}
+
+// A chunk's size for a message: the simulation's granularity (chunksPerRail per usable rail),
+// never below 256 KiB so that a step of a large collective stays a few transfers per rail.
+// As the plugin's chunk plan, the count is per usable rail: a message splits evenly over the
+// rails that carry data.
+uint64_t chunkBytes(uint64_t bytes, int chunksPerRail, int usableRails) {
+  uint64_t c = bytes / uint64_t(std::max(1, chunksPerRail * usableRails));
+  if (W->spec.pluginChunks) {
+    // The plugin's chunk plan: whole below 128 KiB, else 64 KiB .. 1 MiB.
+    if (bytes < (128u << 10)) return bytes;
+    return std::clamp<uint64_t>(c, 64u << 10, 1u << 20);
+  }
+  return std::max<uint64_t>(c, 256u << 10);
+}
+
+// The job hangs (or gives up): nothing of it runs any more. Every other actor is killed (they
+// wait on each other and would never finish), this one unwinds.
+void stopJob() {
+  W->stopped = true;
+  W->stopAtS = nowS();
+  if (gStopHook) {
+    RunResult r;
+    r.ok = true;
+    r.stopped = true;
+    r.stopAtS = W->stopAtS;
+    r.transfers = W->transfers;
+    r.railFailures = W->railFailures;
+    r.railRejoins = W->railRejoins;
+    gStopHook(r);  // does not return (the child reports and exits)
+  }
+  sg4::Actor::kill_all();
+  throw JobStopped{};
+}
+
+void noteFailover(Conn& c) {
+  if (W->firstDownS >= 0 && !c.failedOver && nowS() >= W->firstDownS) {
+    c.failedOver = true;
+    W->lastFailoverS = std::max(W->lastFailoverS, nowS());
+  }
+}
+
+// Cancels the rail's transfers and puts their bytes back at the front of the queue.
+void reclaim(std::vector<Flight>& flights, std::vector<sg4::CommPtr>& comms,
+             std::deque<uint64_t>& pending, int rail) {
+  for (size_t i = 0; i < flights.size();) {
+    if (flights[i].rail != rail) {
+      ++i;
+      continue;
+    }
+    flights[i].comm->cancel();
+    pending.push_front(flights[i].bytes);
+    flights.erase(flights.begin() + long(i));
+    comms.erase(comms.begin() + long(i));
+  }
+}
+
+uint64_t railHeld(const std::vector<Flight>& flights, int rail) {
+  uint64_t b = 0;
+  for (const Flight& f : flights) b += f.rail == rail ? f.bytes : 0;
+  return b;
+}
+
+// Ours: what SendComm::checkHealth does each time the proxy thread comes by.
+void oursMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPtr>& comms,
+                  std::deque<uint64_t>& pending) {
+  uint64_t t = nowNs();
+  RailHealth& h = *c.health;
+  RailStriper& s = *c.striper;
+  // Progress: bytes moving on a transfer (the kernel's acknowledged-bytes counter).
+  for (Flight& f : flights) {
+    double rem = f.comm->get_remaining();
+    if (rem <= f.lastRemaining - kProgressBytes) {
+      f.lastRemaining = rem;
+      h.failure(f.rail).onProgress(t);
+    }
+  }
+  for (int r = 0; r < W->nics; ++r) {
+    if (!h.live(r)) {
+      if (h.failback(r).due(t)) {
+        h.failback(r).onAttemptStarted();
+        // A re-connection and handshake over the rail's two NICs: it succeeds when both work.
+        if (nicUp(c.src, r) && nicUp(c.dst, r)) {
+          double peers[RailStriper::kMaxRails];
+          int n = 0;
+          for (int o = 0; o < W->nics; ++o) {
+            if (o != r && h.live(o)) peers[n++] = s.bandwidth(o);
+          }
+          double start = W->spec.fabric.nicBytesPerSec;
+          if (n > 0) {
+            std::nth_element(peers, peers + n / 2, peers + n);
+            start = peers[n / 2] * kRejoinShare;
+          }
+          h.rejoin(r, t);
+          s.setMode(r, h.mode(r));
+          s.setBandwidth(r, start);
+          W->railRejoins++;
+        } else {
+          h.failback(r).onAttemptFailed(t);
+        }
+      }
+      continue;
+    }
+    FailureDetector& fd = h.failure(r);
+    uint64_t held = railHeld(flights, r);
+    fd.setOutstanding(held > 0, t);
+    if (held == 0) continue;
+    double bw = s.bandwidth(r);
+    if (fd.failed(t, held, bw) && !h.stallBlamesRail(r, t)) {
+      // As the transport does: ask the peer for a sign of life over another live rail (a small
+      // control message); its answer is evidence that the peer consumes data, so the stall is
+      // this rail's. A silent peer leaves every rail to peerStallNs.
+      for (int q = 0; q < W->nics; ++q) {
+        if (q == r || !h.live(q)) continue;
+        sg4::CommPtr ping = sg4::Comm::sendto_async(W->nicHost[size_t(c.src) * W->nics + q],
+                                                    W->nicHost[size_t(c.dst) * W->nics + q], 64);
+        W->transfers++;
+        try {
+          ping->wait_for(kPollS);
+          t = nowNs();
+          h.failure(q).onProgress(t);
+        } catch (const simgrid::TimeoutException&) {
+          ping->cancel();
+          t = nowNs();
+        }
+        break;
+      }
+    }
+    if (fd.failed(t, held, bw) && h.stallBlamesRail(r, t)) {
+      h.fail(r, t, "no progress");
+      if (gTrace) std::fprintf(stderr, "t=%.4f conn %d->%d rail %d failed (stalled %.3f s)\n", nowS(), c.src, c.dst, r, h.failure(r).stalledForNs(t) * 1e-9);
+      s.onRailLost(r);
+      s.setMode(r, RailMode::kDown);
+      reclaim(flights, comms, pending, r);
+      W->railFailures++;
+      noteFailover(c);
+    }
+  }
+  if (t >= c.nextEvaluateNs) {
+    c.nextEvaluateNs = t + kEvaluateNs;
+    double bw[RailStriper::kMaxRails];
+    for (int r = 0; r < W->nics; ++r) bw[r] = s.bandwidth(r);
+    h.evaluate(t, bw);
+    for (int r = 0; r < W->nics; ++r) s.setMode(r, h.mode(r));
+  }
+}
+
+// NCCL 2.30: a rail whose transfers made no progress for the RC retry budget gets a completion
+// error and fails over; a repaired NIC is re-admitted.
+void ncclMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPtr>& comms,
+                  std::deque<uint64_t>& pending) {
+  uint64_t t = nowNs();
+  const NcclResilConfig& cfg = W->spec.nccl;
+  for (Flight& f : flights) {
+    double rem = f.comm->get_remaining();
+    if (rem <= f.lastRemaining - kProgressBytes) {
+      f.lastRemaining = rem;
+      c.lastProgressNs[f.rail] = t;
+    }
+  }
+  for (int r = 0; r < W->nics; ++r) {
+    if (c.ncclDown[r]) {
+      bool up = nicUp(c.src, r) && nicUp(c.dst, r);
+      if (!up) {
+        c.healthySinceS[r] = -1;
+      } else if (c.healthySinceS[r] < 0) {
+        c.healthySinceS[r] = nowS();
+      } else if (nowS() - c.healthySinceS[r] >= cfg.failbackS) {
+        c.ncclDown[r] = false;
+        c.striper->setMode(r, RailMode::kActive);
+        W->railRejoins++;
+      }
+      continue;
+    }
+    if (railHeld(flights, r) == 0) {
+      c.lastProgressNs[r] = t;
+      continue;
+    }
+    if (double(t - c.lastProgressNs[r]) * 1e-9 >= cfg.detectS) {
+      // One failed device per communicator: a second one is beyond what it recovers from.
+      std::set<int>& failed = W->ncclFailed[c.comm];
+      int dev = (nicUp(c.src, r) ? c.dst : c.src) * W->nics + r;
+      failed.insert(dev);
+      if (failed.size() > 1) stopJob();
+      c.ncclDown[r] = true;
+      c.healthySinceS[r] = -1;
+      c.striper->onRailLost(r);
+      c.striper->setMode(r, RailMode::kDown);
+      reclaim(flights, comms, pending, r);
+      W->railFailures++;
+      noteFailover(c);
+    }
+  }
+}
+
+// Sends `bytes` over the connection and returns when every chunk has arrived.
+void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
+  if (bytes == 0) return;
+  const PolicyKind policy = W->spec.policy;
+  int usable = 0;
+  for (int r = 0; r < W->nics; ++r) usable += c.striper->mode(r) != RailMode::kDown;
+  uint64_t chunk = chunkBytes(bytes, chunksPerRail, usable);
+  std::deque<uint64_t> pending;
+  for (uint64_t off = 0; off < bytes; off += chunk) pending.push_back(std::min(chunk, bytes - off));
+  std::vector<Flight> flights;
+  std::vector<sg4::CommPtr> comms;
+  RailStriper& s = *c.striper;
+  while (!pending.empty() || !flights.empty()) {
+    if (W->stopped) throw JobStopped{};
+    if (policy == PolicyKind::kOurs) oursMaintain(c, flights, comms, pending);
+    if (policy == PolicyKind::kNcclResilient) ncclMaintain(c, flights, comms, pending);
+    uint64_t t = nowNs();
+    while (!pending.empty()) {
+      uint64_t sz = pending.front();
+      int r = s.pick(sz, t);
+      if (r < 0) break;
+      pending.pop_front();
+      sg4::CommPtr comm = sg4::Comm::sendto_async(W->nicHost[size_t(c.src) * W->nics + r],
+                                                  W->nicHost[size_t(c.dst) * W->nics + r], sz);
+      W->transfers++;
+      s.onAssigned(r, sz, t);
+      if (c.health) c.health->failure(r).setOutstanding(true, t);
+      if (railHeld(flights, r) == 0) c.lastProgressNs[r] = t;
+      flights.push_back(Flight{comm, r, sz, double(sz), repairsOf(c, r)});
+      comms.push_back(comm);
+    }
+    if (flights.empty()) {
+      // No usable rail: wait for a re-connection.
+      sg4::this_actor::sleep_for(kPollS);
+      continue;
+    }
+    // A link that came back: SimGrid keeps a transfer started on the dead link at its old
+    // rate, while TCP would retransmit; restart what is left of it on the same rail (transport
+    // level, no policy involved).
+    for (size_t i = 0; i < flights.size(); ++i) {
+      Flight& f = flights[i];
+      uint64_t rep = repairsOf(c, f.rail);
+      if (rep == f.repairs || !nicUp(c.src, f.rail) || !nicUp(c.dst, f.rail)) continue;
+      double rem = std::max(1.0, f.comm->get_remaining());
+      f.comm->cancel();
+      f.comm = sg4::Comm::sendto_async(W->nicHost[size_t(c.src) * W->nics + f.rail],
+                                       W->nicHost[size_t(c.dst) * W->nics + f.rail],
+                                       uint64_t(rem));
+      W->transfers++;
+      f.lastRemaining = rem;
+      f.repairs = rep;
+      comms[i] = f.comm;
+    }
+    double timeout = -1;
+    if (policy == PolicyKind::kOurs) timeout = kPollS;
+    if (policy == PolicyKind::kNcclResilient) timeout = 0.25;
+    if (policy == PolicyKind::kStatic) {
+      // Without failover, a transfer that makes no progress for the transport's retry budget
+      // errors the communicator: the job stops (a shorter outage only delays it).
+      uint64_t tn = nowNs();
+      for (Flight& f : flights) {
+        double rem = f.comm->get_remaining();
+        if (rem <= f.lastRemaining - kProgressBytes) {
+          f.lastRemaining = rem;
+          c.lastProgressNs[f.rail] = tn;
+        }
+        if (double(tn - c.lastProgressNs[f.rail]) * 1e-9 >= W->spec.nccl.detectS) {
+          if (gTrace) {
+            std::fprintf(stderr, "t=%.4f conn %d->%d rail %d: no progress since %.4f, stop\n",
+                         nowS(), c.src, c.dst, f.rail, c.lastProgressNs[f.rail] * 1e-9);
+          }
+          stopJob();
+        }
+      }
+      timeout = 0.25;
+    }
+    ssize_t idx = sg4::Comm::wait_any_for(comms, timeout);
+    if (idx < 0) continue;
+    Flight done = flights[size_t(idx)];
+    flights.erase(flights.begin() + idx);
+    comms.erase(comms.begin() + idx);
+    uint64_t t2 = nowNs();
+    s.onCompleted(done.rail, done.bytes, t2);
+    if (c.health) {
+      c.health->failure(done.rail).onProgress(t2);
+      if (railHeld(flights, done.rail) == 0) c.health->failure(done.rail).setOutstanding(false, t2);
+    }
+    c.lastProgressNs[done.rail] = t2;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Collectives. A ring is a list of connections, conn j from member j to member j+1: NCCL's ring
+// steps, each member forwarding what it received in the previous step.
+
+struct Ring {
+  std::vector<Conn*> conns;
+};
+
+// Runs `steps` ring steps of `stepBytes` on every ring at once; returns when all are done.
+void runRings(const std::vector<Ring>& rings, int steps, uint64_t stepBytes, int chunksPerRail) {
+  size_t total = 0;
+  for (const Ring& r : rings) total += r.conns.size();
+  sg4::SemaphorePtr done = sg4::Semaphore::create(0);
+  for (const Ring& ring : rings) {
+    size_t n = ring.conns.size();
+    auto sems = std::make_shared<std::vector<sg4::SemaphorePtr>>();
+    for (size_t j = 0; j < n; ++j) sems->push_back(sg4::Semaphore::create(0));
+    for (size_t j = 0; j < n; ++j) {
+      Conn* c = ring.conns[j];
+      sg4::Actor::create("ring", anyHost(), [=]() {
+        try {
+          for (int s = 0; s < steps; ++s) {
+            if (s > 0) (*sems)[j]->acquire();
+            sendMessage(*c, stepBytes, chunksPerRail);
+            if (gTrace && j == 0) std::fprintf(stderr, "t=%.6f ring step %d done\n", nowS(), s);
+            (*sems)[(j + 1) % n]->release();
+          }
+        } catch (const JobStopped&) {
+        }
+        done->release();
+      });
+    }
+  }
+  for (size_t i = 0; i < total; ++i) done->acquire();
+  if (W->stopped) throw JobStopped{};
+}
+
+// Every connection sends its bytes at once (pipeline sends, all-to-all).
+void runPointToPoint(const std::vector<Conn*>& conns, uint64_t bytes, int chunksPerRail) {
+  sg4::SemaphorePtr done = sg4::Semaphore::create(0);
+  for (Conn* c : conns) {
+    sg4::Actor::create("p2p", anyHost(), [=]() {
+      try {
+        sendMessage(*c, bytes, chunksPerRail);
+      } catch (const JobStopped&) {
+      }
+      done->release();
+    });
+  }
+  for (size_t i = 0; i < conns.size(); ++i) done->acquire();
+  if (W->stopped) throw JobStopped{};
+}
+
+// Ring all-reduce = reduce-scatter (n-1 steps) + all-gather (n-1 steps), each step S/n.
+void ringCollective(const std::vector<Ring>& rings, uint64_t bytes, const std::string& algo,
+                    int chunksPerRail) {
+  size_t n = rings.empty() ? 1 : rings[0].conns.size();
+  if (n < 2) return;
+  int steps = algo == "ring" ? int(2 * (n - 1)) : int(n - 1);
+  runRings(rings, steps, bytes / n, chunksPerRail);
+}
+
+// Tree all-reduce (NCCL's double binary tree, approximated by two pipelined binary trees over
+// the members, each carrying half the data): pieces go up (reduce) then down (broadcast); a
+// member forwards a piece once it has it from all its children.
+void treeAllReduce(const std::vector<std::vector<int>>& groups,
+                   std::map<std::pair<int, int>, Conn*>& edge, uint64_t bytes, int pieces,
+                   int chunksPerRail) {
+  sg4::SemaphorePtr done = sg4::Semaphore::create(0);
+  size_t actors = 0;
+  for (const std::vector<int>& members : groups) {
+    int n = int(members.size());
+    if (n < 2) continue;
+    for (int tree = 0; tree < 2; ++tree) {
+      // Tree `tree` over positions: parent(i) = (i-1)/2 on a rotated order so that the two
+      // trees have different interior members.
+      auto at = [&, n, tree](int pos) { return members[(pos + tree * (n / 2)) % n]; };
+      uint64_t half = bytes / 2;
+      uint64_t piece = std::max<uint64_t>(1, half / uint64_t(pieces));
+      // Per position: semaphore counting pieces received from children (up) and from parent
+      // (down).
+      auto upSem = std::make_shared<std::vector<sg4::SemaphorePtr>>();
+      auto downSem = std::make_shared<std::vector<sg4::SemaphorePtr>>();
+      for (int i = 0; i < n; ++i) {
+        upSem->push_back(sg4::Semaphore::create(0));
+        downSem->push_back(sg4::Semaphore::create(0));
+      }
+      for (int i = 0; i < n; ++i) {
+        int children = (2 * i + 1 < n) + (2 * i + 2 < n);
+        Conn* toParent = i > 0 ? edge[{at(i), at((i - 1) / 2)}] : nullptr;
+        std::vector<Conn*> toChildren;
+        std::vector<int> childPos;
+        for (int cpos : {2 * i + 1, 2 * i + 2}) {
+          if (cpos < n) {
+            toChildren.push_back(edge[{at(i), at(cpos)}]);
+            childPos.push_back(cpos);
+          }
+        }
+        // The up actor: piece p goes to the parent once every child delivered piece p.
+        sg4::Actor::create("tree-up", anyHost(), [=]() {
+          try {
+            for (int p = 0; p < pieces; ++p) {
+              for (int k = 0; k < children; ++k) (*upSem)[i]->acquire();
+              if (toParent != nullptr) {
+                sendMessage(*toParent, piece, chunksPerRail);
+                (*upSem)[(i - 1) / 2]->release();
+              } else {
+                (*downSem)[0]->release();  // the root has the reduced piece
+              }
+            }
+          } catch (const JobStopped&) {
+          }
+          done->release();
+        });
+        // The down actor: piece p goes to the children once it came from the parent.
+        sg4::Actor::create("tree-down", anyHost(), [=]() {
+          try {
+            for (int p = 0; p < pieces; ++p) {
+              (*downSem)[i]->acquire();
+              for (size_t k = 0; k < toChildren.size(); ++k) {
+                sendMessage(*toChildren[k], piece, chunksPerRail);
+                (*downSem)[childPos[k]]->release();
+              }
+            }
+          } catch (const JobStopped&) {
+          }
+          done->release();
+        });
+        actors += 2;
+      }
+    }
+  }
+  for (size_t i = 0; i < actors; ++i) done->acquire();
+  if (W->stopped) throw JobStopped{};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults.
+
+void faultActor(Fault f) {
+  sg4::this_actor::sleep_for(f.onsetS);
+  switch (f.kind) {
+    case FaultKind::kGray:
+      setNicRate(f.node, f.nic, f.factor);
+      break;
+    case FaultKind::kSpine: {
+      sg4::SplitDuplexLink* l = W->uplink[size_t(f.nic) % W->uplink.size()];
+      l->get_link_up()->set_bandwidth(W->uplinkRate * f.factor);
+      l->get_link_down()->set_bandwidth(W->uplinkRate * f.factor);
+      break;
+    }
+    case FaultKind::kDown:
+      setNicRate(f.node, f.nic, 0);
+      break;
+    case FaultKind::kFailHeal:
+      setNicRate(f.node, f.nic, 0);
+      sg4::this_actor::sleep_for(f.durationS);
+      setNicRate(f.node, f.nic, 1);
+      break;
+    case FaultKind::kFlap:
+      for (;;) {
+        setNicRate(f.node, f.nic, 0);
+        sg4::this_actor::sleep_for(f.durationS);
+        setNicRate(f.node, f.nic, 1);
+        sg4::this_actor::sleep_for(std::max(0.0, f.periodS - f.durationS));
+      }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workloads.
+
+// The tuner's view of the DP all-reduce: NCCL's cost table for the declared topology as the
+// prior, the bandit's decision per call, the simulated time as its measurement.
+struct Tuner {
+  std::unique_ptr<tuner::BanditPolicy> policy;
+  tuner::ContextDecision current;
+  std::unique_ptr<tuner::ExplorationCounters> counters;
+  std::unique_ptr<tuner::model::CostModel> model;
+  std::string lastChoice;
+};
+
+struct Dense {
+  int tp = 8, pp = 1, dp = 1, ep = 1;
+  std::vector<Ring> dpRings;
+  std::vector<std::vector<int>> dpGroups;  // node lists (tree)
+  std::map<std::pair<int, int>, Conn*> dpEdge;
+  std::vector<Conn*> ppFwd, ppBwd;           // by stage boundary, flattened
+  std::vector<std::vector<Conn*>> ppFwdAt, ppBwdAt;  // [stage] -> conns leaving that stage
+  std::vector<std::vector<Conn*>> a2aAt;     // [stage] -> all-to-all conns
+  double fwdS = 0, bwdS = 0;                 // compute per micro-batch and stage (incl. TP)
+  uint64_t actBytes = 0, a2aBytes = 0, gradBytes = 0;
+};
+
+double tpAllReduceS(uint64_t bytes, int tp) {
+  const FabricSpec& f = W->spec.fabric;
+  if (tp < 2) return 0;
+  return 2.0 * (tp - 1) * f.nvlinkLatencyS + 2.0 * (tp - 1) / tp * double(bytes) / f.nvlinkBytesPerSec;
+}
+
+Dense buildDense() {
+  const RunSpec& s = W->spec;
+  const ModelSpec& m = s.model;
+  Dense d;
+  int g = s.fabric.gpusPerNode;
+  d.tp = std::min(m.tp, g);
+  d.pp = std::max(1, std::min(m.pp, W->nodes));
+  while (W->nodes % d.pp != 0) d.pp--;
+  d.dp = W->nodes / d.pp;
+  d.ep = s.workload == WorkloadKind::kMoe ? std::max(1, std::min(m.ep, d.dp)) : 1;
+  while (d.dp % d.ep != 0) d.ep--;
+  auto node = [&](int stage, int rep) { return stage * d.dp + rep; };
+  // One ring per (stage, GPU): the GPUs of the same TP rank and stage in every replica. Each
+  // GPU's connection is its own (NCCL opens one per peer), over all the node's NICs.
+  for (int st = 0; st < d.pp; ++st) {
+    std::vector<int> members;
+    for (int rep = 0; rep < d.dp; ++rep) members.push_back(node(st, rep));
+    for (int gpu = 0; gpu < g; ++gpu) {
+      int comm = st * g + gpu;
+      Ring ring;
+      for (int rep = 0; rep < d.dp && d.dp > 1; ++rep) {
+        ring.conns.push_back(makeConn(members[rep], members[(rep + 1) % d.dp], comm));
+      }
+      if (!ring.conns.empty()) d.dpRings.push_back(ring);
+    }
+    d.dpGroups.push_back(members);
+  }
+  d.ppFwdAt.resize(d.pp);
+  d.ppBwdAt.resize(d.pp);
+  d.a2aAt.resize(d.pp);
+  for (int st = 0; st + 1 < d.pp; ++st) {
+    for (int rep = 0; rep < d.dp; ++rep) {
+      for (int gpu = 0; gpu < g; ++gpu) {
+        int comm = 1000000 + st * g + gpu;
+        d.ppFwdAt[st].push_back(makeConn(node(st, rep), node(st + 1, rep), comm));
+        d.ppBwdAt[st + 1].push_back(makeConn(node(st + 1, rep), node(st, rep), comm));
+      }
+    }
+  }
+  if (d.ep > 1) {
+    for (int st = 0; st < d.pp; ++st) {
+      for (int grp = 0; grp < d.dp / d.ep; ++grp) {
+        for (int gpu = 0; gpu < g; ++gpu) {
+          int comm = 2000000 + (st * d.dp + grp) * g + gpu;
+          for (int a = 0; a < d.ep; ++a) {
+            for (int b = 0; b < d.ep; ++b) {
+              if (a != b) {
+                d.a2aAt[st].push_back(
+                    makeConn(node(st, grp * d.ep + a), node(st, grp * d.ep + b), comm));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // Compute: 6 FLOPs per parameter and token (2 forward, 4 backward) on the active parameters,
+  // split over the TP x PP GPUs of a replica.
+  double tokens = double(m.microBatch) * m.seqLen;
+  double flops = 6.0 * m.activeParams * tokens / (d.tp * d.pp);
+  double rate = s.gpu.peakFlops * s.gpu.utilization;
+  uint64_t actBytesFull = uint64_t(tokens * m.hidden * 2);  // bf16 activations
+  int layersPerStage = std::max(1, m.layers / d.pp);
+  // TP: two all-reduces of the activations per layer forward, two backward (Megatron).
+  double tpS = 2.0 * layersPerStage * tpAllReduceS(actBytesFull, d.tp);
+  d.fwdS = flops / 3 / rate + tpS;
+  d.bwdS = flops * 2 / 3 / rate + tpS;
+  d.actBytes = actBytesFull / uint64_t(d.tp);  // PP sends split over the TP ranks
+  // All-to-all (MoE): each token's activations go to topK experts and come back, per layer;
+  // one GPU's share, to each of the (ep - 1) other members; the layers of a stage are merged
+  // into one exchange per micro-batch and direction.
+  if (d.ep > 1) {
+    double perLayer = double(actBytesFull) * m.topK / d.tp / d.ep;
+    d.a2aBytes = uint64_t(2.0 * layersPerStage * perLayer);
+  }
+  // Gradients (bf16) of the parameters a GPU holds: dense ones over TP x PP; MoE experts also
+  // over EP (approximated as one all-reduce over the replica ring).
+  double held = m.totalParams / (d.tp * d.pp);
+  if (d.ep > 1) {
+    // total = shared + E * e, active = shared + topK * e.
+    double perExpert = (m.totalParams - m.activeParams) / std::max(1, m.experts - m.topK);
+    double experts = std::clamp(perExpert * m.experts, 0.0, m.totalParams);
+    held = (m.totalParams - experts) / (d.tp * d.pp) + experts / (d.tp * d.pp * d.ep);
+  }
+  d.gradBytes = uint64_t(held * 2);
+  if (d.dpGroups.empty()) d.dpGroups.push_back({});
+  // Tree edges: both directions between every pair a binary tree may use.
+  if (d.dp > 1) {
+    for (const auto& members : d.dpGroups) {
+      int n = int(members.size());
+      for (int tree = 0; tree < 2; ++tree) {
+        for (int i = 1; i < n; ++i) {
+          int a = members[(i + tree * (n / 2)) % n], b = members[((i - 1) / 2 + tree * (n / 2)) % n];
+          if (!d.dpEdge.count({a, b})) d.dpEdge[{a, b}] = makeConn(a, b, 3000000 + a);
+          if (!d.dpEdge.count({b, a})) d.dpEdge[{b, a}] = makeConn(b, a, 3000000 + b);
+        }
+      }
+    }
+  }
+  return d;
+}
+
+// The gradient all-reduce: ring, or tree when the tuner says so. Returns the time it took.
+double dpAllReduce(Dense& d, Tuner* tuner, bool learn) {
+  double t0 = nowS();
+  const int chunks = W->spec.chunksPerRail;
+  int cell = -1;
+  int ctx = 0;
+  if (tuner != nullptr && tuner->policy) {
+    // As the plugin applies a decision table: a new decision resets the call counters, then
+    // cellForCall() says which cell this call forces (-1: NCCL's own choice).
+    tuner::ContextDecision dec = tuner->policy->decide(ctx);
+    if (dec != tuner->current) {
+      tuner->current = dec;
+      tuner->counters->reset();
+    }
+    cell = tuner::cellForCall(dec, ctx, tuner->counters.get());
+    if (cell < 0) cell = tuner->policy->defaultCell(ctx);
+  }
+  bool tree = cell >= 0 && cell / abi::kNumProtocols == abi::kAlgoTree;
+  if (d.dp > 1) {
+    if (tree) {
+      // The tree runs on one connection per node pair: scale to the GPUs of a node.
+      uint64_t bytes = d.gradBytes * uint64_t(W->spec.fabric.gpusPerNode);
+      treeAllReduce(d.dpGroups, d.dpEdge, bytes, 8, chunks);
+    } else {
+      ringCollective(d.dpRings, d.gradBytes, "ring", chunks);
+    }
+  }
+  double dt = nowS() - t0;
+  if (tuner != nullptr && tuner->policy && cell >= 0 && learn) {
+    tuner->policy->observe(ctx, cell, dt * 1e6);
+    tuner->lastChoice = tree ? "tree" : "ring";
+  }
+  return dt;
+}
+
+// One training step: GPipe-style forward ticks then backward ticks (each tick a micro-batch's
+// compute on every busy stage, then the pipeline sends and all-to-alls of that tick), then the
+// gradient all-reduce (not overlapped with compute, so the network is not hidden).
+void trainingStep(Dense& d, Tuner* tuner, double* commS, double* computeS) {
+  const int m = W->spec.model.microBatches;
+  const int chunks = W->spec.chunksPerRail;
+  for (int dir = 0; dir < 2; ++dir) {
+    for (int tick = 0; tick < m + d.pp - 1; ++tick) {
+      double c0 = nowS();
+      sg4::this_actor::sleep_for(dir == 0 ? d.fwdS : d.bwdS);
+      *computeS += nowS() - c0;
+      double t0 = nowS();
+      std::vector<Conn*> sends;
+      for (int st = 0; st < d.pp; ++st) {
+        int stage = dir == 0 ? st : d.pp - 1 - st;
+        int mb = tick - st;
+        if (mb < 0 || mb >= m) continue;
+        if (d.ep > 1) sends.insert(sends.end(), d.a2aAt[stage].begin(), d.a2aAt[stage].end());
+      }
+      if (!sends.empty()) runPointToPoint(sends, d.a2aBytes, 1);
+      sends.clear();
+      for (int st = 0; st < d.pp; ++st) {
+        int stage = dir == 0 ? st : d.pp - 1 - st;
+        int mb = tick - st;
+        if (mb < 0 || mb >= m) continue;
+        const auto& out = dir == 0 ? d.ppFwdAt[stage] : d.ppBwdAt[stage];
+        sends.insert(sends.end(), out.begin(), out.end());
+      }
+      if (!sends.empty()) runPointToPoint(sends, d.actBytes, chunks);
+      *commS += nowS() - t0;
+    }
+  }
+  *commS += dpAllReduce(d, tuner, true);
+}
+
+void setupTuner(Tuner* t, const Dense& d) {
+  if (W->spec.policy != PolicyKind::kOurs || !W->spec.tuner || d.dp < 2) return;
+  tuner::model::Topology topo;
+  std::string err;
+  if (!tuner::topologyFromJson(W->spec.fabric.topoText, "", &topo, &err)) return;
+  // The DP communicator: one GPU per node, `dp` nodes.
+  topo.nNodes = d.dp;
+  topo.nRanks = d.dp;
+  t->model = std::make_unique<tuner::model::CostModel>(topo);
+  float table[abi::kNumAlgorithms][abi::kNumProtocols];
+  t->model->fillTable(abi::kFuncAllReduce, d.gradBytes, 1, table);
+  t->policy = std::make_unique<tuner::BanditPolicy>(tuner::PolicyConfig{});
+  t->policy->setPrior(0, &table[0][0]);
+  t->counters = std::make_unique<tuner::ExplorationCounters>();
+  t->counters->reset();
+}
+
+}  // namespace
+
+RunResult runOnce(const RunSpec& spec, void (*onStop)(const RunResult&)) {
+  gStopHook = onStop;
+  RunResult res;
+  World world;
+  world.spec = spec;
+  W = &world;
+  int argc = 1;
+  char arg0[] = "autopilot-simulate";
+  char* argv[] = {arg0, nullptr};
+  sg4::Engine engine(&argc, argv);
+  xbt_log_control_set("root.thresh:critical");
+  engine.set_config("network/model:CM02");
+  engine.set_config("network/TCP-gamma:1e15");
+  engine.set_config("network/crosstraffic:0");
+  buildPlatform();
+
+  std::mt19937_64 rng(spec.seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (Fault f : spec.scenario.faults) {
+    // Random onset (within the warm-up) and a random node for the faults that have them.
+    if (f.node < 0) f.node = int(rng() % uint64_t(W->nodes));
+    if (f.nic < 0) f.nic = int(rng() % uint64_t(W->nics));
+    if (f.onsetS < 0) f.onsetS = (0.1 + 0.8 * unit(rng)) * spec.warmupS;
+    if (f.kind == FaultKind::kDown || f.kind == FaultKind::kFailHeal || f.kind == FaultKind::kFlap) {
+      W->firstDownS = W->firstDownS < 0 ? f.onsetS : std::min(W->firstDownS, f.onsetS);
+    }
+    sg4::ActorPtr a = sg4::Actor::create("fault", anyHost(), [f]() { faultActor(f); });
+    a->daemonize();
+  }
+
+  sg4::Actor::create("job", anyHost(), [&res, &spec]() {
+    try {
+      if (spec.workload == WorkloadKind::kAllReduce) {
+        // A collective on rings over every node, one ring per GPU of a node (NCCL's channels
+        // of a rail-aligned communicator), a warm-up call first.
+        std::vector<Ring> rings;
+        std::vector<int> members;
+        for (int n = 0; n < W->nodes; ++n) members.push_back(n);
+        for (int g = 0; g < spec.fabric.gpusPerNode; ++g) {
+          Ring ring;
+          for (int n = 0; n < W->nodes; ++n) ring.conns.push_back(makeConn(n, (n + 1) % W->nodes, g));
+          rings.push_back(ring);
+        }
+        double t0 = nowS();
+        ringCollective(rings, spec.allReduceBytes, spec.algo, spec.chunksPerRail);
+        res.warmupS = nowS() - t0;
+        t0 = nowS();
+        ringCollective(rings, spec.allReduceBytes, spec.algo, spec.chunksPerRail);
+        res.stepS = res.commS = nowS() - t0;
+      } else {
+        Dense d = buildDense();
+        Tuner tuner;
+        setupTuner(&tuner, d);
+        // Warm-up: one training step (every connection used once, the estimates settle;
+        // random onsets fall here), so the measured step is the steady state that the
+        // following steps repeat. First detections show in recoveryS.
+        // A fault with a random onset falls in the first warm-up step; a second one lets every
+        // connection meet it before the measured step.
+        bool randomOnset = false;
+        for (const Fault& f : spec.scenario.faults) randomOnset = randomOnset || f.onsetS < 0;
+        double t0 = nowS();
+        double commS = 0, computeS = 0;
+        for (int i = 0; i < (randomOnset ? 2 : 1); ++i) trainingStep(d, &tuner, &commS, &computeS);
+        res.warmupS = nowS() - t0;
+        commS = computeS = 0;
+        t0 = nowS();
+        trainingStep(d, &tuner, &commS, &computeS);
+        res.stepS = nowS() - t0;
+        res.commS = commS;
+        res.computeS = computeS;
+        res.tunerChoice = tuner.lastChoice;
+      }
+    } catch (const JobStopped&) {
+    }
+  });
+  engine.run();
+  res.ok = true;
+  res.stopped = W->stopped;
+  res.stopAtS = W->stopAtS;
+  res.transfers = W->transfers;
+  res.railFailures = W->railFailures;
+  res.railRejoins = W->railRejoins;
+  if (W->firstDownS >= 0 && W->lastFailoverS >= 0) res.recoveryS = W->lastFailoverS - W->firstDownS;
+  gConns.clear();
+  W = nullptr;
+  return res;
+}
+
+}  // namespace autopilot::sim
