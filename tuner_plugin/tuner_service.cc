@@ -166,7 +166,10 @@ class Service {
     *next = now + kMaxSleepNs;
     for (ServiceClient* c : active_) {
       try {  // one communicator's failure does not stop the others' service
-        if (rc > 0) c->handleEvents(fds->data(), fds->size(), now);
+        // Also after a poll that found nothing new: frames left in a connection's buffer by
+        // last round's budget are handed out here (the client asked for this round by
+        // returning a deadline of now).
+        if (rc >= 0) c->handleEvents(fds->data(), fds->size(), now);
         *next = std::min(*next, c->step(now));
       } catch (const std::exception& e) {
         AP_WARN(abi::subsys::kTuning, "tuner: a communicator's service step failed: %s", e.what());
