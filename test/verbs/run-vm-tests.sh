@@ -15,7 +15,13 @@ WORK=$(realpath -m "$4")
 shift 4
 mkdir -p "$WORK"
 
-skip() { echo "verbs_vm skipped: $*" >&2; exit 77; }
+# A skip is exit 77 (CTest's SKIP_RETURN_CODE), never a pass; under CI (CI=true) the test bed
+# must run, so a skip is a failure there.
+skip() {
+  echo "verbs_vm skipped: $*" >&2
+  [ "${CI:-}" = true ] && { echo "verbs_vm: CI=true, a skip is a failure" >&2; exit 1; }
+  exit 77
+}
 if ! command -v qemu-system-x86_64 >/dev/null || [ ! -x /bin/busybox ]; then
   [ "$(id -u)" = 0 ] || skip "qemu-system-x86 / busybox-static are not installed and we are not root"
 fi
@@ -27,7 +33,7 @@ GUEST=$WORK/guest.sh
   echo 'export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu'
   echo 'export NCCL_DEBUG=WARN'
   echo 'cd /tmp'
-  printf 'verbs_vm_tests'
+  printf 'verbs_vm_tests -w NoAssertions'
   for a in "$@"; do printf " '%s'" "$a"; done
   echo
   echo 'rc=$?'
