@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -57,11 +58,15 @@ struct Scenario {
   bool stranger = false;       // the parent connects with a wrong key while the job runs
 };
 
-// A barrier in shared memory with a timeout: pacing only, never a hang (a rank that times out
-// stops pacing itself).
+// A barrier in shared memory: pacing only, never a hang. It is released by the arrival of every
+// rank or by a rank leaving on purpose (the killed leader says so first); the wall-clock
+// deadline is only a guard against a stuck rank, far beyond any scheduling delay on a loaded
+// host (a short one silently turned pacing off under load, changing what the test exercised).
 struct SharedState {
   std::atomic<uint64_t> arrived;
   std::atomic<int> started;
+  std::atomic<int> departed;
+  std::atomic<int> paceTimeouts;
 };
 
 std::string tempDir() {
@@ -166,14 +171,30 @@ struct Workload {
         rc = 12;
       }
       choices.push_back(uint8_t(tuner::model::ncclChoice(&table[0][0])));
-      if (i == s.killLeaderAt && rank == 0) raise(SIGKILL);
+      if (i == s.killLeaderAt && rank == 0) {
+        shared->departed.fetch_add(1);
+        raise(SIGKILL);
+      }
       if (pacing && (i + 1) % s.barrierEvery == 0) {
         ++phase;
         shared->arrived.fetch_add(1);
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         while (shared->arrived.load() < phase * kRanks) {
+          if (shared->departed.load() > 0) {
+            // The leader is gone: wait here until this rank's tuner has noticed (an event, not
+            // a delay; bounded far beyond the peer timeout), so that what the test checks, the
+            // followers' reaction, happened before they finish. Then run free.
+            auto noticeBy = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (LogCapture::count(-1, "lost the leader") == 0 &&
+                   std::chrono::steady_clock::now() < noticeBy) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+            pacing = false;
+            break;
+          }
           if (std::chrono::steady_clock::now() > deadline) {
-            pacing = false;  // a rank is gone or stuck: stop pacing, never hang
+            shared->paceTimeouts.fetch_add(1);  // a stuck rank: counted, the test fails
+            pacing = false;
             break;
           }
           std::this_thread::yield();
@@ -271,6 +292,7 @@ struct Outcome {
   std::vector<std::string> choices;
   std::vector<std::string> logs;
   bool timedOut = false;
+  int paceTimeouts = 0;  // barriers a rank gave up on (a rank stuck for 30 s)
 };
 
 Outcome runJob(const Scenario& s, const std::string& dir, int timeoutSec = 150) {
@@ -352,6 +374,7 @@ Outcome runJob(const Scenario& s, const std::string& dir, int timeoutSec = 150) 
     kill(proxy, SIGKILL);
     waitpid(proxy, nullptr, 0);
   }
+  out.paceTimeouts = shared->paceTimeouts.load();
   munmap(shared, sizeof(SharedState));
   for (int r = 0; r < kRanks; ++r) {
     out.choices.push_back(readFile(dir + "/rank" + std::to_string(r) + ".bin"));
@@ -380,6 +403,41 @@ std::vector<double> numbers(const std::string& text, const std::string& pattern)
   return out;
 }
 
+// Agreement after a fault. Ranks that froze at the same policy versions must have taken
+// identical decisions. Ranks at different versions are allowed in one case only, README's
+// residual window: the fault fell after every rank acknowledged a proposal and before the commit
+// reached them all. Then, per communicator, versions differ by one at most, and the ranks form
+// at most two groups (took the last table / did not), each identical within itself; anything
+// else (three groups, a gap of two versions, a split within a group) fails. `versions` maps each
+// compared rank to its final version per communicator.
+void checkAgreement(const Outcome& o, const std::map<int, std::vector<double>>& versions,
+                    const char* what) {
+  std::map<std::vector<double>, std::vector<int>> groups;
+  for (const auto& [rank, v] : versions) groups[v].push_back(rank);
+  for (const auto& [v, members] : groups) {
+    for (int r : members) {
+      INFO(what << ": rank " << r << " against rank " << members[0] << " (same versions)");
+      CHECK(o.choices[r] == o.choices[members[0]]);
+    }
+  }
+  if (groups.size() > 1) {
+    std::printf("%s: the fault fell in the commit window (%zu version groups)\n", what,
+                groups.size());
+  }
+  INFO(what << ": ranks froze in " << groups.size() << " groups of versions");
+  CHECK(groups.size() <= 2);
+  for (size_t c = 0; c < size_t(kComms); ++c) {
+    double lo = 1e18, hi = -1;
+    for (const auto& [rank, v] : versions) {
+      REQUIRE(v.size() == size_t(kComms));
+      lo = std::min(lo, v[c]);
+      hi = std::max(hi, v[c]);
+    }
+    INFO(what << ": communicator " << c << " froze at versions " << lo << " .. " << hi);
+    CHECK(hi - lo <= 1);
+  }
+}
+
 int freePortBase() {
   // Spread concurrent runs (other engineers' tests) over the port space.
   return 20000 + int(getpid() % 400) * 100;
@@ -393,6 +451,7 @@ TEST_CASE("8 ranks, 3 communicators, 100,000 calls: byte-identical choices, lear
   Scenario s;
   Outcome o = runJob(s, dir);
   REQUIRE_FALSE(o.timedOut);
+  CHECK(o.paceTimeouts == 0);
   for (int r = 0; r < kRanks; ++r) {
     INFO("rank " << r << " log:\n" << o.logs[r]);
     CHECK(o.exitCodes[r] == 0);
@@ -414,7 +473,13 @@ TEST_CASE("8 ranks, 3 communicators, 100,000 calls: byte-identical choices, lear
   WARN("hot-swap latency on rank 5 (proposal on the leader to effect on this rank), per "
        "communicator: mean " << meanUs[0] << " / " << meanUs[1] << " / " << meanUs[2]
        << " us, max " << maxUs[0] << " / " << maxUs[1] << " / " << maxUs[2] << " us");
-  for (int r = 0; r < kRanks; ++r) CHECK(o.logs[r].find("timeouts") != std::string::npos);
+  // A healthy job never waits out the sync timeout: every communicator's summary says 0.
+  for (int r = 0; r < kRanks; ++r) {
+    INFO("rank " << r << " log:\n" << o.logs[r]);
+    std::vector<double> timeouts = numbers(o.logs[r], R"(point, (\d+) timeouts;)");
+    CHECK(timeouts.size() == size_t(kComms));
+    for (double t : timeouts) CHECK(t == 0);
+  }
 }
 
 TEST_CASE("the leader killed mid-run: followers finish, frozen at the last committed table",
@@ -425,8 +490,9 @@ TEST_CASE("the leader killed mid-run: followers finish, frozen at the last commi
   s.killLeaderAt = 20000;
   Outcome o = runJob(s, dir);
   REQUIRE_FALSE(o.timedOut);  // bounded: no follower hangs
+  CHECK(o.paceTimeouts == 0);
   CHECK(o.exitCodes[0] == 128 + SIGKILL);
-  std::vector<double> finalVersions;
+  std::map<int, std::vector<double>> finalVersions;
   for (int r = 1; r < kRanks; ++r) {
     INFO("rank " << r << " log:\n" << o.logs[r]);
     CHECK(o.exitCodes[r] == 0);
@@ -440,19 +506,9 @@ TEST_CASE("the leader killed mid-run: followers finish, frozen at the last commi
     std::vector<double> joining = numbers(o.logs[r], R"(rank \d+: follower/joining at [^;]+; policy v(\d+) in effect)");
     for (double x : joining) CHECK(x == 0);
     CHECK(v.size() == size_t(kComms));
-    for (double x : v) finalVersions.push_back(x);
+    finalVersions[r] = v;
   }
-  // Followers agree whenever they froze at the same versions, which is the documented outcome
-  // unless the kill fell in the one-message window between acknowledgements and the commit.
-  bool sameVersions = true;
-  for (size_t i = 0; i < finalVersions.size(); ++i) {
-    sameVersions &= finalVersions[i] == finalVersions[i % kComms];
-  }
-  if (sameVersions) {
-    for (int r = 2; r < kRanks; ++r) CHECK(o.choices[r] == o.choices[1]);
-  } else {
-    WARN("the kill fell in the commit window: followers froze at different versions");
-  }
+  checkAgreement(o, finalVersions, "leader killed");
 }
 
 TEST_CASE("the control channel cut silently: every rank freezes, finishes, and agrees",
@@ -467,7 +523,8 @@ TEST_CASE("the control channel cut silently: every rank freezes, finishes, and a
   s.cutAfterBytes = 15000;     // after a few committed tables (proposals are sparse, ~150 B)
   Outcome o = runJob(s, dir);
   REQUIRE_FALSE(o.timedOut);
-  std::vector<double> versions;
+  CHECK(o.paceTimeouts == 0);
+  std::map<int, std::vector<double>> versions;
   for (int r = 0; r < kRanks; ++r) {
     INFO("rank " << r << " log:\n" << o.logs[r]);
     CHECK(o.exitCodes[r] == 0);
@@ -475,15 +532,9 @@ TEST_CASE("the control channel cut silently: every rank freezes, finishes, and a
     // Before the cut learning ran; the cut was detected (silence, ack or sync timeout).
     CHECK(o.logs[r].find("/frozen") != std::string::npos);
     std::vector<double> v = numbers(o.logs[r], R"(policy v(\d+) in effect)");
-    for (double x : v) versions.push_back(x);
+    versions[r] = v;
   }
-  bool sameVersions = true;
-  for (size_t i = 0; i < versions.size(); ++i) sameVersions &= versions[i] == versions[i % kComms];
-  if (sameVersions) {
-    for (int r = 1; r < kRanks; ++r) CHECK(o.choices[r] == o.choices[0]);
-  } else {
-    WARN("the cut fell in the commit window: ranks froze at different versions");
-  }
+  checkAgreement(o, versions, "channel cut");
   CHECK(forcedChoices(o.choices[0], 0) > 0);
 }
 
@@ -495,6 +546,7 @@ TEST_CASE("a stranger connecting to a running job is turned away and the job is 
   s.stranger = true;
   Outcome o = runJob(s, dir);
   REQUIRE_FALSE(o.timedOut);
+  CHECK(o.paceTimeouts == 0);
   std::string report = readFile(dir + "/stranger.txt");
   INFO("stranger: " << report);
   CHECK(report.find("connected") == 0);
