@@ -1,5 +1,5 @@
 # What `cmake --install` (and so cpack's DEB and RPM) puts in the two packages: the runtime
-# component's library is stripped and points at its debug file (.gnu_debuglink), which the
+# component's library (with the tuner and profiler names as symlinks to it) is stripped and points at its debug file (.gnu_debuglink), which the
 # debug component installs in lib/.debug; the tool is stripped too.
 cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE ${OUT})
@@ -15,6 +15,18 @@ set(dbg ${OUT}/debug/${LIBDIR}/.debug/libnccl-net-autopilot.so.debug)
 foreach(f ${lib} ${dbg} ${OUT}/runtime/bin/autopilot)
   if(NOT EXISTS ${f})
     message(FATAL_ERROR "missing: ${f}")
+  endif()
+endforeach()
+# The tuner and profiler names are symlinks to the one library (NCCL loads each name; the
+# dynamic loader maps the file once, so the three plugins share one instance).
+foreach(kind tuner profiler)
+  set(link ${OUT}/runtime/${LIBDIR}/libnccl-${kind}-autopilot.so)
+  if(NOT IS_SYMLINK ${link})
+    message(FATAL_ERROR "not a symlink: ${link}")
+  endif()
+  file(READ_SYMLINK ${link} target)
+  if(NOT target STREQUAL "libnccl-net-autopilot.so")
+    message(FATAL_ERROR "${link} points at ${target}, not libnccl-net-autopilot.so")
   endif()
 endforeach()
 execute_process(COMMAND readelf -S ${lib} OUTPUT_VARIABLE sections)
