@@ -1,6 +1,7 @@
 # What `cmake --install` (and so cpack's DEB and RPM) puts in the two packages: the runtime
-# component's library (with the tuner and profiler names as symlinks to it) is stripped and points at its debug file (.gnu_debuglink), which the
-# debug component installs in lib/.debug; the tool is stripped too.
+# component's library (with the tuner and profiler names as symlinks to it) is stripped and
+# points at its debug file (.gnu_debuglink), which the debug component installs in lib/.debug;
+# the tool is stripped too.
 cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE ${OUT})
 foreach(component runtime debug)
