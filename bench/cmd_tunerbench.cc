@@ -31,7 +31,7 @@
 #include "bench/commands.h"
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"
-#include "tuner_plugin/cost_model.h"
+#include "model/cost_model.h"
 #include "tuner_plugin/tuning_store.h"
 
 namespace autopilot::cli {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "tuner_plugin/cost_model.h"
+#include "tuner_plugin/nccl_choice.h"
 
 namespace autopilot::tuner {
 
@@ -82,7 +82,7 @@ bool BanditPolicy::setPrior(int ctx, const float cost[kNumCells]) {
   if (contexts_[ctx]) return contexts_[ctx]->defaultCell >= 0;
   auto s = std::make_unique<ContextState>();
   std::memcpy(s->prior, cost, sizeof(s->prior));
-  s->defaultCell = model::ncclChoice(s->prior);
+  s->defaultCell = ncclChoice(s->prior);
   s->incumbent = s->defaultCell;
   bool usable = s->defaultCell >= 0;
   contexts_[ctx] = std::move(s);
@@ -440,7 +440,7 @@ bool BanditPolicy::restore(const ContextRecord& r, double maxSamples) {
   if (r.ctx < 0 || r.ctx >= kNumContexts) return false;
   auto s = std::make_unique<ContextState>();
   std::memcpy(s->prior, r.prior, sizeof(s->prior));
-  s->defaultCell = model::ncclChoice(s->prior);
+  s->defaultCell = ncclChoice(s->prior);
   if (s->defaultCell < 0) return false;
   s->incumbent = validCell(r.incumbent) && s->prior[r.incumbent] >= 0 ? r.incumbent : s->defaultCell;
   for (int c = 0; c < kNumCells; ++c) {

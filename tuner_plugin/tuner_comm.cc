@@ -6,7 +6,7 @@
 #include "common/abi/tuner_abi.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "tuner_plugin/cost_model.h"
+#include "tuner_plugin/nccl_choice.h"
 #include "tuner_plugin/synthetic_measurements.h"
 
 namespace autopilot::tuner {
@@ -55,7 +55,7 @@ void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float**
     if (cell >= 0 && cells[cell] >= 0) force(cells, cell);
   }
   if (synthetic_ != nullptr) {
-    synthetic_->publish(commId_, collType, nBytes, original, model::ncclChoice(cells));
+    synthetic_->publish(commId_, collType, nBytes, original, ncclChoice(cells));
   }
 }
 

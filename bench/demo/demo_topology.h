@@ -5,7 +5,7 @@
 #pragma once
 
 #include "common/abi/tuner_abi.h"
-#include "tuner_plugin/cost_model.h"
+#include "model/cost_model.h"
 
 namespace autopilot::demo {
 

@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "bench/replay/forced_arm_csv.h"
-#include "tuner_plugin/cost_model.h"
-#include "tuner_plugin/topology_description.h"
+#include "model/cost_model.h"
+#include "model/topology_description.h"
 
 namespace autopilot::replay {
 namespace {

@@ -39,9 +39,9 @@
 #include "net_plugin/core/rail_health.h"
 #include "net_plugin/core/rail_striper.h"
 #include "tuner_plugin/bandit_policy.h"
-#include "tuner_plugin/cost_model.h"
+#include "model/cost_model.h"
 #include "tuner_plugin/decision.h"
-#include "tuner_plugin/topology_description.h"
+#include "model/topology_description.h"
 
 namespace sg4 = simgrid::s4u;
 

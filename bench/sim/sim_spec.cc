@@ -1,6 +1,6 @@
 #include "bench/sim/sim_spec.h"
 
-#include "tuner_plugin/json_value.h"
+#include "model/json_value.h"
 
 namespace autopilot::sim {
 

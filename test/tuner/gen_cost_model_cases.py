@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates test/tuner/cost_model_cases.txt: expected collCostTable cells from the Python
 reference model (../shared/docs/nccl_cost_model.py) for a set of topologies, collectives, sizes
-and numPipeOps. The C++ cost model (tuner_plugin/cost_model.cc) must reproduce every cell.
+and numPipeOps. The C++ cost model (model/cost_model.cc) must reproduce every cell.
 
 usage: gen_cost_model_cases.py PATH/TO/nccl_cost_model.py > cost_model_cases.txt
 The cost_model_reference CTest regenerates the file and compares it with the checked-in copy.

@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "tuner_plugin/bandit_policy.h"
-#include "tuner_plugin/cost_model.h"
+#include "model/cost_model.h"
 
 using namespace autopilot;
 using namespace autopilot::tuner;

@@ -17,7 +17,7 @@
 
 #include "common/clock.h"
 #include "tuner_plugin/coordinator.h"
-#include "tuner_plugin/cost_model.h"
+#include "model/cost_model.h"
 #include "tuner_plugin/tuner_comm.h"
 
 using namespace autopilot;

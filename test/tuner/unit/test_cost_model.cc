@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "tuner_plugin/cost_model.h"
+#include "model/cost_model.h"
 
 using namespace autopilot;
 using namespace autopilot::tuner::model;

@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "tuner_plugin/topology_description.h"
+#include "model/topology_description.h"
 
 using namespace autopilot;
 using namespace autopilot::tuner;

@@ -32,8 +32,8 @@
 
 #include <string>
 
-#include "tuner_plugin/cost_model.h"
-#include "tuner_plugin/json_value.h"
+#include "model/cost_model.h"
+#include "model/json_value.h"
 
 namespace autopilot::tuner {
 

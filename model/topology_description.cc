@@ -1,4 +1,4 @@
-#include "tuner_plugin/topology_description.h"
+#include "model/topology_description.h"
 
 #include <algorithm>
 #include <cmath>

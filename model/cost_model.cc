@@ -1,4 +1,4 @@
-#include "tuner_plugin/cost_model.h"
+#include "model/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -263,23 +263,6 @@ void CostModel::fillTable(int func, uint64_t nBytes, int numPipeOps,
       table[a][p] = t < 0 ? kAlgoProtoIgnore : float(t);
     }
   }
-}
-
-int ncclChoice(const float* table, int numAlgo, int numProto) {
-  int best = -1;
-  float bestValue = 0;
-  for (int a = 0; a < numAlgo; ++a) {
-    for (int p = 0; p < numProto; ++p) {
-      float v = table[a * numProto + p];
-      // NCCL considers values >= 0 and < 3.6e9 (an hour in us); ties keep the first.
-      if (v < 0 || v >= 3.6e9f) continue;
-      if (best < 0 || v < bestValue) {
-        best = a * numProto + p;
-        bestValue = v;
-      }
-    }
-  }
-  return best;
 }
 
 }  // namespace autopilot::tuner::model

@@ -1,4 +1,4 @@
-#include "tuner_plugin/json_value.h"
+#include "model/json_value.h"
 
 #include <cctype>
 #include <cmath>
