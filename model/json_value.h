@@ -1,7 +1,8 @@
-// A small JSON reader for the few documents the tuner side reads (topology sidecars of the
-// replay benchmark, declared topologies of the demo). Strict RFC 8259 syntax; bounded nesting
-// depth and input size so that a hostile file cannot exhaust the stack or memory. Not used on
-// any hot path.
+// A small read-only JSON tree for the few documents the tool reads (topology sidecars of the
+// replay benchmark, declared topologies of the demo, the simulator's fabric). Parsed by
+// nlohmann::json (Debian: nlohmann-json3-dev, header-only), strict RFC 8259, with bounded input
+// size and nesting depth so that a hostile file cannot exhaust the stack or memory. Not used on
+// any hot path, and not in the plugin library.
 #pragma once
 
 #include <cstddef>
