@@ -150,9 +150,11 @@ bool parse(int argc, char** argv, DemoOptions* o) {
   // A job that completes nothing for this long has stopped (TCP's retransmission backoff alone
   // can hold a slow rail for seconds; that is slowness, not a stop). Live jobs' longest gaps
   // between completions measured 0.1-0.2 s in --quick on a loaded 2-core machine (the JSON's
-  // *_max_gap_s), so 2.5 s leaves more than 10x; phase changes wait for the verdict (runJob),
-  // so it may exceed what is left of a phase.
-  o->stallSeconds = std::max(2.0, o->phaseSeconds);
+  // *_max_gap_s), but a rail failing right after it was rate-limited is detected only once its
+  // queued bytes had time to drain at the slow rate it last measured, and beside a CPU hog the
+  // closed loop went 2.5 s without a completion there. Phase changes wait for the verdict
+  // (runJob), so it may exceed what is left of a phase; only a stopped job pays for its length.
+  o->stallSeconds = std::max(6.0, o->phaseSeconds);
   if (o->ranks < 2 || o->ranks > 16 || o->rails < 2 || o->rails > 8 || o->railMbit <= 0 ||
       o->degradedMbit <= 0 || o->phaseSeconds <= 0 || o->warmupSeconds < 0 ||
       (o->mode != "both" && o->mode != "closed" && o->mode != "static")) {

@@ -18,9 +18,10 @@ import tempfile
 
 # Closed loop / static bus bandwidth over the faulted part of the run (degraded + failed phases).
 # The degraded phase alone is not gated: in --quick (2.5 s phases) on the loaded 2-core machine
-# its ratio measured 0.90x-2.07x (README, demo section), so neither 1.5x nor 1.0x holds there;
-# over both faulted phases the ratio measured 2.3x or more, so 1.5x fails only when the closed
-# loop loses its edge (it still must move data in the degraded phase, checked below).
+# its ratio measured 0.90x-3.37x (README, demo section), so neither 1.5x nor 1.0x holds there;
+# over both faulted phases it measured 2.4x-5.9x in the same runs (some beside a CPU hog), so
+# 1.5x fails only when the closed loop loses its edge (it still must move data in the degraded
+# phase, checked below).
 FAULTED_MIN_SPEEDUP = 1.5
 
 tool = sys.argv[1]
