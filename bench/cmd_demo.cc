@@ -67,6 +67,10 @@ struct DemoOptions {
 enum PhaseId { kWarmup = 0, kHealthy, kDegraded, kFailed, kHealed, kNumPhases };
 const char* kPhaseNames[kNumPhases] = {"warm-up", "healthy", "degraded", "failed", "healed"};
 constexpr int kFaultRail = 1;
+// A job that has completed nothing for this long when a phase should change is held in its
+// phase until its next completion or the stall verdict (runJob). Any value is safe (a hold only
+// delays the change); small enough that a job stopped by a fault is always caught.
+constexpr double kHoldSeconds = 0.25;
 
 double phaseStart(const DemoOptions& o, int p) {
   return p == kWarmup ? 0.0 : o.warmupSeconds + (p - kHealthy) * o.phaseSeconds;
@@ -143,9 +147,14 @@ bool parse(int argc, char** argv, DemoOptions* o) {
     o->warmupSeconds = std::min(o->warmupSeconds, 1.0);
     o->sizes = "65536,524288";
   }
-  // A job that completes nothing for a whole phase has stopped (TCP's retransmission backoff
-  // alone can hold a slow rail for seconds; that is slowness, not a stop).
-  o->stallSeconds = std::max(2.0, o->phaseSeconds);
+  // A job that completes nothing for this long has stopped (TCP's retransmission backoff alone
+  // can hold a slow rail for seconds; that is slowness, not a stop). Live jobs' longest gaps
+  // between completions measured 0.1-0.2 s in --quick on a loaded 2-core machine (the JSON's
+  // *_max_gap_s), but a rail failing right after it was rate-limited is detected only once its
+  // queued bytes had time to drain at the slow rate it last measured, and beside a CPU hog the
+  // closed loop went 2.5 s without a completion there. Phase changes wait for the verdict
+  // (runJob), so it may exceed what is left of a phase; only a stopped job pays for its length.
+  o->stallSeconds = std::max(6.0, o->phaseSeconds);
   if (o->ranks < 2 || o->ranks > 16 || o->rails < 2 || o->rails > 8 || o->railMbit <= 0 ||
       o->degradedMbit <= 0 || o->phaseSeconds <= 0 || o->warmupSeconds < 0 ||
       (o->mode != "both" && o->mode != "closed" && o->mode != "static")) {
@@ -313,7 +322,7 @@ class Scenario {
   void sleepUntil(double scenarioS) {
     for (;;) {
       checkInterrupted();
-      double now = double(monotonicNs() - scenarioStartNs_) / 1e9;
+      double now = double(monotonicNs() - scenarioStartNs_) / 1e9 - shiftS_;
       if (scenarioS <= now) return;
       usleep(useconds_t(std::min(scenarioS - now, 0.1) * 1e6));
     }
@@ -341,15 +350,26 @@ class Scenario {
     }
     job.go();
     const uint64_t t0 = monotonicNs();
-    if (startPhase == kWarmup) scenarioStartNs_ = t0;
-    const double jobOffset = *offset;
+    if (startPhase == kWarmup) {
+      scenarioStartNs_ = t0;
+      shiftS_ = 0;
+    }
+    record->startJob();
+    // Scenario time of this job: `clock` + seconds since t0. `clock` moves back whenever a phase
+    // change happens late (a fault applied by slow tc/ip commands, a transition held for a
+    // verdict, below), so that every phase keeps its full length whatever the machine's load.
+    double clock = *offset;
+    auto scenarioNow = [&] { return clock + double(monotonicNs() - t0) / 1e9; };
     uint64_t maxIteration = 0;
     uint64_t lastProgress = t0;
     double lastStatus = -1;
     int phase = startPhase;
+    bool ended = false;
     std::string lastArm;
     auto onIteration = [&](const wire::Iteration& it) {
-      record->add(it, t0, jobOffset);
+      // A completion belongs at the latest to the phase in force when its report arrives;
+      // after the end, to none.
+      record->add(it, t0, clock, ended ? HUGE_VAL : phaseEnd(o_, phase) - 1e-6);
       maxIteration = std::max(maxIteration, it.iteration);
       lastProgress = monotonicNs();
       if (it.h.rank == 0) {
@@ -362,22 +382,33 @@ class Scenario {
     const double end = phaseEnd(o_, kHealed);
     for (;;) {
       checkInterrupted();
-      double s = jobOffset + double(monotonicNs() - t0) / 1e9;
-      if (s >= end) break;
-      int want = phaseAt(o_, s);
-      // A phase that ends after most of it passed with nothing completed stopped the job, even
-      // if the next phase (a repair) would let it resume: a stuck job does not wait for repairs.
+      double s = scenarioNow();
+      int want = s >= end ? kNumPhases : phaseAt(o_, s);
+      // A phase change (or the end) waits while the job looks stuck: the next phase could
+      // repair what stopped it (the healed phase does), and then a stopped job would pass for a
+      // slow one. So the verdict "stopped" never races the phase clock: the transition happens
+      // at the job's next completion, or the job is declared stopped in the phase it is in.
       double stalled = double(monotonicNs() - lastProgress) / 1e9;
-      bool stoppedThroughPhase = phase < want && phase > kWarmup &&
-                                 stalled >= 0.8 * (phaseEnd(o_, phase) - phaseStart(o_, phase));
-      while (phase < want && !stoppedThroughPhase) {
-        countRailEvents(record, spec.logDir, phase);
-        ++phase;
-        faults_.apply(phase);
-        std::fprintf(stderr, "\n[%s] t=%5.1fs  %s: %s\n", record->mode().c_str(), s,
-                     kPhaseNames[phase], faults_.describe(phase).c_str());
+      bool hold = phase < want && stalled >= kHoldSeconds;
+      if (phase < want && !hold) {
+        if (want == kNumPhases) break;
+        while (phase < want) {
+          countRailEvents(record, spec.logDir, phase);
+          ++phase;
+          std::fprintf(stderr, "\n[%s] t=%5.1fs  %s: %s\n", record->mode().c_str(),
+                       phaseStart(o_, phase), kPhaseNames[phase],
+                       faults_.describe(phase).c_str());
+          faults_.apply(phase);
+        }
+        // The phase starts once its fault is in place.
+        double late = scenarioNow() - phaseStart(o_, phase);
+        if (late > 0) {
+          clock -= late;
+          shiftS_ += late;
+        }
+        s = scenarioNow();
       }
-      if (!stoppedThroughPhase) job.pump(50, onIteration);
+      job.pump(50, onIteration);
       if (job.failed()) {
         record->markFailed(kPhaseNames[phase], job.error());
         std::fprintf(stderr, "\n[%s] t=%5.1fs  job failed: %s\n", record->mode().c_str(), s,
@@ -385,28 +416,23 @@ class Scenario {
         failedAt = phase;
         break;
       }
-      if (!stoppedThroughPhase) stalled = double(monotonicNs() - lastProgress) / 1e9;
-      if (stalled > o_.stallSeconds || stoppedThroughPhase) {
-        // The job stopped when its last collective completed: that phase is where it failed.
-        double stoppedAt = s - stalled;
-        // The phase of the last completion still completed something: the stop belongs to the
-        // first moment after it.
-        int stoppedPhase = std::max(startPhase, phaseAt(o_, stoppedAt + 1e-3));
-        if (stoppedPhase < phase && phaseStart(o_, stoppedPhase + 1) - stoppedAt < 0.25) {
-          ++stoppedPhase;  // stalled right at a phase change: the new phase stopped it
-        }
+      stalled = double(monotonicNs() - lastProgress) / 1e9;
+      if (stalled > o_.stallSeconds) {
+        // Every phase change happened with the job live (held otherwise), so the phase in
+        // force is where it stopped.
         char why[96];
-        std::snprintf(why, sizeof(why), "stopped at t=%.1fs: no collective completed since",
-                      stoppedAt);
-        for (int p = stoppedPhase; p <= phase; ++p) record->markFailed(kPhaseNames[p], why);
-        std::fprintf(stderr, "\n[%s] t=%5.1fs  %s\n", record->mode().c_str(), s, why);
+        std::snprintf(why, sizeof(why), "stopped: no collective completed for %.1f s",
+                      stalled);
+        record->markFailed(kPhaseNames[phase], why);
+        std::fprintf(stderr, "\n[%s] t=%5.1fs  %s (in the %s phase)\n", record->mode().c_str(),
+                     s, why, kPhaseNames[phase]);
         failedAt = phase;
         break;
       }
       if (s - lastStatus >= 0.5) {
         lastStatus = s;
         const PhaseStats& st = record->stats(kPhaseNames[phase]);
-        double phaseElapsed = s - phaseStart(o_, phase);
+        double phaseElapsed = std::min(s, phaseEnd(o_, phase)) - phaseStart(o_, phase);
         std::fprintf(stderr, "\r[%s] t=%5.1fs %-8s iter %6llu  %6.3f Gbit/s  last %-32s",
                      record->mode().c_str(), s, kPhaseNames[phase],
                      static_cast<unsigned long long>(maxIteration),
@@ -417,9 +443,10 @@ class Scenario {
     if (failedAt >= 0) {
       job.kill();
       countRailEvents(record, spec.logDir, phase);
-      *offset = jobOffset + double(monotonicNs() - t0) / 1e9;
+      *offset = scenarioNow();
       return failedAt;
     }
+    ended = true;
     if (!job.stop(maxIteration + 4, 20000, onIteration)) {
       record->markFailed("healed", "ranks did not stop cleanly: " + job.error());
     }
@@ -446,6 +473,7 @@ class Scenario {
   double countedFailovers_ = 0, countedRecoveries_ = 0;
   std::vector<Phase> phases_;
   uint64_t scenarioStartNs_ = monotonicNs();
+  double shiftS_ = 0;  // seconds the scenario clock was held back (late phase changes)
 };
 
 std::string fmtGbps(double v, bool failed) {
@@ -461,6 +489,7 @@ void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* 
   f << "{\n  \"ranks\": " << o.ranks << ", \"rails\": " << o.rails
     << ", \"rail_mbit\": " << o.railMbit << ", \"degraded_mbit\": " << o.degradedMbit
     << ", \"phase_seconds\": " << o.phaseSeconds << ", \"warmup_seconds\": " << o.warmupSeconds
+    << ", \"stall_seconds\": " << o.stallSeconds
     << ",\n  \"identical_decisions\": " << (identical ? "true" : "false")
     << ",\n  \"phases\": [\n";
   for (int p = kHealthy; p < kNumPhases; ++p) {
@@ -481,8 +510,25 @@ void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* 
       << ", \"recoveries\": " << (closed ? closed->stats(name).recoveries : 0)
       << ", \"closed_loop_failed\": "
       << (closed && closed->stats(name).failed ? "true" : "false")
-      << ", \"static_restarted\": " << (stat && stat->stats(name).restarted ? "true" : "false")
-      << "}" << (p + 1 < kNumPhases ? "," : "") << "\n";
+      << ", \"static_restarted\": " << (stat && stat->stats(name).restarted ? "true" : "false");
+    // What the tuner did: rank 0's calls, and those whose decision differs from NCCL's own
+    // choice for the same table (0 in static mode, where the tuner is off).
+    for (const ModeRecord* r : {closed, stat}) {
+      std::string key = r == closed ? "closed_loop" : "static";
+      const PhaseStats* st = r ? &r->stats(name) : nullptr;
+      f << ", \"" << key << "_calls\": " << (st ? st->iterations : 0) << ", \"" << key
+        << "_tuner_changed\": " << (st ? st->tunerChanged : 0) << ", \"" << key
+        << "_max_gap_s\": " << (st ? st->maxGapS : 0) << ", \"" << key << "_decisions\": {";
+      bool first = true;
+      if (st) {
+        for (const auto& [arm, n] : st->decisions) {
+          f << (first ? "" : ", ") << "\"" << arm << "\": " << n;
+          first = false;
+        }
+      }
+      f << "}";
+    }
+    f << "}" << (p + 1 < kNumPhases ? "," : "") << "\n";
   }
   f << "  ]\n}\n";
 }
@@ -624,7 +670,9 @@ int cmdDemo(int argc, char** argv) {
       for (const auto& [arm, n] : st.decisions) {
         std::printf(" %s x%llu", arm.c_str(), static_cast<unsigned long long>(n));
       }
-      std::printf("\n");
+      std::printf("  (%llu of %llu differ from NCCL's choice)\n",
+                  static_cast<unsigned long long>(st.tunerChanged),
+                  static_cast<unsigned long long>(st.iterations));
     }
     std::printf("  identical decisions on all ranks: %s (%llu calls compared, %llu differ)\n",
                 r->decisionMismatches() == 0 ? "yes" : "NO",

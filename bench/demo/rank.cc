@@ -139,6 +139,9 @@ class Rank {
 
       float table[abi::kNumAlgorithms][abi::kNumProtocols];
       model.fillTable(int(item.kind), nBytes, 1, table);
+      // NCCL's own choice, before the tuner sees the table: what the report compares against to
+      // tell the tuner's decisions from NCCL's.
+      const int ncclCell = tuner::model::ncclChoice(&table[0][0]);
       int nChannels = 0;
       if (host::HostTuner* tuner = plugins.tuner()) {
         tuner->getCollInfo(session.tunerContext(), int(item.kind), nBytes, 1,
@@ -192,6 +195,7 @@ class Rank {
       m.algo = int(call.algorithm);
       m.proto = call.protocol;
       m.nChannels = nChannels;
+      m.ncclCell = ncclCell;
       m.tunerBytes = nBytes;
       m.busBytes = workload.busBytes(item);
       m.wrongElements = workload.countWrong(item, it, o_.rank, data.data());

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "bench/demo/collectives.h"
+#include "common/abi/nccl_abi.h"
 
 namespace autopilot::demo {
 
@@ -45,8 +46,10 @@ std::string ModeRecord::phaseAt(double s) const {
   return {};
 }
 
-void ModeRecord::add(const wire::Iteration& it, uint64_t t0Ns, double phaseOffsetS) {
+void ModeRecord::add(const wire::Iteration& it, uint64_t t0Ns, double phaseOffsetS,
+                     double latestS) {
   double s = phaseOffsetS + (it.endNs > t0Ns ? double(it.endNs - t0Ns) / 1e9 : 0.0);
+  s = std::min(s, latestS);
   std::string phase = phaseAt(s);
   int64_t code = int64_t(it.algo) * 1000 + it.proto * 100 + it.nChannels;
   auto& row = decisions_[it.iteration];
@@ -68,6 +71,9 @@ void ModeRecord::add(const wire::Iteration& it, uint64_t t0Ns, double phaseOffse
   std::string arm = std::string(algorithmName(Algorithm(it.algo))) + "/" +
                     protocolByIndex(it.proto).name;
   ++st.decisions[arm];
+  if (it.algo * abi::kNumProtocols + it.proto != it.ncclCell) ++st.tunerChanged;
+  if (lastCompletionS_ >= 0) st.maxGapS = std::max(st.maxGapS, s - lastCompletionS_);
+  lastCompletionS_ = s;
   completions_.emplace_back(s, double(it.busBytes));
 }
 

@@ -22,6 +22,9 @@ struct PhaseStats {
   uint64_t iterations = 0;
   std::map<uint64_t, std::vector<double>> latencyUs;  // by tuner-visible size
   std::map<std::string, uint64_t> decisions;          // "Ring/Simple" -> calls
+  // Calls (rank 0) whose decision differs from what NCCL's own table picks: the tuner acted.
+  uint64_t tunerChanged = 0;
+  double maxGapS = 0;  // longest wait between two completions seen in the phase (rank 0)
   uint64_t wrongElements = 0;                         // all ranks
   double failovers = 0;   // rail failures the plugins declared during the phase (all ranks)
   double recoveries = 0;  // ... and rails that re-joined
@@ -40,8 +43,12 @@ class ModeRecord {
  public:
   ModeRecord(std::string mode, std::vector<Phase> phases, int nRanks);
 
-  // `t0Ns`: CLOCK_MONOTONIC when the phase clock started for this job.
-  void add(const wire::Iteration& it, uint64_t t0Ns, double phaseOffsetS);
+  // `t0Ns`: CLOCK_MONOTONIC when the phase clock started for this job; the completion's scenario
+  // time is `phaseOffsetS` + its time since t0, capped at `latestS` (the end of the phase in
+  // force when the report arrived: a completion never counts towards a phase not yet entered).
+  void add(const wire::Iteration& it, uint64_t t0Ns, double phaseOffsetS, double latestS);
+  // A new job (process set) starts: gaps are not measured across jobs.
+  void startJob() { lastCompletionS_ = -1; }
   void markFailed(const std::string& phase, const std::string& why);
   void markRestarted(const std::string& phase);
 
@@ -65,6 +72,7 @@ class ModeRecord {
   uint64_t compared_ = 0;
   uint64_t mismatches_ = 0;
   std::vector<std::pair<double, double>> completions_;  // (seconds, bus bytes), rank 0
+  double lastCompletionS_ = -1;
 };
 
 }  // namespace autopilot::demo

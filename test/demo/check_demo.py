@@ -1,13 +1,28 @@
 #!/usr/bin/env python3
 """CTest: a short run of the main job (`autopilot demo --quick`) end to end, then checks of what
-it must prove: every collective's result exact (0 bytes lost), identical decisions on all ranks,
-the closed loop carrying on through the rail failure (failover happened), the static mode
-stopping there, and the JSON shape of the phase table."""
+it must prove, each of which fails when its behaviour is absent:
+- every collective's result exact (0 bytes lost), identical decisions on all ranks;
+- the tuner acted in the closed loop: some decisions differ from NCCL's own choice for the same
+  cost table (none may in static mode, where the tuner is off);
+- the closed loop moves >= 1.5x the static mode's data while rail 1 is faulty (degraded and
+  failed phases together; FAULTED_MIN_SPEEDUP) and moves data in each of them;
+- the closed loop carries on through the rail failure (failover counted, work done) and the
+  rail re-joins (recovery counted);
+- the static mode stops at the rail failure and, as README says, is restarted once the rail is
+  repaired (and then makes progress)."""
 import json
 import os
 import subprocess
 import sys
 import tempfile
+
+# Closed loop / static bus bandwidth over the faulted part of the run (degraded + failed phases).
+# The degraded phase alone is not gated: in --quick (2.5 s phases) on the loaded 2-core machine
+# its ratio measured 0.90x-3.37x (README, demo section), so neither 1.5x nor 1.0x holds there;
+# over both faulted phases it measured 2.4x-5.9x in the same runs (some beside a CPU hog), so
+# 1.5x fails only when the closed loop loses its edge (it still must move data in the degraded
+# phase, checked below).
+FAULTED_MIN_SPEEDUP = 1.5
 
 tool = sys.argv[1]
 extra = sys.argv[2:]
@@ -20,27 +35,67 @@ with tempfile.TemporaryDirectory() as out:
     if run.returncode != 0:
         sys.exit("autopilot demo exited with %d" % run.returncode)
     data = json.load(open(result))
-    phases = {p["name"]: p for p in data["phases"]}
-    problems = []
-    if sorted(phases) != sorted(["healthy", "degraded", "failed", "healed"]):
-        problems.append("phases %s" % sorted(phases))
-    for p in data["phases"]:
-        for key in ("closed_loop_gbps", "static_gbps", "speedup", "bytes_lost", "static_failed"):
-            if key not in p:
-                problems.append("%s lacks %s" % (p["name"], key))
-        if p.get("bytes_lost", 1) != 0:
-            problems.append("%s lost %s bytes" % (p["name"], p.get("bytes_lost")))
-        if p.get("closed_loop_failed"):
-            problems.append("the closed loop failed in %s" % p["name"])
-    if not data.get("identical_decisions"):
-        problems.append("decisions differed between ranks")
-    failed = phases.get("failed", {})
-    if not failed.get("closed_loop_gbps", 0) > 0:
-        problems.append("the closed loop moved nothing while the rail was down")
-    if sum(p.get("failovers", 0) for p in data["phases"]) < 1:
-        problems.append("no rail failure was detected")
-    if not failed.get("static_failed"):
-        problems.append("the static mode did not stop at the rail failure")
-    if problems:
-        sys.exit("demo check failed: " + "; ".join(problems))
-    print("demo check: OK")
+phases = {p["name"]: p for p in data["phases"]}
+problems = []
+if sorted(phases) != sorted(["healthy", "degraded", "failed", "healed"]):
+    sys.exit("demo check failed: phases %s" % sorted(phases))
+for p in data["phases"]:
+    for key in ("closed_loop_gbps", "static_gbps", "speedup", "bytes_lost", "static_failed",
+                "static_restarted", "failovers", "recoveries", "closed_loop_calls",
+                "closed_loop_tuner_changed", "static_tuner_changed", "closed_loop_decisions"):
+        if key not in p:
+            problems.append("%s lacks %s" % (p["name"], key))
+    if p.get("bytes_lost", 1) != 0:
+        problems.append("%s lost %s bytes" % (p["name"], p.get("bytes_lost")))
+    if p.get("closed_loop_failed"):
+        problems.append("the closed loop stopped in the %s phase" % p["name"])
+if problems:
+    sys.exit("demo check failed: " + "; ".join(problems))
+if not data.get("identical_decisions"):
+    problems.append("decisions differed between ranks")
+
+# The tuner acted: decisions other than NCCL's own choice (probes or learned switches).
+changed = sum(p["closed_loop_tuner_changed"] for p in data["phases"])
+calls = sum(p["closed_loop_calls"] for p in data["phases"])
+if changed < 1:
+    problems.append("the tuner changed none of the closed loop's %d decisions (all NCCL's own "
+                    "choice: is the tuner plugin loaded and enabled?)" % calls)
+static_changed = sum(p["static_tuner_changed"] for p in data["phases"])
+if static_changed != 0:
+    problems.append("%d static-mode decisions differ from NCCL's choice with the tuner off"
+                    % static_changed)
+
+degraded, failed, healed = phases["degraded"], phases["failed"], phases["healed"]
+c = degraded["closed_loop_gbps"] + failed["closed_loop_gbps"]
+s = degraded["static_gbps"] + failed["static_gbps"]
+if not degraded["closed_loop_gbps"] > 0:
+    problems.append("the closed loop moved nothing while rail 1 was degraded")
+if not c >= FAULTED_MIN_SPEEDUP * s:
+    problems.append("degraded + failed phases: closed loop %.3f Gbit/s vs static %.3f Gbit/s "
+                    "(%.2fx, needs >= %.2fx)" % (c / 2, s / 2, c / s if s > 0 else float("inf"),
+                                                FAULTED_MIN_SPEEDUP))
+degraded_ratio = (degraded["closed_loop_gbps"] / degraded["static_gbps"]
+                  if degraded["static_gbps"] > 0 else float("inf"))
+
+if not failed["closed_loop_gbps"] > 0:
+    problems.append("the closed loop moved nothing while the rail was down")
+if sum(p["failovers"] for p in data["phases"]) < 1:
+    problems.append("no rail failure was detected in the closed loop")
+if sum(p["recoveries"] for p in data["phases"]) < 1:
+    problems.append("the failed rail never re-joined in the closed loop (0 recoveries)")
+
+if not failed["static_failed"]:
+    problems.append("the static mode did not stop at the rail failure")
+if not healed["static_restarted"]:
+    problems.append("the static mode was not restarted after the repair")
+elif healed["static_failed"] or not healed["static_gbps"] > 0:
+    problems.append("the restarted static job made no progress in the healed phase")
+
+if problems:
+    sys.exit("demo check failed: " + "; ".join(problems))
+print("demo check: OK (tuner changed %d of %d closed-loop decisions; degraded + failed %.2fx "
+      "(degraded alone %.2fx, not gated); failovers %d, recoveries %d; static stopped at the "
+      "failure and restarted)"
+      % (changed, calls, c / s if s > 0 else float("inf"), degraded_ratio,
+         sum(p["failovers"] for p in data["phases"]),
+         sum(p["recoveries"] for p in data["phases"])))
