@@ -18,7 +18,7 @@
 #include "bench/profiler/nccl_replay.h"
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"
-#include "tuner_plugin/cost_model.h"
+#include "model/cost_model.h"
 
 using namespace autopilot;
 using namespace autopilot::host;
