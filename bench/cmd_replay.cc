@@ -1,5 +1,5 @@
 // `autopilot replay FILE...`: evaluates the tuner's policy by replay on forced-arm measurement
-// files (format of ../shared/data/forced-arm/, see bench/replay/replay_engine.h for the method).
+// files (CSV, format in bench/replay/forced_arm_csv.h; bench/replay/replay_engine.h: the method).
 // Prints per file and overall, for NCCL's default choice and for the policy after learning:
 // contexts, contexts losing > 10% to the best measured arm, mean and p99 loss, and the regret
 // spent learning. --check verifies the targets and fails otherwise.
@@ -83,8 +83,9 @@ int usage(FILE* to) {
                "                        [--min-bytes N] [--probe-budget F] [--no-share]\n"
                "                        [--per-context] [--check]\n"
                "       autopilot replay --train A.csv --score B.csv [options]\n"
-               "Plays the tuner policy against forced-arm measurements (format of\n"
-               "../shared/data/forced-arm/). The cost-table prior comes from NAME.topo.json\n"
+               "Plays the tuner policy against forced-arm measurements (nccl-tests times per\n"
+               "system, collective, forced algorithm/protocol and size, as CSV, e.g. the data\n"
+               "set ../shared/data/forced-arm/). The cost-table prior comes from NAME.topo.json\n"
                "next to the CSV, else in --topo-dir, else in the sidecars shipped with the tool\n"
                "(--flat ignores them). Noise: from NAME_auto_repeats.csv when present, else\n"
                "lognormal with --noise (default 0.03). --runs independent runs; learned losses\n"

@@ -1,13 +1,14 @@
 // Typed registry of every NCCL_AUTOPILOT_* parameter.
 //
-// Each parameter is a namespace-scope object declared next to the code that uses it
-// (AP_PARAM_* below); construction only records the declaration, so nothing is read at static
-// initialisation. The value is resolved from the environment on first use, parsed strictly and
-// frozen: a malformed or out-of-range value is reported with a warning and the default is used.
-// NCCL merges NCCL_CONF_FILE and /etc/nccl.conf into the environment before any plugin loads,
-// so getenv sees those too. Each plugin's init calls logAllOnce(), which logs every value and
-// its source once per load. The README's configuration table is generated from this registry
-// (`autopilot params --markdown`) and a test keeps the two identical.
+// Each parameter is a namespace-scope object (BoolParam, IntParam, DoubleParam, StringParam
+// below) declared next to the code that uses it; construction only records the declaration, so
+// nothing is read at static initialisation. The value is resolved from the environment on first
+// use, parsed strictly and frozen: a malformed or out-of-range value is reported with a warning
+// and the default is used. NCCL merges NCCL_CONF_FILE and /etc/nccl.conf into the environment
+// before any plugin loads (docs/nccl-plugin-abi.md §1.1), so getenv sees those too. Each
+// plugin's init calls logAllOnce(), which logs every value and its source once per load. The
+// README's configuration table is generated from this registry (`autopilot params --markdown`)
+// and a test keeps the two identical.
 #pragma once
 
 #include <atomic>
@@ -151,7 +152,7 @@ std::vector<ParamBase*> all();
 ParamBase* find(const std::string& name);
 
 // Resolves everything and logs each value and its source once per load of the library (INFO,
-// ENV subsystem); rejected values are also logged at WARN. Called from every plugin init.
+// INIT and ENV subsystems); rejected values are also logged at WARN. Called from every plugin init.
 void logAllOnce();
 
 // The README configuration table (markdown), sorted by name.

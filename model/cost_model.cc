@@ -12,7 +12,7 @@ using namespace abi;
 
 constexpr int kHwNvlink = 0, kHwPci = 1, kHwNet = 2;
 
-// Hard-coded in NCCL, not part of the v5 constants (nccl-cost-model.md §3).
+// Hard-coded in NCCL, not part of the v5 constants (docs/nccl-cost-model.md §3).
 constexpr double kNvlsEfficiency[kNumCompCaps] = {0.0, 0.0, 0.85, 0.74};
 // Tree AllReduce bandwidth correction, [proto][floor(log2(nBytes/64))] for 0..22 (§6).
 constexpr double kTreeCorrection[kNumProtocols][23] = {

@@ -186,7 +186,7 @@ bool readHardware(const JsonValue& obj, Hardware* hw, std::string* error) {
   return true;
 }
 
-// NCCL's per-link NVLink bandwidth by SM (nccl-cost-model.md §2.3) times a typical link count.
+// NCCL's per-link NVLink bandwidth by SM (docs/nccl-cost-model.md §2.3) times a typical link count.
 double defaultNvlinkGBps(int sm) {
   if (sm >= 100) return 18 * 40.1;
   if (sm >= 90) return 18 * 20.6;
@@ -299,7 +299,7 @@ Topology derive(const Hardware& hw) {
   t.graphs[abi::kAlgoCollNetChain] = collnet;
 
   // Ring and tree share the smaller channel count; runtime channels are twice that (capped),
-  // doubled again on sm90+ multi-node fast rings (§2.3).
+  // doubled again on sm90+ multi-node fast rings (docs/nccl-cost-model.md §2.3).
   int searchCh = std::max(1, std::min(ring.nCh, tree.nCh));
   int comm = std::min(64, 2 * searchCh);
   if (hw.sm >= 90 && hw.nodes > 1 && ring.bwIntra > 45 && comm < 16) comm *= 2;

@@ -3,7 +3,7 @@
 //
 // The document describes the hardware the way a person knows it (GPUs per node, nodes, GPU
 // generation, NVSwitch / NVLink / PCIe, NICs and their speed); deriveTopology() approximates
-// what NCCL's topology search would find from that (nccl-cost-model.md §2.3: candidate speeds,
+// what NCCL's topology search would find from that (docs/nccl-cost-model.md §2.3: candidate speeds,
 // one channel per NIC, duplication, runtime channels). The approximation is good enough for a
 // prior; where exact values are known (NCCL_DEBUG_SUBSYS=GRAPH prints them), a "graphs" member
 // overrides the derivation per algorithm. Keys:

@@ -1,6 +1,6 @@
 // The net plugin's one internal interface, with v12 semantics. Every exported ABI version
 // (v8..v12) is a thin adapter over it in net_abi_adapters.cc. Contracts NCCL relies on
-// (../shared/docs/nccl-plugin-abi.md §4.6):
+// (docs/nccl-plugin-abi.md §4.6):
 //  - listen/connect/accept never block; connect/accept return success with a NULL comm until
 //    the connection is ready and are called again with the same handle / listenComm;
 //  - isend/irecv always write *request; NULL means "cannot post now, retry later";

@@ -7,7 +7,7 @@
 // back late (after completion, after finalize) always points to valid memory; at worst to a
 // recycled record, which the pools make unlikely by handing slots out in ring order.
 //
-// Lifetime of a collective (../shared/docs/nccl-plugin-abi.md §3.6): NCCL stops the Coll event
+// Lifetime of a collective (docs/nccl-plugin-abi.md §3.6): NCCL stops the Coll event
 // as soon as it is enqueued and starts its children (KernelCh, ProxyOp) later on the proxy
 // thread, so a CollRecord is reference-counted: one reference for NCCL's Coll handle, one for
 // the group of its nChannels expected KernelCh events (taken in advance because they may all

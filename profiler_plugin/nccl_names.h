@@ -1,6 +1,6 @@
 // NCCL's name strings (descriptor `func`, `datatype`, `algo`, `proto`) mapped to the indices the
 // tuner and the measurement bus use, and the size rules of NCCL's tuner call
-// (../shared/docs/nccl-plugin-abi.md §2.4). Parsing happens once per collective at Coll start,
+// (docs/nccl-plugin-abi.md §2.4). Parsing happens once per collective at Coll start,
 // so the functions are short switch-based comparisons, never allocations.
 #pragma once
 

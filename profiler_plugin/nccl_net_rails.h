@@ -1,6 +1,6 @@
 // Rails seen through NCCL's own net plugins (IB verbs and sockets), when another net plugin than
 // ours carries the traffic: NCCL's NetPlugin profiler events name the IB device or the socket
-// of each transfer (../shared/docs/nccl-plugin-abi.md §3.10). Each device or socket becomes a
+// of each transfer (docs/nccl-plugin-abi.md §3.10). Each device or socket becomes a
 // rail in common/rail_telemetry.h (transport "ib" or "sock"), so every consumer reads one place.
 //
 // Lookups run on the data path: an atomic table per kind, filled by the first transfer of each

@@ -2,7 +2,7 @@
 // consensus layer (which agrees on them across ranks) and the hot path (which applies them).
 //
 // A context is (collective, size bucket, numPipeOps bucket): every input of it is identical on
-// all ranks of a communicator (nccl-plugin-abi.md §2.7), so every rank maps a call to the same
+// all ranks of a communicator (docs/nccl-plugin-abi.md §2.7), so every rank maps a call to the same
 // context. nRanks and nNodes are per communicator and so implicit. regBuff is deliberately not
 // part of it: it can differ per rank.
 #pragma once

@@ -63,7 +63,7 @@ NetnsTestbed::NetnsTestbed(int rails) : rails_(rails), tag_(kPrefix + std::to_st
     s += "ip link set " + ia + " netns " + a + "; ip link set " + ib + " netns " + b + ";";
   }
   for (const std::string& n : {a, b}) {
-    // 127/8 on a non-loopback interface needs route_localnet (testbed.md).
+    // 127/8 on a non-loopback interface needs route_localnet (docs/testbed.md §2).
     s += "ip netns exec " + n + " sysctl -qw net.ipv4.conf.all.route_localnet=1;";
     s += "ip -n " + n + " link set lo up;";
   }

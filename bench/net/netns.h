@@ -1,5 +1,5 @@
 // NetnsTestbed: two network namespaces ("hosts" A and B) joined by N veth pairs ("rails"), as
-// in ../shared/docs/testbed.md part 2, for real link faults (ip link down/up) and rate limits
+// in docs/testbed.md §2, for real link faults (ip link down/up) and rate limits
 // (tc tbf). Needs root. Names carry this process's pid (apn<pid>A, apn<pid>a0, ...) so that
 // concurrent runs never collide; only 127.31.<rail>.1 (A) and 127.31.<rail>.2 (B) addresses are
 // used, inside the namespaces. Everything is deleted by the destructor, and namespaces left

@@ -1,6 +1,6 @@
 // Replays NCCL 2.28.9's profiler callback sequences through the plugin-host harness, for the
 // profiler tests and `autopilot profbench`. Only the events NCCL would start for the current
-// activation mask are emitted (../shared/docs/nccl-plugin-abi.md §3.5), with the descriptors
+// activation mask are emitted (docs/nccl-plugin-abi.md §3.5), with the descriptors
 // and parent handles NCCL would pass (§3.3, §3.6); GPU timers are the caller's.
 //
 // A blocking collective, as NCCL runs it:

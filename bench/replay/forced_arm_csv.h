@@ -1,6 +1,9 @@
-// Reader for forced-arm measurement files in the format of ../shared/data/forced-arm/ (see its
-// INDEX.md): one row per (system, collective, forced arm, size) with out-of-place and in-place
-// times, or only bus/algorithm bandwidth.
+// Reader for forced-arm measurement files: nccl-tests results as CSV, one row per (system,
+// collective, forced arm, size) with out-of-place and in-place times, or only bus/algorithm
+// bandwidth. The header names at least system, collective (nccl-tests name: all_reduce, ...),
+// arm_algo and arm_proto (AUTO: not forced), size_bytes, time_us_out_of_place,
+// time_us_in_place, algbw_GBps and busbw_GBps; other columns are ignored. The data set the
+// replay tests read is in this format and lies beside the checkout (../shared/data/forced-arm/).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Our own declarations of the parts of NCCL's plugin ABI that all three plugin kinds share.
-// Written from ../shared/docs/nccl-plugin-abi.md (§2.1, §5); layouts are checked by
+// Facts in docs/nccl-plugin-abi.md (§2.1, §5); layouts are checked by
 // test/unit/test_abi_layout.cc and the enum values against the installed nccl.h by
 // test/unit/test_abi_nccl_h.cc.
 #pragma once

@@ -1,5 +1,5 @@
-// Net plugin ABI, versions 8 to 12 (NCCL 2.19 .. 2.32+). Our declarations, from
-// ../shared/docs/nccl-plugin-abi.md §4.
+// Net plugin ABI, versions 8 to 12 (NCCL 2.20 .. 2.32+). Our declarations; the facts are in
+// docs/nccl-plugin-abi.md §4.
 #pragma once
 
 #include "common/abi/nccl_abi.h"

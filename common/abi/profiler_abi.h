@@ -1,5 +1,5 @@
-// Profiler plugin ABI, versions 4 to 7 (NCCL 2.25 .. 2.32+), plus the net-plugin event
-// callback. Our declarations, from ../shared/docs/nccl-plugin-abi.md §3.
+// Profiler plugin ABI, versions 4 to 7 (NCCL 2.27 .. 2.32+), plus the net-plugin event
+// callback. Our declarations; the facts are in docs/nccl-plugin-abi.md §3.
 #pragma once
 
 #include <sys/types.h>

@@ -1,5 +1,5 @@
-// Tuner plugin ABI, versions 3 to 7 (NCCL 2.20 .. 2.32+). Our declarations, from
-// ../shared/docs/nccl-plugin-abi.md §2. The cost table is a contiguous float[7][3] passed as
+// Tuner plugin ABI, versions 3 to 7 (NCCL 2.22 .. 2.32+). Our declarations; the facts are in
+// docs/nccl-plugin-abi.md §2. The cost table is a contiguous float[7][3] passed as
 // float**: index it through costCell(), never as an array of row pointers.
 #pragma once
 

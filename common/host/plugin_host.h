@@ -2,7 +2,7 @@
 // 2.32 by default) does and drives their function tables, so every test and benchmark exercises
 // the real .so through its ABI.
 //
-// What it reproduces (../shared/docs/nccl-plugin-abi.md §1):
+// What it reproduces (docs/nccl-plugin-abi.md §1):
 //  - name resolution: an empty name tries libnccl-<kind>.so; a name tries NAME verbatim, then
 //    libnccl-<kind>-NAME.so when NAME has no '/' and is not already a lib*.so file name; any
 //    prefix of STATIC_PLUGIN selects the main program; "none" disables the plugin;

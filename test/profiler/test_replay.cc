@@ -1,4 +1,4 @@
-// NCCL's profiler event sequences (../shared/docs/nccl-plugin-abi.md §3), replayed through the
+// NCCL's profiler event sequences (docs/nccl-plugin-abi.md §3), replayed through the
 // harness with known GPU timers: what reaches the measurement bus, in which clock, with which
 // size and arm, and how the plugin copes with NCCL's odd orders and NULLs.
 #include <unistd.h>

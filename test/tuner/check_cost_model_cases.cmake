@@ -1,4 +1,5 @@
-# Regenerates the cost-model cases from the Python reference and compares them with the
+# Regenerates the cost-model cases from the Python reference (an independent re-implementation of
+# NCCL's cost model beside the checkout; docs/nccl-cost-model.md) and compares them with the
 # checked-in copy that tuner_unit_tests reads.
 execute_process(COMMAND ${PYTHON} ${GEN} ${REF} OUTPUT_VARIABLE generated RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)

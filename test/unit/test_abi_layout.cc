@@ -1,5 +1,5 @@
 // Layout of every struct of every ABI version we export, against the sizes and offsets in
-// ../shared/docs/nccl-plugin-abi.md (LP64). A mismatch fails the build, not just the test.
+// NCCL's headers (LP64; docs/nccl-plugin-abi.md). A mismatch fails the build, not just the test.
 #include <cstddef>
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
-// The C++ cost model against the Python reference (../shared/docs/nccl_cost_model.py): every
+// The C++ cost model against the Python reference model (see docs/nccl-cost-model.md): every
 // cell of test/tuner/cost_model_cases.txt, which gen_cost_model_cases.py generates from it, plus
-// the worked examples of nccl-cost-model.md.
+// the worked example of docs/nccl-cost-model.md §9.
 #include <cmath>
 #include <cstdlib>
 #include <fstream>

@@ -1,5 +1,5 @@
 // The JSON reader and the topology derivation: derived graphs reproduce the worked examples of
-// nccl-cost-model.md (§9, §10), explicit graphs override, and malformed documents are refused
+// docs/nccl-cost-model.md (§9, §10), explicit graphs override, and malformed documents are refused
 // with a reason instead of crashing.
 #include <random>
 #include <string>
