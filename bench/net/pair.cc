@@ -559,6 +559,65 @@ PairOutcome closeWithRequestsInFlight(const PairOptions& options) {
       });
 }
 
+bool railLine(const std::string& log, const std::string& role, int index, const std::string& name,
+              const std::string& transition) {
+  std::string prefix = role + " rail " + std::to_string(index) + " (" + name + "): ";
+  size_t at = 0;
+  while ((at = log.find(prefix, at)) != std::string::npos) {
+    size_t end = log.find('\n', at);
+    if (log.substr(at, end - at).find(transition) != std::string::npos) return true;
+    at = end;
+  }
+  return false;
+}
+
+namespace {
+// The text of rail `rail`'s part of the last close summary in `log` ("" when absent).
+std::string summaryPart(const std::string& log, int rail) {
+  size_t at = log.rfind("send closed:");
+  if (at == std::string::npos) return "";
+  size_t end = log.find('\n', at);
+  std::string line = log.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  std::string key = " rail " + std::to_string(rail) + " ";
+  size_t from = line.find(key);
+  if (from == std::string::npos) return "";
+  size_t to = line.find(';', from);
+  return line.substr(from + key.size(), to == std::string::npos ? std::string::npos : to - from - key.size());
+}
+
+double summaryBytes(const std::string& part) {
+  // "<state> <number> <unit>, ..."
+  size_t sp = part.find(' ');
+  if (sp == std::string::npos) return -1;
+  char* end = nullptr;
+  double v = std::strtod(part.c_str() + sp + 1, &end);
+  std::string unit(static_cast<const char*>(end));
+  if (unit.rfind(" GiB", 0) == 0) return v * 1073741824.0;
+  if (unit.rfind(" MiB", 0) == 0) return v * 1048576.0;
+  if (unit.rfind(" KiB", 0) == 0) return v * 1024.0;
+  return v;
+}
+}  // namespace
+
+long summaryFailures(const std::string& log, int rail) {
+  std::string part = summaryPart(log, rail);
+  size_t f = part.find(" failure");
+  if (f == std::string::npos) return -1;
+  size_t num = part.rfind(' ', f - 1);
+  return num == std::string::npos ? -1 : std::atol(part.c_str() + num + 1);
+}
+
+double summaryShare(const std::string& log, int rail, int rails) {
+  double total = 0, mine = -1;
+  for (int r = 0; r < rails; ++r) {
+    double b = summaryBytes(summaryPart(log, r));
+    if (b < 0) return -1;
+    total += b;
+    if (r == rail) mine = b;
+  }
+  return total > 0 ? mine / total : -1;
+}
+
 void writeFaultPlan(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "w");
@@ -850,18 +909,21 @@ WatchedRun runWatchedStream(const PairOptions& options, size_t messageBytes, int
           return;
         }
         run.started = true;
+        run.receiverStartedAt = nowSeconds();
         StreamWatch watch(toReceiver, toSender);
         script(watch);
         // Both ends' counters before either closes (a close shows on the other end as errors).
         watch.state(true, &run.receiver);
         watch.state(false, &run.sender);
-        toReceiver.sendLine("end");
-        toSender.sendLine("end");
+        // The sender closes first, as a finished stream does; what the receiver logs about
+        // rails lost after that is the closing, not a fault.
         EndState closing;
-        toReceiver.recv(&closing, sizeof(closing), 10000);
-        toReceiver.recvLine(&run.receiverLog, 10000);
+        toSender.sendLine("end");
         toSender.recv(&closing, sizeof(closing), 10000);
         toSender.recvLine(&run.senderLog, 10000);
+        toReceiver.sendLine("end");
+        toReceiver.recv(&closing, sizeof(closing), 10000);
+        toReceiver.recvLine(&run.receiverLog, 10000);
       });
   return run;
 }

@@ -139,6 +139,16 @@ PairOutcome multiReceive(const PairOptions& options, int rounds);
 // fresh connection that must carry data normally.
 PairOutcome closeWithRequestsInFlight(const PairOptions& options);
 
+// Reading the plugin's log (the messages each end captured, one per line).
+// Whether a line about `role` rail `index` (named `name`) contains `transition` ("-> failed"
+// matches a failure from any state).
+bool railLine(const std::string& log, const std::string& role, int index, const std::string& name,
+              const std::string& transition);
+// From the sender's close summary ("rail N <state> <bytes>, <Gbit/s>, K failures"): rail N's
+// failure count and its fraction of the bytes assigned to all rails (-1 when absent).
+long summaryFailures(const std::string& log, int rail);
+double summaryShare(const std::string& log, int rail, int rails);
+
 // Writes a simulated-fault plan (atomically: write + rename).
 void writeFaultPlan(const std::string& path, const std::string& text);
 
@@ -197,6 +207,7 @@ class StreamWatch {
 struct WatchedRun {
   PairOutcome outcome;
   bool started = false;  // both ends connected and the script ran
+  double receiverStartedAt = 0;  // nowSeconds() when the receiver reported its comm connected
   EndState receiver, sender;  // at the end of the script, before the comms close
   std::string receiverLog, senderLog;  // every message each end logged, closing included
 };
