@@ -1,5 +1,11 @@
 #include "bench/net/pair.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -553,6 +559,65 @@ PairOutcome closeWithRequestsInFlight(const PairOptions& options) {
       });
 }
 
+bool railLine(const std::string& log, const std::string& role, int index, const std::string& name,
+              const std::string& transition) {
+  std::string prefix = role + " rail " + std::to_string(index) + " (" + name + "): ";
+  size_t at = 0;
+  while ((at = log.find(prefix, at)) != std::string::npos) {
+    size_t end = log.find('\n', at);
+    if (log.substr(at, end - at).find(transition) != std::string::npos) return true;
+    at = end;
+  }
+  return false;
+}
+
+namespace {
+// The text of rail `rail`'s part of the last close summary in `log` ("" when absent).
+std::string summaryPart(const std::string& log, int rail) {
+  size_t at = log.rfind("send closed:");
+  if (at == std::string::npos) return "";
+  size_t end = log.find('\n', at);
+  std::string line = log.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  std::string key = " rail " + std::to_string(rail) + " ";
+  size_t from = line.find(key);
+  if (from == std::string::npos) return "";
+  size_t to = line.find(';', from);
+  return line.substr(from + key.size(), to == std::string::npos ? std::string::npos : to - from - key.size());
+}
+
+double summaryBytes(const std::string& part) {
+  // "<state> <number> <unit>, ..."
+  size_t sp = part.find(' ');
+  if (sp == std::string::npos) return -1;
+  char* end = nullptr;
+  double v = std::strtod(part.c_str() + sp + 1, &end);
+  std::string unit(static_cast<const char*>(end));
+  if (unit.rfind(" GiB", 0) == 0) return v * 1073741824.0;
+  if (unit.rfind(" MiB", 0) == 0) return v * 1048576.0;
+  if (unit.rfind(" KiB", 0) == 0) return v * 1024.0;
+  return v;
+}
+}  // namespace
+
+long summaryFailures(const std::string& log, int rail) {
+  std::string part = summaryPart(log, rail);
+  size_t f = part.find(" failure");
+  if (f == std::string::npos) return -1;
+  size_t num = part.rfind(' ', f - 1);
+  return num == std::string::npos ? -1 : std::atol(part.c_str() + num + 1);
+}
+
+double summaryShare(const std::string& log, int rail, int rails) {
+  double total = 0, mine = -1;
+  for (int r = 0; r < rails; ++r) {
+    double b = summaryBytes(summaryPart(log, r));
+    if (b < 0) return -1;
+    total += b;
+    if (r == rail) mine = b;
+  }
+  return total > 0 ? mine / total : -1;
+}
+
 void writeFaultPlan(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "w");
@@ -560,6 +625,307 @@ void writeFaultPlan(const std::string& path, const std::string& text) {
   std::fputs(text.c_str(), f);
   std::fclose(f);
   std::rename(tmp.c_str(), path.c_str());
+}
+
+
+// ---------------------------------------------------------------------------- watched stream
+
+namespace {
+
+// This process's established IPv4 TCP sockets and the kernel's byte counts (TCP_INFO).
+uint32_t scanTcpSockets(SocketBytes* out, uint32_t max) {
+  uint32_t n = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return 0;
+  while (dirent* e = readdir(dir)) {
+    if (n == max) break;
+    char* end = nullptr;
+    long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    if (getsockname(int(fd), reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+        local.sin_family != AF_INET) {
+      continue;
+    }
+    int type = 0;
+    socklen_t tlen = sizeof(type);
+    if (getsockopt(int(fd), SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM) continue;
+    tcp_info info{};
+    socklen_t ilen = sizeof(info);
+    if (getsockopt(int(fd), IPPROTO_TCP, TCP_INFO, &info, &ilen) != 0 ||
+        info.tcpi_state != 1 /* TCP_ESTABLISHED */) {
+      continue;
+    }
+    struct stat st{};
+    if (fstat(int(fd), &st) != 0) continue;
+    out[n].inode = uint64_t(st.st_ino);
+    out[n].localAddr = local.sin_addr.s_addr;
+    out[n].bytesAcked = info.tcpi_bytes_acked;
+    out[n].bytesReceived = info.tcpi_bytes_received;
+    ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
+long countInLog(const std::string& needle) {
+  long seen = 0;
+  size_t start = 0;
+  while (start <= needle.size()) {
+    size_t bar = needle.find('|', start);
+    if (bar == std::string::npos) bar = needle.size();
+    seen += long(host::LogCapture::count(-1, needle.substr(start, bar - start)));
+    start = bar + 1;
+  }
+  return seen;
+}
+
+bool hasInOrder(const std::string& text, const std::vector<std::string>& parts) {
+  size_t at = 0;
+  for (const std::string& p : parts) {
+    at = text.find(p, at);
+    if (at == std::string::npos) return false;
+    at += p.size();
+  }
+  return true;
+}
+
+std::string allLogLines() {
+  std::string lines;
+  for (const auto& rec : host::LogCapture::records()) lines += rec.message + "\n";
+  return lines;
+}
+
+// Answers one request of the parent. Returns false on "end" (or a parent that is gone).
+bool serveParent(Channel& parent, EndState& st) {
+  std::string req;
+  if (!parent.recvLine(&req, 1000)) return false;
+  if (req == "state") {
+    st.sockets = scanTcpSockets(st.socket, 16);
+    parent.send(&st, sizeof(st));
+    return true;
+  }
+  if (req.rfind("count ", 0) == 0) {
+    int64_t n = countInLog(req.substr(6));
+    parent.send(&n, sizeof(n));
+    return true;
+  }
+  if (req.rfind("has\n", 0) == 0) {
+    std::vector<std::string> parts;
+    size_t at = 4;
+    while (at <= req.size()) {
+      size_t nl = req.find('\n', at);
+      if (nl == std::string::npos) nl = req.size();
+      parts.push_back(req.substr(at, nl - at));
+      at = nl + 1;
+    }
+    int64_t found = 0;
+    for (const auto& rec : host::LogCapture::records()) {
+      if (hasInOrder(rec.message, parts)) {
+        found = 1;
+        break;
+      }
+    }
+    parent.send(&found, sizeof(found));
+    return true;
+  }
+  return false;  // "end"
+}
+
+// One end's loop: keep `depth` requests posted, test the oldest, answer the parent between calls.
+int watchedEnd(NetEndpoint& ep, void* comm, Channel& parent, bool receiver, size_t messageBytes,
+               int depth) {
+  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(depth));
+  std::vector<void*> mhs(static_cast<size_t>(depth), nullptr), reqs(static_cast<size_t>(depth));
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    bufs[i].resize(messageBytes);
+    mhs[i] = ep.registerMemory(comm, bufs[i].data(), messageBytes);
+    PEER_CHECK(messageBytes == 0 || mhs[i], "regMr of %zu bytes", messageBytes);
+  }
+  EndState st;
+  auto fail = [&](abi::Result r) {
+    st.error = int32_t(r);
+    st.errorAt = nowSeconds();
+  };
+  bool serving = true;
+  while (serving) {
+    if (parent.readable()) {
+      serving = serveParent(parent, st);
+      continue;
+    }
+    if (st.error != 0) {  // the comm is unusable: only the parent is served
+      usleep(2000);
+      continue;
+    }
+    while (st.posted < st.completed + uint64_t(depth)) {
+      size_t slot = size_t(st.posted % uint64_t(depth));
+      void* req = nullptr;
+      abi::Result r;
+      if (receiver) {
+        void* data = bufs[slot].data();
+        size_t size = messageBytes;
+        int tag = 0;
+        r = ep.net()->irecv(comm, 1, &data, &size, &tag, &mhs[slot], nullptr, &req);
+      } else {
+        fillPattern(bufs[slot].data(), messageBytes, st.posted);
+        r = ep.net()->isend(comm, bufs[slot].data(), messageBytes, 0, mhs[slot], nullptr, &req);
+      }
+      if (r != abi::kSuccess) {
+        fail(r);
+        break;
+      }
+      if (req == nullptr) break;  // not now: retried after the next test()
+      reqs[slot] = req;
+      ++st.posted;
+    }
+    if (st.error != 0 || st.posted == st.completed) continue;
+    size_t slot = size_t(st.completed % uint64_t(depth));
+    int done = 0;
+    int sizes[abi::kProxyMaxSubs] = {};
+    abi::Result r = ep.test(reqs[slot], &done, sizes);
+    if (r != abi::kSuccess) {
+      fail(r);
+      continue;
+    }
+    if (!done) continue;
+    if (receiver) {
+      if (size_t(sizes[0]) != messageBytes ||
+          checkPattern(bufs[slot].data(), messageBytes, st.completed) >= 0) {
+        st.corrupt++;
+      }
+      std::memset(bufs[slot].data(), 0xa5, std::min<size_t>(messageBytes, 64));
+    }
+    st.lastCompletionAt = nowSeconds();
+    ++st.completed;
+  }
+  // The end of the script: final counters, then the comm closes with whatever is in flight.
+  st.sockets = scanTcpSockets(st.socket, 16);
+  if (receiver) {
+    ep.net()->closeRecv(comm);
+  } else {
+    ep.net()->closeSend(comm);
+  }
+  PEER_CHECK(parent.send(&st, sizeof(st)), "parent");
+  PEER_CHECK(parent.sendLine(allLogLines()), "parent");
+  return 0;
+}
+
+}  // namespace
+
+uint64_t EndState::bytesSince(const EndState& earlier, const std::string& localAddr,
+                              bool sent) const {
+  in_addr want{};
+  if (inet_pton(AF_INET, localAddr.c_str(), &want) != 1) return 0;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < sockets && i < 16; ++i) {
+    const SocketBytes& now = socket[i];
+    if (now.localAddr != want.s_addr) continue;
+    uint64_t base = 0;
+    for (uint32_t j = 0; j < earlier.sockets && j < 16; ++j) {
+      if (earlier.socket[j].inode == now.inode) {
+        base = sent ? earlier.socket[j].bytesAcked : earlier.socket[j].bytesReceived;
+      }
+    }
+    uint64_t v = sent ? now.bytesAcked : now.bytesReceived;
+    total += v > base ? v - base : 0;
+  }
+  return total;
+}
+
+bool StreamWatch::state(bool receiver, EndState* out) {
+  return ch(receiver).sendLine("state") && ch(receiver).recv(out, sizeof(*out), 5000);
+}
+
+long StreamWatch::logCount(bool receiver, const std::string& needle) {
+  int64_t n = -1;
+  if (!ch(receiver).sendLine("count " + needle) || !ch(receiver).recv(&n, sizeof(n), 5000)) {
+    return -1;
+  }
+  return long(n);
+}
+
+bool StreamWatch::logHas(bool receiver, const std::vector<std::string>& parts) {
+  std::string req = "has";
+  for (const std::string& p : parts) req += "\n" + p;
+  int64_t found = 0;
+  return ch(receiver).sendLine(req) && ch(receiver).recv(&found, sizeof(found), 5000) && found;
+}
+
+bool StreamWatch::waitState(bool receiver, const std::function<bool(const EndState&)>& done,
+                            double timeoutSec, EndState* last) {
+  double deadline = nowSeconds() + timeoutSec;
+  EndState st;
+  while (state(receiver, &st)) {
+    if (last != nullptr) *last = st;
+    if (done(st)) return true;
+    if (nowSeconds() > deadline) return false;
+    usleep(20000);
+  }
+  return false;
+}
+
+bool StreamWatch::waitLog(bool receiver, const std::vector<std::string>& parts,
+                          double timeoutSec) {
+  double deadline = nowSeconds() + timeoutSec;
+  while (!logHas(receiver, parts)) {
+    if (nowSeconds() > deadline) return false;
+    usleep(20000);
+  }
+  return true;
+}
+
+bool StreamWatch::waitLogCount(bool receiver, const std::string& needle, long atLeast,
+                               double timeoutSec) {
+  double deadline = nowSeconds() + timeoutSec;
+  while (true) {
+    long n = logCount(receiver, needle);
+    if (n < 0) return false;
+    if (n >= atLeast) return true;
+    if (nowSeconds() > deadline) return false;
+    usleep(20000);
+  }
+}
+
+WatchedRun runWatchedStream(const PairOptions& options, size_t messageBytes, int depth,
+                            const std::function<void(StreamWatch&)>& script) {
+  WatchedRun run;
+  run.outcome = runPair(
+      options,
+      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
+        void* comm = nullptr;
+        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
+        PEER_CHECK(parent.sendLine("connected"), "parent");
+        return watchedEnd(ep, comm, parent, true, messageBytes, depth);
+      },
+      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
+        void* comm = nullptr;
+        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
+        PEER_CHECK(parent.sendLine("connected"), "parent");
+        return watchedEnd(ep, comm, parent, false, messageBytes, depth);
+      },
+      [&](Channel& toReceiver, Channel& toSender) {
+        if (!toReceiver.expect("connected", 30000) || !toSender.expect("connected", 30000)) {
+          return;
+        }
+        run.started = true;
+        run.receiverStartedAt = nowSeconds();
+        StreamWatch watch(toReceiver, toSender);
+        script(watch);
+        // Both ends' counters before either closes (a close shows on the other end as errors).
+        watch.state(true, &run.receiver);
+        watch.state(false, &run.sender);
+        // The sender closes first, as a finished stream does; what the receiver logs about
+        // rails lost after that is the closing, not a fault.
+        EndState closing;
+        toSender.sendLine("end");
+        toSender.recv(&closing, sizeof(closing), 10000);
+        toSender.recvLine(&run.senderLog, 10000);
+        toReceiver.sendLine("end");
+        toReceiver.recv(&closing, sizeof(closing), 10000);
+        toReceiver.recvLine(&run.receiverLog, 10000);
+      });
+  return run;
 }
 
 }  // namespace autopilot::bench

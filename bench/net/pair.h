@@ -139,7 +139,82 @@ PairOutcome multiReceive(const PairOptions& options, int rounds);
 // fresh connection that must carry data normally.
 PairOutcome closeWithRequestsInFlight(const PairOptions& options);
 
+// Reading the plugin's log (the messages each end captured, one per line).
+// Whether a line about `role` rail `index` (named `name`) contains `transition` ("-> failed"
+// matches a failure from any state).
+bool railLine(const std::string& log, const std::string& role, int index, const std::string& name,
+              const std::string& transition);
+// From the sender's close summary ("rail N <state> <bytes>, <Gbit/s>, K failures"): rail N's
+// failure count and its fraction of the bytes assigned to all rails (-1 when absent).
+long summaryFailures(const std::string& log, int rail);
+double summaryShare(const std::string& log, int rail, int rails);
+
 // Writes a simulated-fault plan (atomically: write + rename).
 void writeFaultPlan(const std::string& path, const std::string& text);
+
+// A stream the parent watches while it runs: both ends answer queries between their test()
+// calls, so a test can see a connection make progress, stall or fail, and read the plugin's log
+// as it goes (runStream reports only once both ends finished, which a stall prevents). An end
+// that gets an error from a post or test() stops using the comm and records it; an end never
+// exits on its own, only when the script is over.
+
+// One of this process's established TCP sockets and what the kernel says it carried (a rail's
+// traffic measured independently of the plugin; a re-connected rail is a new socket).
+struct SocketBytes {
+  uint64_t inode = 0;
+  uint32_t localAddr = 0;   // IPv4, network byte order
+  uint64_t bytesAcked = 0;  // sent and acknowledged by the peer's kernel
+  uint64_t bytesReceived = 0;
+};
+
+struct EndState {
+  uint64_t posted = 0, completed = 0, corrupt = 0;
+  int32_t error = 0;            // first error a post or test() returned (abi::Result), 0 = none
+  double errorAt = 0;           // nowSeconds() when it was seen
+  double lastCompletionAt = 0;  // nowSeconds() of the latest completion (0 = none yet)
+  uint32_t sockets = 0;
+  SocketBytes socket[16];
+  // Bytes on sockets bound to `localAddr` ("127.0.0.2") that this snapshot has and `earlier`
+  // had too or did not have yet (sockets that closed in between are not counted).
+  uint64_t bytesSince(const EndState& earlier, const std::string& localAddr, bool sent) const;
+};
+
+class StreamWatch {
+ public:
+  StreamWatch(Channel& toReceiver, Channel& toSender) : r_(toReceiver), s_(toSender) {}
+  // The end's counters now; false when it does not answer (it died or never started).
+  bool state(bool receiver, EndState* out);
+  // How many of the end's captured log messages contain `needle` ("a|b": either); -1 when it
+  // does not answer.
+  long logCount(bool receiver, const std::string& needle);
+  // Whether some captured message of the end contains every one of `parts`, in that order.
+  bool logHas(bool receiver, const std::vector<std::string>& parts);
+  // Polls (every 20 ms) until `done` holds for the end's state, or `timeoutSec`; `last` (if
+  // given) gets the last state read.
+  bool waitState(bool receiver, const std::function<bool(const EndState&)>& done, double timeoutSec,
+                 EndState* last = nullptr);
+  // Polls until logHas(receiver, parts), or `timeoutSec`.
+  bool waitLog(bool receiver, const std::vector<std::string>& parts, double timeoutSec);
+  // Polls until logCount(receiver, needle) >= atLeast, or `timeoutSec`.
+  bool waitLogCount(bool receiver, const std::string& needle, long atLeast, double timeoutSec);
+
+ private:
+  Channel& ch(bool receiver) { return receiver ? r_ : s_; }
+  Channel& r_;
+  Channel& s_;
+};
+
+struct WatchedRun {
+  PairOutcome outcome;
+  bool started = false;  // both ends connected and the script ran
+  double receiverStartedAt = 0;  // nowSeconds() when the receiver reported its comm connected
+  EndState receiver, sender;  // at the end of the script, before the comms close
+  std::string receiverLog, senderLog;  // every message each end logged, closing included
+};
+// Streams `messageBytes` messages, `depth` in flight per side, checking every byte, while
+// `script` runs in the parent; then both ends close their comms (requests still in flight
+// included) and report.
+WatchedRun runWatchedStream(const PairOptions& options, size_t messageBytes, int depth,
+                            const std::function<void(StreamWatch&)>& script);
 
 }  // namespace autopilot::bench

@@ -4,6 +4,8 @@
 // namespaces) are in test_tcp_netns_faults.cc.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -16,11 +18,55 @@ using namespace autopilot::bench;
 
 namespace {
 
+bool railLineCaptured(const std::string& role, int index, const std::string& name,
+                      const std::string& transition) {
+  std::string all;
+  for (const auto& rec : host::LogCapture::records()) all += rec.message + "\n";
+  return railLine(all, role, index, name, transition);
+}
+
+// A needle (alternatives) for any transition of `role` rail `r` to failed.
+std::string failedNeedle(const std::string& role, int r, const std::string& name) {
+  std::string p = role + " rail " + std::to_string(r) + " (" + name + "): ";
+  return p + "healthy -> failed|" + p + "degraded -> failed|" + p + "probing -> failed|" + p +
+         "standby -> failed";
+}
+
+std::string planPath(const char* what) {
+  return "/tmp/apn-" + std::string(what) + "-" + std::to_string(getpid()) + ".txt";
+}
+
+// Two loopback rails paced to 400 Mbit/s each by the fault plan at `plan`.
+const char* kTwoRails = "rail 0 rate 400\nrail 1 rate 400\n";
+
+PairOptions simPair(const std::string& plan,
+                    const std::vector<std::pair<std::string, std::string>>& extraEnv = {}) {
+  writeFaultPlan(plan, kTwoRails);
+  PairOptions o = tcpPair(2);
+  o.timeoutMs = 60000;
+  o.env.push_back({"NCCL_AUTOPILOT_FAULT_FILE", plan});
+  o.env.insert(o.env.end(), extraEnv.begin(), extraEnv.end());
+  return o;
+}
+
+// Rail 1's share of what both rails carried between two snapshots of an end (TCP counters).
+double rail1Share(const EndState& later, const EndState& earlier) {
+  double b0 = double(later.bytesSince(earlier, "127.0.0.1", true));
+  double b1 = double(later.bytesSince(earlier, "127.0.0.2", true));
+  return b0 + b1 > 0 ? b1 / (b0 + b1) : -1;
+}
+
 struct SimRun {
   StreamResult stream;
   int receiver = -1, sender = -1;
   double railShare[8] = {};  // fraction of the bytes each rail carried (sender's summary)
+  bool railFailedLogged[8] = {};  // the sender logged a transition of the rail to failed
+  long failures[8] = {};          // the rail's failure count in the sender's close summary
 };
+
+bool contains(const std::string& log, const std::string& needle) {
+  return log.find(needle) != std::string::npos;
+}
 
 // Parses the sender's close summary ("rail N <state> X MiB, ...") into shares.
 void sharesFromLog(double* shares, int rails) {
@@ -91,9 +137,18 @@ SimRun simulated(int rails, size_t messageBytes, const std::string& initialPlan,
           PEER_CHECK(host::LogCapture::count(-1, n) == 0, "the sender logged '%s'", n.c_str());
         }
         ep.net()->closeSend(comm);
-        double fractions[8] = {};
-        sharesFromLog(fractions, rails);
-        shares[1].send(fractions, sizeof(fractions));
+        SimRun facts;
+        sharesFromLog(facts.railShare, rails);
+        std::string summary;
+        for (const auto& rec : host::LogCapture::records()) {
+          if (contains(rec.message, "send closed:")) summary = rec.message;
+        }
+        for (int r = 0; r < rails && r < 8; ++r) {
+          facts.railFailedLogged[r] =
+              railLineCaptured("send", r, "lo/127.0.0." + std::to_string(r + 1), "-> failed");
+          facts.failures[r] = summaryFailures(summary, r);
+        }
+        shares[1].send(&facts, sizeof(facts));
         return 0;
       },
       [&](Channel& toReceiver, Channel& toSender) {
@@ -102,7 +157,12 @@ SimRun simulated(int rails, size_t messageBytes, const std::string& initialPlan,
         toSender.sendLine("stop");
       });
   results[0].recv(&run.stream, sizeof(run.stream), 1000);
-  shares[0].recv(run.railShare, sizeof(run.railShare), 1000);
+  SimRun facts;
+  if (shares[0].recv(&facts, sizeof(facts), 1000)) {
+    std::copy(facts.railShare, facts.railShare + 8, run.railShare);
+    std::copy(facts.railFailedLogged, facts.railFailedLogged + 8, run.railFailedLogged);
+    std::copy(facts.failures, facts.failures + 8, run.failures);
+  }
   run.receiver = out.receiver;
   run.sender = out.sender;
   unlink(plan.c_str());
@@ -115,24 +175,55 @@ void sleepMs(int ms) { usleep(useconds_t(ms) * 1000); }
 
 TEST_CASE("simulated: a rail going down mid-transfer loses nothing, and re-joins when up",
           "[net][tcp][simfault]") {
-  SimRun run = simulated(
-      2, 1 << 20, "rail 0 rate 400\nrail 1 rate 400\n",
-      [](const std::string& plan) {
-        sleepMs(500);
-        writeFaultPlan(plan, "rail 0 rate 400\nrail 1 rate 400\nrail 1 down\n");
-        sleepMs(1000);
-        writeFaultPlan(plan, "rail 0 rate 400\nrail 1 rate 400\n");
-        sleepMs(1500);
-      },
-      {"send rail 1 (lo/127.0.0.2): healthy -> failed|send rail 1 (lo/127.0.0.2): degraded -> failed",
-       "re-sending",
-       "send rail 1 (lo/127.0.0.2): failed -> probing", "SIMULATED fault: rail 1"});
-  CHECK(run.receiver == 0);
-  CHECK(run.sender == 0);
-  CHECK(run.stream.messages > 50);
-  CHECK(run.stream.corrupt == 0);
-  INFO("longest stall " << run.stream.maxGapSec * 1000 << " ms");
-  CHECK(run.stream.maxGapSec < 2.0);
+  const std::string plan = planPath("rejoin");
+  const std::string rail1 = "lo/127.0.0.2";
+  bool failedOver = false, rejoined = false, healthy = false, carried = false;
+  uint64_t atFailure = 0, duringOutage = 0;
+  EndState atProbing, atHealthy, later;
+  WatchedRun run = runWatchedStream(simPair(plan), 1 << 20, 8, [&](StreamWatch& w) {
+    EndState st;
+    if (!w.waitState(true, [](const EndState& s) { return s.completed >= 20; }, 30, &st)) return;
+    writeFaultPlan(plan, std::string(kTwoRails) + "rail 1 down\n");
+    // Events, not clocks: the rail is declared failed, then the stream goes on without it
+    // while it is still down.
+    failedOver = w.waitLog(false, {"send rail 1 (" + rail1 + "): ", "-> failed"}, 20);
+    w.state(true, &st);
+    atFailure = st.completed;
+    bool moved = w.waitState(true, [&](const EndState& s) { return s.completed >= atFailure + 20; },
+                             20, &st);
+    duringOutage = st.completed - atFailure;
+    if (!failedOver || !moved) return;
+    writeFaultPlan(plan, kTwoRails);
+    rejoined = w.waitLog(false, {"send rail 1 (" + rail1 + "): failed -> probing"}, 20);
+    w.state(false, &atProbing);
+    healthy = w.waitLog(false, {"send rail 1 (" + rail1 + "): probing -> healthy"}, 20);
+    w.state(false, &atHealthy);
+    // Then 100 more messages (100 MiB, about 1 s at 2 x 400 Mbit/s).
+    uint64_t from = atHealthy.completed;
+    carried = w.waitState(false, [&](const EndState& s) { return s.completed >= from + 100; }, 30,
+                          &later);
+  });
+  INFO("sender log:\n" << run.senderLog);
+  CHECK(run.started);
+  CHECK(run.outcome.receiver == 0);
+  CHECK(run.outcome.sender == 0);
+  CHECK(run.receiver.error == 0);
+  CHECK(run.sender.error == 0);
+  CHECK(run.receiver.corrupt == 0);
+  CHECK(failedOver);
+  CHECK(contains(run.senderLog, "SIMULATED fault: rail 1"));
+  INFO("messages completed with rail 1 down, after it was declared failed: " << duringOutage);
+  CHECK(duringOutage >= 20);
+  CHECK(rejoined);
+  CHECK(healthy);
+  CHECK(carried);
+  // The re-joined rail starts small (an eighth of its peers' bandwidth) and its share grows
+  // with what it delivers: on two equal rails it reaches a real share. Measured with the
+  // kernel's TCP counters of the rail's new socket, not the plugin's own bookkeeping.
+  double probation = rail1Share(atHealthy, atProbing), after = rail1Share(later, atHealthy);
+  INFO("rail 1's share: " << probation << " during probation, " << after << " after it");
+  CHECK(probation > 0.0);
+  CHECK(after > 0.3);
 }
 
 TEST_CASE("simulated: a flapping rail never loses or corrupts data", "[net][tcp][simfault]") {
@@ -159,11 +250,14 @@ TEST_CASE("simulated: a rate-limited rail is marked degraded and carries a small
           "[net][tcp][simfault]") {
   SimRun run = simulated(
       2, 1 << 20, "rail 0 rate 800\nrail 1 rate 40\n", [](const std::string&) { sleepMs(1500); },
-      {"send rail 1 (lo/127.0.0.2): healthy -> degraded"},
-      {"send rail 1 (lo/127.0.0.2): healthy -> failed"});
+      {"send rail 1 (lo/127.0.0.2): healthy -> degraded"});
   CHECK(run.receiver == 0);
   CHECK(run.sender == 0);
   CHECK(run.stream.corrupt == 0);
+  // Never failed, from any state (healthy, degraded or probing): no transition to failed in
+  // the log, and no failure in the plugin's own count.
+  CHECK_FALSE(run.railFailedLogged[1]);
+  CHECK(run.failures[1] == 0);
   // An equal split would give each rail half the bytes (and run at 2 x 40 Mbit/s).
   INFO("share of the slow rail " << run.railShare[1]);
   CHECK(run.railShare[1] > 0.0);
@@ -212,20 +306,155 @@ TEST_CASE("simulated: a standby rail carries nothing until the active one dies",
   CHECK(takeover.railShare[1] > 0.3);
 }
 
+// The baseline mode (NCCL_AUTOPILOT_NET_FAILOVER=0, what the benchmarks compare against): a
+// silent rail is never declared dead, so the connection stalls at the fault, with no error,
+// no migration and no lost byte; once the rail moves bytes again the stream resumes where it
+// stopped, which shows the stall was the dead rail's.
 TEST_CASE("simulated: with failover off a dead rail stalls the connection",
           "[net][tcp][simfault]") {
-  SimRun run = simulated(
-      2, 256 << 10, "rail 0 rate 400\nrail 1 rate 400\n",
-      [](const std::string& plan) {
-        sleepMs(400);
-        writeFaultPlan(plan, "rail 0 rate 400\nrail 1 rate 400\nrail 1 down\n");
-        sleepMs(1500);
-      },
-      {}, {"re-sending", "healthy -> failed"}, {{"NCCL_AUTOPILOT_NET_FAILOVER", "0"}}, 5000);
-  // The baseline mode: no migration; the transfer stops at the fault (the endpoints never
-  // finish their streams), as it would without failover.
-  CHECK((run.receiver != 0 || run.sender != 0));
-  CHECK(run.stream.corrupt == 0);
+  const std::string plan = planPath("off");
+  bool progressed = false, faultApplied = false, stalled = false, resumed = false;
+  double faultAt = 0;
+  long failedLogs = -1, resendLogs = -1, offLogs = -1;
+  EndState before, receiverStalled, senderStalled, after;
+  WatchedRun run = runWatchedStream(
+      simPair(plan, {{"NCCL_AUTOPILOT_NET_FAILOVER", "0"}}), 256 << 10, 8, [&](StreamWatch& w) {
+        progressed =
+            w.waitState(true, [](const EndState& s) { return s.completed >= 30; }, 30, &before);
+        if (!progressed) return;
+        writeFaultPlan(plan, std::string(kTwoRails) + "rail 1 down\n");
+        faultApplied = w.waitLog(false, {"SIMULATED fault: rail 1 (lo/127.0.0.2) DOWN"}, 10);
+        faultAt = nowSeconds();
+        // A stall: one second without a completion. With failover, the rail's chunks would
+        // move to rail 0 within its stall timeout (100 ms plus its queue at 400 Mbit/s).
+        stalled = w.waitState(
+            true,
+            [&](const EndState& s) {
+              return nowSeconds() - std::max(s.lastCompletionAt, faultAt) >= 1.0;
+            },
+            15, &receiverStalled);
+        w.state(false, &senderStalled);
+        failedLogs = w.logCount(false, "-> failed") + w.logCount(true, "-> failed");
+        resendLogs = w.logCount(false, "re-sending");
+        offLogs = w.logCount(false, "failover is off") + w.logCount(true, "failover is off");
+        if (!stalled) return;
+        writeFaultPlan(plan, kTwoRails);
+        resumed = w.waitState(
+            true, [&](const EndState& s) { return s.completed >= receiverStalled.completed + 30; },
+            20, &after);
+        // Still nothing declared dead, after the heal as well (the closing that follows the
+        // script may fail rails: those lines are not counted).
+        failedLogs += w.logCount(false, "-> failed") + w.logCount(true, "-> failed");
+        resendLogs += w.logCount(false, "re-sending");
+      });
+  INFO("sender log:\n" << run.senderLog);
+  INFO("receiver log:\n" << run.receiverLog);
+  CHECK(run.started);
+  CHECK(run.outcome.receiver == 0);
+  CHECK(run.outcome.sender == 0);
+  INFO("messages before the fault " << before.completed << ", at the stall "
+                                    << receiverStalled.completed << ", after healing "
+                                    << after.completed);
+  CHECK(progressed);
+  CHECK(faultApplied);
+  CHECK(stalled);
+  // Stalled, not failed: no error on either end, sends held, nothing declared dead or re-sent.
+  CHECK(receiverStalled.error == 0);
+  CHECK(senderStalled.error == 0);
+  CHECK(senderStalled.posted > senderStalled.completed);
+  CHECK(failedLogs == 0);
+  CHECK(resendLogs == 0);
+  CHECK(offLogs == 0);
+  CHECK(resumed);
+  CHECK(run.receiver.error == 0);
+  CHECK(run.sender.error == 0);
+  CHECK(run.receiver.corrupt == 0);
+  unlink(plan.c_str());
+}
+
+// NCCL gets an error only when no rail at all is left for NCCL_AUTOPILOT_NET_PEER_TIMEOUT_MS
+// (2 s by default): not while one rail is left however long, not when every rail is back within
+// the grace, and then, with every rail dead, after the grace and not before. The plugin's own
+// figure ("no rail left for N ms") is checked against the default; the wall-clock bounds
+// observed from outside have a 3x margin.
+TEST_CASE("simulated: an error only when no rail is left for 2 s", "[net][tcp][simfault]") {
+  const std::string plan = planPath("norail");
+  const std::string rail0 = "lo/127.0.0.1", rail1 = "lo/127.0.0.2";
+  const std::string bothDown = std::string(kTwoRails) + "rail 0 down\nrail 1 down\n";
+  bool oneLeftFailed = false, oneLeftMoved = false, allFailed = false, backAgain = false;
+  bool bothBack = false, deadFailed = false, errored = false;
+  EndState oneLeft, briefAfter, atLastFailure, graceMid, senderEnd, receiverEnd;
+  double lastFailureAt = 0;
+  WatchedRun run = runWatchedStream(simPair(plan), 1 << 20, 8, [&](StreamWatch& w) {
+    EndState st;
+    if (!w.waitState(true, [](const EndState& s) { return s.completed >= 20; }, 30, &st)) return;
+    // 1. One rail left: rail 1 fails, and for 3 s (longer than the grace) the stream goes on.
+    writeFaultPlan(plan, std::string(kTwoRails) + "rail 1 down\n");
+    oneLeftFailed = w.waitLog(false, {"send rail 1 (" + rail1 + "): ", "-> failed"}, 20);
+    double t = nowSeconds();
+    w.state(true, &st);
+    uint64_t from = st.completed;
+    oneLeftMoved = w.waitState(
+        true, [&](const EndState& s) { return nowSeconds() - t >= 3.0 && s.completed > from + 20; },
+        30, &oneLeft);
+    // 2. Every rail dead, but back well within the grace: both fail, both re-join, no error.
+    writeFaultPlan(plan, bothDown);
+    allFailed = w.waitLog(false, {"send rail 0 (" + rail0 + "): ", "-> failed"}, 20);
+    writeFaultPlan(plan, kTwoRails);
+    w.state(true, &st);
+    from = st.completed;
+    backAgain = w.waitState(true, [&](const EndState& s) { return s.completed >= from + 20; }, 30,
+                            &briefAfter);
+    // Both rails back (rail 1, down since step 1, re-connects at its grown backoff).
+    bothBack = w.waitLogCount(false, "send rail 0 (" + rail0 + "): failed -> probing", 1, 20) &&
+               w.waitLogCount(false, "send rail 1 (" + rail1 + "): failed -> probing", 1, 20);
+    // 3. Every rail dead for good: the error comes after the grace, counted from the second
+    // rail's failure.
+    long failed0 = w.logCount(false, failedNeedle("send", 0, rail0));
+    long failed1 = w.logCount(false, failedNeedle("send", 1, rail1));
+    writeFaultPlan(plan, bothDown);
+    deadFailed = w.waitLogCount(false, failedNeedle("send", 0, rail0), failed0 + 1, 20) &&
+                 w.waitLogCount(false, failedNeedle("send", 1, rail1), failed1 + 1, 20);
+    lastFailureAt = nowSeconds();
+    w.state(false, &atLastFailure);
+    usleep(1000 * 1000);
+    w.state(false, &graceMid);
+    errored = w.waitState(false, [](const EndState& s) { return s.error != 0; }, 30, &senderEnd);
+    w.waitState(true, [](const EndState& s) { return s.error != 0; }, 30, &receiverEnd);
+  });
+  INFO("sender log:\n" << run.senderLog);
+  INFO("receiver log:\n" << run.receiverLog);
+  CHECK(run.started);
+  CHECK(run.outcome.receiver == 0);
+  CHECK(run.outcome.sender == 0);
+  CHECK(run.receiver.corrupt == 0);
+  // 1.
+  CHECK(oneLeftFailed);
+  CHECK(oneLeftMoved);
+  CHECK(oneLeft.error == 0);
+  // 2.
+  CHECK(allFailed);
+  CHECK(backAgain);
+  CHECK(briefAfter.error == 0);
+  CHECK(bothBack);
+  // 3. The plugin's own count: exactly one "no rail left" error, after at least the grace.
+  CHECK(deadFailed);
+  CHECK(errored);
+  CHECK(senderEnd.error == int32_t(abi::kRemoteError));
+  CHECK(atLastFailure.error == 0);
+  CHECK(graceMid.error == 0);
+  size_t at = run.senderLog.find("send: no rail left for ");
+  REQUIRE(at != std::string::npos);
+  long ms = std::atol(run.senderLog.c_str() + at + std::strlen("send: no rail left for "));
+  INFO("sender: no rail left for " << ms << " ms; error seen "
+       << (senderEnd.errorAt - lastFailureAt) << " s after the last rail's failure was seen");
+  CHECK(ms >= 2000);
+  CHECK(ms < 6000);
+  CHECK(senderEnd.errorAt - lastFailureAt < 6.0);
+  CHECK(run.senderLog.find("no rail left for", at + std::strlen("send: no rail left for ")) ==
+        std::string::npos);
+  CHECK(receiverEnd.error != 0);
+  unlink(plan.c_str());
 }
 
 // A rail that loses its inbound direction at the sender: data lands, its acknowledgements never

@@ -1,7 +1,13 @@
-// Real rail faults over veth rails between two network namespaces (root only; skipped with a
-// message otherwise): a rail taken down mid-transfer, a flapping rail, a rail rate-limited with
-// tbf, and the rail healed. Sender in namespace A, receiver in B, data checked end to end.
+// Real rail faults over veth rails between two network namespaces: a rail taken down
+// mid-transfer, a flapping rail, a rail rate-limited with tbf, and the rail healed. Sender in
+// namespace A, receiver in B, data checked end to end. Root only: main() below exits 77 with the
+// reason where the test bed cannot be built (CTest's SKIP_RETURN_CODE), and 1 under CI=true,
+// where every test must run.
+#define CATCH_CONFIG_RUNNER
 #include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include <string>
 
@@ -77,43 +83,71 @@ bool contains(const std::string& log, const std::string& needle) {
   return log.find(needle) != std::string::npos;
 }
 
-#define REQUIRE_NETNS()                                             \
-  std::string whyNot;                                               \
-  if (!NetnsTestbed::available(&whyNot)) {                   \
-    WARN("skipped: " << whyNot);                                    \
-    return;                                                         \
-  }
+PairOptions inNamespaces(const NetnsTestbed& bed) {
+  PairOptions o;
+  o.receiverEnv = {{"NCCL_AUTOPILOT_IFNAME", bed.ifnamePrefix('B')}};
+  o.senderEnv = {{"NCCL_AUTOPILOT_IFNAME", bed.ifnamePrefix('A')}};
+  o.receiverSetup = [&bed] { bed.enter('B'); };
+  o.senderSetup = [&bed] { bed.enter('A'); };
+  return o;
+}
 
 }  // namespace
 
 TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when up",
           "[net][netns]") {
-  REQUIRE_NETNS();
   NetnsTestbed bed(2);
   REQUIRE(bed.ok());
-  std::string rail1 = bed.ifname('A', 1);
-  NetnsRun run = stream(bed, 4 << 20, [&] {
-    sleepMs(600);
+  const std::string rail1 = bed.ifname('A', 1);
+  const std::string send1 = "send rail 1 (" + rail1 + "): ";
+  bool failedOver = false, moved = false, rejoined = false, healthy = false, carried = false;
+  uint64_t duringOutage = 0;
+  EndState atHealthy, later;
+  WatchedRun run = runWatchedStream(inNamespaces(bed), 4 << 20, 8, [&](StreamWatch& w) {
+    EndState st;
+    if (!w.waitState(true, [](const EndState& s) { return s.completed >= 20; }, 30, &st)) return;
     bed.linkDown(1);
-    sleepMs(1200);
+    // Events, not clocks: the rail is declared failed and the stream goes on while the link is
+    // still down. (Its chunks are re-sent on rail 0 unless all had landed: a rail that dies
+    // after its data did may hold only copies the receiver no longer needs.)
+    failedOver = w.waitLog(false, {send1, "-> failed: no progress"}, 20);
+    w.state(true, &st);
+    uint64_t from = st.completed;
+    moved = w.waitState(true, [&](const EndState& s) { return s.completed >= from + 20; }, 20, &st);
+    duringOutage = st.completed - from;
     bed.linkUp(1);
-    sleepMs(2500);
+    rejoined = w.waitLog(false, {send1 + "failed -> probing"}, 20);
+    healthy = w.waitLog(false, {send1 + "probing -> healthy"}, 20);
+    w.state(false, &atHealthy);
+    // 100 more messages (400 MiB) on both rails.
+    carried = w.waitState(
+        false, [&](const EndState& s) { return s.completed >= atHealthy.completed + 100; }, 30,
+        &later);
   });
-  INFO(run.senderLog);
-  CHECK(run.receiver == 0);
-  CHECK(run.sender == 0);
-  CHECK(run.stream.corrupt == 0);
-  CHECK(run.stream.messages > 20);
-  CHECK(contains(run.senderLog, "send rail 1 (" + rail1 + "):"));
-  CHECK(contains(run.senderLog, "-> failed: no progress"));
-  CHECK(contains(run.senderLog, "re-sending"));
-  CHECK(contains(run.senderLog, "send rail 1 (" + rail1 + "): failed -> probing"));
-  INFO("longest stall " << run.stream.maxGapSec * 1000 << " ms");
-  CHECK(run.stream.maxGapSec < 1.5);  // target at defaults 250 ms (netbench); CI is loaded
+  INFO("sender log:\n" << run.senderLog);
+  CHECK(run.started);
+  CHECK(run.outcome.receiver == 0);
+  CHECK(run.outcome.sender == 0);
+  CHECK(run.receiver.error == 0);
+  CHECK(run.sender.error == 0);
+  CHECK(run.receiver.corrupt == 0);
+  CHECK(failedOver);
+  INFO("messages completed with the link down, after the rail was declared failed: "
+       << duringOutage);
+  CHECK(moved);
+  CHECK(rejoined);
+  CHECK(healthy);
+  CHECK(carried);
+  // The re-joined rail starts small and grows with what it delivers: on two equal rails it
+  // carries a real share again (the kernel's counters of its new socket).
+  double b0 = double(later.bytesSince(atHealthy, bed.address('A', 0), true));
+  double b1 = double(later.bytesSince(atHealthy, bed.address('A', 1), true));
+  double share = b0 + b1 > 0 ? b1 / (b0 + b1) : -1;
+  INFO("rail 1's share after the re-join: " << share);
+  CHECK(share > 0.3);
 }
 
 TEST_CASE("veth: a flapping rail never loses or corrupts data", "[net][netns]") {
-  REQUIRE_NETNS();
   NetnsTestbed bed(2);
   REQUIRE(bed.ok());
   for (int r = 0; r < 2; ++r) bed.shape(r, 1000);
@@ -136,31 +170,71 @@ TEST_CASE("veth: a flapping rail never loses or corrupts data", "[net][netns]") 
 
 TEST_CASE("veth: a rail rate-limited with tbf gets a small share; healed, it recovers",
           "[net][netns]") {
-  REQUIRE_NETNS();
+  // 3 x 400 Mbit/s and one rail at 50: an 8x gap, and rates a loaded 2-core machine still
+  // drives (at 1 Gbit/s per rail the CPU, not tbf, set the rails' speeds, and the slow rail was
+  // then rightly not slow enough to be called degraded).
   NetnsTestbed bed(4);
   REQUIRE(bed.ok());
-  for (int r = 0; r < 4; ++r) bed.shape(r, 1000);
-  bed.shape(3, 250);
-  std::string rail3 = bed.ifname('A', 3);
-  NetnsRun degraded = stream(bed, 4 << 20, [&] { sleepMs(2000); });
+  for (int r = 0; r < 4; ++r) bed.shape(r, 400);
+  bed.shape(3, 50);
+  const std::string rail3 = bed.ifname('A', 3);
+  const std::string send3 = "send rail 3 (" + rail3 + "): ";
+  // Events, not clocks: the rail is found degraded, then the stream runs 2 s more.
+  bool found = false;
+  WatchedRun degraded = runWatchedStream(inNamespaces(bed), 4 << 20, 8, [&](StreamWatch& w) {
+    found = w.waitLog(false, {send3 + "healthy -> degraded"}, 20);
+    sleepMs(2000);
+  });
   INFO(degraded.senderLog);
-  CHECK(degraded.receiver == 0);
-  CHECK(degraded.sender == 0);
-  CHECK(degraded.stream.corrupt == 0);
-  CHECK(contains(degraded.senderLog, "send rail 3 (" + rail3 + "): healthy -> degraded"));
-  CHECK_FALSE(contains(degraded.senderLog, "healthy -> failed"));
-  double gbps = double(degraded.stream.bytes) * 8 / degraded.stream.seconds / 1e9;
-  INFO("throughput " << gbps << " Gbit/s of 3.25 available");
-  CHECK(gbps > 0.6 * 3.25);  // netbench measures the real ratio; CI machines are loaded
+  CHECK(degraded.started);
+  CHECK(degraded.outcome.receiver == 0);
+  CHECK(degraded.outcome.sender == 0);
+  CHECK(degraded.receiver.error == 0);
+  CHECK(degraded.sender.error == 0);
+  CHECK(degraded.receiver.corrupt == 0);
+  CHECK(found);
+  // Slow but alive: never failed, from any state (log and the plugin's own count).
+  CHECK_FALSE(railLine(degraded.senderLog, "send", 3, rail3, "-> failed"));
+  CHECK(summaryFailures(degraded.senderLog, 3) == 0);
+  // Its share matches its speed (50 of 1250 Mbit/s: 0.04), not an equal split's 0.25.
+  double share = summaryShare(degraded.senderLog, 3, 4);
+  INFO("share of the slow rail " << share);
+  CHECK(share > 0.0);
+  CHECK(share < 0.15);
+  // An equal split is capped at 4 x 50 Mbit/s; the bound is a third of the 1.25 Gbit/s
+  // available (netbench measures the real ratio). Measured by the receiver over the whole run.
+  double seconds = degraded.receiver.lastCompletionAt - degraded.receiverStartedAt;
+  double gbps = double(degraded.receiver.completed) * (4 << 20) * 8 / seconds / 1e9;
+  INFO("throughput " << gbps << " Gbit/s of 1.25 available");
+  CHECK(gbps > 1.25 / 3);
 
-  NetnsRun healed = stream(bed, 4 << 20, [&] {
-    sleepMs(800);
-    bed.shape(3, 1000);
-    sleepMs(2500);
+  bool again = false, recovered = false;
+  WatchedRun healed = runWatchedStream(inNamespaces(bed), 4 << 20, 8, [&](StreamWatch& w) {
+    again = w.waitLog(false, {send3 + "healthy -> degraded"}, 20);
+    bed.shape(3, 400);
+    recovered = w.waitLog(false, {send3 + "degraded -> healthy"}, 20);
   });
   INFO(healed.senderLog);
-  CHECK(healed.receiver == 0);
-  CHECK(healed.sender == 0);
-  CHECK(healed.stream.corrupt == 0);
-  CHECK(contains(healed.senderLog, "send rail 3 (" + rail3 + "): degraded -> healthy"));
+  CHECK(healed.started);
+  CHECK(healed.outcome.receiver == 0);
+  CHECK(healed.outcome.sender == 0);
+  CHECK(healed.receiver.corrupt == 0);
+  CHECK(again);
+  CHECK(recovered);
+  CHECK_FALSE(railLine(healed.senderLog, "send", 3, rail3, "-> failed"));
+}
+
+int main(int argc, char** argv) {
+  std::string why;
+  if (!NetnsTestbed::available(&why)) {
+    const char* ci = std::getenv("CI");
+    if (ci != nullptr && std::string(ci) == "true") {
+      std::fprintf(stderr, "net_netns_tests: cannot run (%s), and CI=true: a skip is a failure\n",
+                   why.c_str());
+      return 1;
+    }
+    std::printf("net_netns_tests skipped: %s\n", why.c_str());
+    return 77;
+  }
+  return Catch::Session().run(argc, argv);
 }

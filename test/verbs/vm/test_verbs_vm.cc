@@ -50,19 +50,6 @@ void run(const char* command) {
   CHECK(rc == 0);
 }
 
-// A line of `log` about `role` rail `index` (named `name`) that contains `transition`.
-bool railLine(const std::string& log, const std::string& role, int index, const std::string& name,
-              const std::string& transition) {
-  std::string prefix = role + " rail " + std::to_string(index) + " (" + name + "): ";
-  size_t at = 0;
-  while ((at = log.find(prefix, at)) != std::string::npos) {
-    size_t end = log.find('\n', at);
-    if (log.substr(at, end - at).find(transition) != std::string::npos) return true;
-    at = end;
-  }
-  return false;
-}
-
 // Streams 1 MiB messages, 8 in flight, over both NICs while `script` injects a fault (calling
 // `mark` at that moment) and repairs it.
 StreamRun stream(const PairOptions& options,
@@ -178,6 +165,69 @@ TEST_CASE("rdma: closing with requests in flight is clean, and the process keeps
   CHECK(out.sender == 0);
 }
 
+// README's bounds: 32 receives and 32 x maxRecvs (8) sends outstanding per comm; beyond them
+// irecv / isend answer with a NULL request (NCCL retries later), never an error. A request's slot
+// is freed only by the test() that reports it done, so an end that never tests its requests holds
+// them all. The receiver keeps testing its first receive so that the connection progresses (the
+// sender's connect needs it); both comms then close with their requests in flight.
+TEST_CASE("rdma: requests beyond the bounds get a NULL request, not an error", "[verbs]") {
+  REQUIRE_TESTBED();
+  PairOutcome out = runPair(
+      verbsPair(2),
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        void* comm = nullptr;
+        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
+        int accepted = 0;
+        void* first = nullptr;
+        for (int i = 0; i < 40; ++i) {
+          void* data = nullptr;
+          size_t size = 0;
+          int tag = 1;
+          void* mh = nullptr;
+          void* req = nullptr;
+          abi::Result r = ep.net()->irecv(comm, 1, &data, &size, &tag, &mh, nullptr, &req);
+          PEER_CHECK(r == abi::kSuccess, "irecv %d: error %d", i, int(r));
+          if (req == nullptr) break;
+          if (first == nullptr) first = req;
+          ++accepted;
+        }
+        PEER_CHECK(accepted == 32, "%d receives accepted before a NULL request", accepted);
+        double deadline = nowSeconds() + 60;
+        bool firstDone = false;
+        while (!peer.readable()) {
+          int done = 0;
+          if (!firstDone) {
+            PEER_CHECK(ep.test(first, &done, nullptr) == abi::kSuccess, "test");
+            firstDone = done != 0;
+          } else {
+            usleep(1000);
+          }
+          PEER_CHECK(nowSeconds() < deadline, "the sender never finished");
+        }
+        PEER_CHECK(peer.expect("sends posted", 1000), "sender");
+        ep.net()->closeRecv(comm);
+        return 0;
+      },
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        void* comm = nullptr;
+        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
+        int accepted = 0;
+        for (int i = 0; i < 300; ++i) {
+          void* req = nullptr;
+          abi::Result r = ep.net()->isend(comm, nullptr, 0, 1, nullptr, nullptr, &req);
+          PEER_CHECK(r == abi::kSuccess, "isend %d: error %d", i, int(r));
+          if (req == nullptr) break;
+          ++accepted;
+        }
+        PEER_CHECK(accepted == 256, "%d sends accepted before a NULL request", accepted);
+        ep.net()->closeSend(comm);
+        peer.sendLine("sends posted");
+        return 0;
+      });
+  CHECK(out.receiver == 0);
+  CHECK(out.sender == 0);
+}
+
 TEST_CASE("rdma: a NIC's link taken down mid-transfer loses nothing; restored, it re-joins",
           "[verbs][fault]") {
   REQUIRE_TESTBED();
@@ -198,6 +248,15 @@ TEST_CASE("rdma: a NIC's link taken down mid-transfer loses nothing; restored, i
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "-> failed"));
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "failed -> probing"));
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "probing -> healthy"));
+  // The replay: rail 0's unacknowledged chunks (a stream keeps some in flight on it when the link
+  // goes) were replayed, and the first of them completed on rail 1, after rail 0 failed.
+  std::string replaying = after(r.senderLog, "ib send: rail 0 failed at monotonic ", "replaying ");
+  INFO("rail 0 failed: replaying " << replaying);
+  CHECK(std::atoi(replaying.c_str()) > 0);
+  std::string replayed =
+      after(r.senderLog, "ib send: the first replayed chunk completed on rail 1 ", "");
+  INFO("first replayed chunk completed on rail 1: " << replayed);
+  CHECK(replayed.find("after rail 0 failed") != std::string::npos);
   // The target at default settings is 250 ms; the emulated test bed is slow and shared.
   CHECK(r.result.markToFirstCompletionSec < 1.5);
 }
