@@ -25,10 +25,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "bench/commands.h"
+#include "bench/profiler/callgrind_phases.h"
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"
 #include "model/cost_model.h"
@@ -168,23 +170,77 @@ std::string libDirOfTool() {
   return exe.substr(0, exe.rfind('/')) + "/../lib";
 }
 
+// Instruction budget for --instructions, per getCollInfo call above the empty tuner: 3x README's
+// target (40 ns amortized; 3x is the slack a wall-clock bound gets in this project's tests) read
+// at 3 instructions per ns (a 3 GHz core retiring one instruction per cycle), as profbench does.
+// On the development VM about 240 instructions took 23-42 ns: the budget errs towards passing
+// and catches a change that multiplies the work per call.
+constexpr double kTargetNsPerCall = 40.0;
+constexpr double kSlack = 3.0;
+constexpr double kInstructionsPerNs = 3.0;
+constexpr int kCountedCalls = 20000;
+
+int countInstructions(const std::string& jsonPath) {
+  std::string why;
+  if (!callgrind::available(&why)) {
+    std::printf("tunerbench --instructions: skipped: %s\n", why.c_str());
+    return 77;
+  }
+  std::map<std::string, uint64_t> c;
+  if (!callgrind::countPhases({"tunerbench", "--instructions-child"}, &c, &why)) {
+    std::fprintf(stderr, "tunerbench --instructions: %s\n", why.c_str());
+    return 1;
+  }
+  if (c.count("ours") == 0 || c.count("empty") == 0 || c.count("decisions-in-force") == 0) {
+    std::fprintf(stderr, "tunerbench --instructions: the run under callgrind did not reach the "
+                         "counted phases with learned decisions in force\n");
+    return 1;
+  }
+  double perCall = (double(c["ours"]) - double(c["empty"])) / kCountedCalls;
+  double budget = kSlack * kTargetNsPerCall * kInstructionsPerNs;
+  bool ok = perCall <= budget;
+  std::printf("tunerbench --instructions: %d getCollInfo calls per tuner under callgrind, learned "
+              "decisions in force\n"
+              "instructions per call above empty: %.1f (ours %.1f, empty %.1f); budget %.0f "
+              "(%.0fx README's %.0f ns x %.0f per ns): %s\n",
+              kCountedCalls, perCall, double(c["ours"]) / kCountedCalls,
+              double(c["empty"]) / kCountedCalls, budget, kSlack, kTargetNsPerCall,
+              kInstructionsPerNs,
+              ok ? "within" : "OVER BUDGET");
+  if (!jsonPath.empty()) {
+    FILE* f = std::fopen(jsonPath.c_str(), "w");
+    if (f == nullptr) return 1;
+    std::fprintf(f,
+                 "{\"instructions_per_call_above_empty\": %.2f, \"budget_per_call\": %.1f, "
+                 "\"within_budget\": %s}\n",
+                 perCall, budget, ok ? "true" : "false");
+    std::fclose(f);
+  }
+  return ok ? 0 : 1;
+}
+
 int usage(FILE* to) {
   std::fprintf(to,
                "usage: autopilot tunerbench [--quick] [--rounds N] [--calls N] [--json FILE]\n"
                "getCollInfo cost of our tuner (learning on, learned decisions in force) vs an\n"
                "empty tuner (libnccl-empty.so next to the library), alternating rounds in one\n"
-               "process, through the loader harness. --quick: a short run for smoke tests.\n");
+               "process, through the loader harness. --quick: a short run for smoke tests.\n"
+               "--instructions: instead, count instructions per call above empty under\n"
+               "valgrind's callgrind against a budget from the time target (exit 1 over it,\n"
+               "77 without valgrind).\n");
   return to == stdout ? 0 : 2;
 }
 
 int cmdTunerbench(int argc, char** argv) {
   int rounds = 30, callsPerRound = 20000;
   std::string jsonPath;
-  bool quick = false;
+  bool quick = false, instructions = false, instructionsChild = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") return usage(stdout);
     if (a == "--quick") quick = true;
+    else if (a == "--instructions") instructions = true;
+    else if (a == "--instructions-child") instructionsChild = true;
     else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (a == "--calls" && i + 1 < argc) callsPerRound = std::atoi(argv[++i]);
     else if (a == "--json" && i + 1 < argc) jsonPath = argv[++i];
@@ -195,6 +251,8 @@ int cmdTunerbench(int argc, char** argv) {
     callsPerRound = 2000;
   }
   if (rounds < 1 || callsPerRound < 1) return usage(stderr);
+  if (instructions) return countInstructions(jsonPath);
+  if (instructionsChild && !callgrind::underValgrind()) return 2;
 
   std::vector<SweepEntry> sweep = makeSweep();
   char dirTemplate[] = "/tmp/ap-tunerbench-XXXXXX";
@@ -253,6 +311,21 @@ int cmdTunerbench(int argc, char** argv) {
     if (warm.forced > 0) break;
   }
   const bool decisionsInForce = warm.forced > 0;
+  if (instructionsChild) {
+    // Under callgrind: the same calls for each tuner, each a phase (see callgrind_phases.h).
+    if (!decisionsInForce) return 1;
+    callgrind::beginPhase();
+    callgrind::endPhase("decisions-in-force");
+    callgrind::beginPhase();
+    batch(o, sweep, kCountedCalls);
+    callgrind::endPhase("ours");
+    callgrind::beginPhase();
+    batch(e, sweep, kCountedCalls);
+    callgrind::endPhase("empty");
+    unlink(tuningFile.c_str());
+    unlink((tuningFile + ".lock").c_str());
+    return 0;
+  }
 
   double perNs = tscPerNs();
   uint64_t oursBatch = 0, emptyBatch = 0, batchCalls = 0;

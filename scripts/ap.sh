@@ -14,12 +14,15 @@ JOBS=${AUTOPILOT_JOBS:-$(nproc)}
 # qemu-system-x86 .. cpio: the Soft-RoCE VM of the verbs transport's tests (test/verbs/rxe-vm.sh,
 # CTest verbs_vm), which also downloads Debian's kernel package on first use. python3-torch: the
 # GPU check's flow with the gloo backend on CPU (CTest gpucheck_flow; about 50 MB to download).
-# rpm: cpack -G RPM. libsimgrid-dev: autopilot simulate (CTest sim_quick). nlohmann-json3-dev:
-# the tool's JSON reader (model/json_value.cc; never in the plugin library).
+# rpm: cpack -G RPM. libsimgrid-dev: autopilot simulate (CTest sim_quick). prometheus: its
+# promtool checks the profiler's exposition files (profiler_unit_tests, profiler_so_tests; about
+# 19 MB to download). valgrind: callgrind instruction counts of the profiler and tuner overhead
+# checks (profbench_quick, tuner_tunerbench_smoke; about 22 MB with libc6-dbg).
+# nlohmann-json3-dev: the tool's JSON reader (model/json_value.cc; never in the plugin library).
 PACKAGES=(cmake make g++ binutils pkg-config catch2 libibverbs-dev ibverbs-providers libsimgrid-dev
           libeigen3-dev iproute2 iperf3 python3 python3-matplotlib clang libclang-rt-14-dev
           qemu-system-x86 busybox-static ibverbs-utils rdma-core cpio python3-torch rpm
-          nlohmann-json3-dev)
+          prometheus valgrind nlohmann-json3-dev)
 
 log() { printf '\n== %s\n' "$*" >&2; }
 

@@ -43,6 +43,8 @@ struct Options {
   int depth = 8;          // requests in flight per side, like NCCL's steps
   int pingIterations = 20000;
   std::string only;  // run just this scenario (and what it is compared with)
+  double railMbit = 1000;  // rate of a shaped rail (the degraded one gets a quarter)
+  double warmSec = 0.5;    // left out of the throughput figures (see runStream)
 };
 
 struct Scenario {
@@ -51,15 +53,19 @@ struct Scenario {
   std::vector<double> limitsMbit;  // 0: unshaped
   uint64_t bytes = 0;
   double seconds = 0;
-  double gbps = 0;
+  double gbps = 0;           // steady state (see runStream)
+  double wholeRunGbps = 0;   // every byte over the whole run, warm-up and drain included
+  size_t steadyMessages = 0;
   double baselineGbps = 0;
   std::string baseline;  // what the baseline is
   double ratio = 0;
   uint64_t bytesLost = 0;
   double maxStallMs = 0;
   double latencyUs = 0, baselineLatencyUs = 0;  // pingpong only
-  std::string target;
+  std::string target;      // README's target (the figure on a machine with free CPUs)
   bool targetMet = false;
+  std::string bound;       // what --verify enforces: the target with slack for a loaded host
+  bool boundMet = false;
   bool ran = false;
   std::string error;
 };
@@ -82,25 +88,147 @@ PairOptions pairOptions(const NetnsTestbed& bed, int rails,
   return o;
 }
 
-// Streams for `seconds` (then `script`'s extra time) and fills the scenario's figures.
+// The receiving side of a stream, like bench::streamReceive but keeping every completion's time,
+// so that throughput is taken over the steady state: the first `warmSec` (connection, the
+// pipeline filling, the striper learning the rails' rates) and the last `depth` messages (the
+// pipeline draining after "stop") are left out. Whole-run figures mix those in, and on short
+// runs they dominate.
+struct Timeline {
+  std::vector<double> completions;  // seconds since the receiver started waiting
+  uint64_t corrupt = 0;
+};
+
+int timedReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageBytes, int depth,
+                 Timeline* out) {
+  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(depth));
+  std::vector<void*> mhs(static_cast<size_t>(depth), nullptr);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    bufs[i].resize(messageBytes);
+    mhs[i] = ep.registerMemory(comm, bufs[i].data(), messageBytes);
+    PEER_CHECK(mhs[i] != nullptr, "regMr of %zu bytes", messageBytes);
+  }
+  out->completions.reserve(1 << 16);
+  std::vector<void*> reqs(static_cast<size_t>(depth), nullptr);
+  uint64_t posted = 0, done = 0, expected = UINT64_MAX;
+  const double start = nowSeconds();
+  double last = start;
+  while (done < expected) {
+    while (posted < done + uint64_t(depth)) {
+      size_t slot = size_t(posted % uint64_t(depth));
+      void* data = bufs[slot].data();
+      size_t size = messageBytes;
+      int tag = 0;
+      PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &reqs[slot], 10, false, &mhs[slot]) ==
+                     abi::kSuccess,
+                 "irecv");
+      ++posted;
+    }
+    if (expected == UINT64_MAX && peer.readable()) {
+      std::string line;
+      PEER_CHECK(peer.recvLine(&line, 1000), "count");
+      expected = std::stoull(line);
+      if (done >= expected) break;
+    }
+    size_t slot = size_t(done % uint64_t(depth));
+    int doneFlag = 0;
+    int sizes[abi::kProxyMaxSubs] = {};
+    PEER_CHECK(ep.test(reqs[slot], &doneFlag, sizes) == abi::kSuccess, "message %llu: error",
+               (unsigned long long)done);
+    PEER_CHECK(nowSeconds() - last < 30, "no completion for 30 s");
+    if (!doneFlag) continue;
+    last = nowSeconds();
+    if (out->completions.size() < out->completions.capacity()) {
+      out->completions.push_back(last - start);
+    }
+    if (size_t(sizes[0]) != messageBytes || !checkStamps(bufs[slot].data(), messageBytes, done)) {
+      out->corrupt++;
+    }
+    poisonStamps(bufs[slot].data(), messageBytes);
+    ++done;
+  }
+  for (void* mh : mhs) ep.deregisterMemory(comm, mh);
+  return 0;
+}
+
+// Streams while `script` runs (in the parent once both sides are connected), then fills the
+// scenario's figures: steady-state throughput, whole-run throughput, bytes lost, longest stall.
 void runStream(const NetnsTestbed& bed, const Options& opt, Scenario* sc,
                const std::vector<std::pair<std::string, std::string>>& env,
                const std::function<void()>& script) {
-  StreamRun run = bench::runStream(pairOptions(bed, sc->rails, env), opt.messageBytes, opt.depth,
-                                   Verify::kSampled,
-                                   [&](const std::function<void()>&) { script(); });
-  if (!run.ok) {
-    sc->error = "transfer failed (receiver " + std::to_string(run.outcome.receiver) +
-                ", sender " + std::to_string(run.outcome.sender) + ")";
+  double stopAt = 0;  // when the sender was told to stop, on the receiver's clock (about)
+  Channel results[2];
+  channelPair(&results[0], &results[1]);
+  const size_t bytes = opt.messageBytes;
+  const int depth = opt.depth;
+  PairOutcome outcome = runPair(
+      pairOptions(bed, sc->rails, env),
+      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
+        void* comm = nullptr;
+        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
+        PEER_CHECK(parent.sendLine("connected"), "parent");
+        Timeline t;
+        if (int rc = timedReceive(ep, comm, peer, bytes, depth, &t)) return rc;
+        uint64_t n = t.completions.size();
+        PEER_CHECK(results[1].send(&t.corrupt, sizeof(t.corrupt)) &&
+                       results[1].send(&n, sizeof(n)) &&
+                       results[1].send(t.completions.data(), n * sizeof(double)),
+                   "results");
+        ep.net()->closeRecv(comm);
+        return 0;
+      },
+      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
+        void* comm = nullptr;
+        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
+        if (int rc = streamSend(ep, comm, peer, parent, bytes, depth, Verify::kSampled)) return rc;
+        ep.net()->closeSend(comm);
+        return 0;
+      },
+      [&](Channel& toReceiver, Channel& toSender) {
+        if (!toReceiver.expect("connected", 30000)) return;
+        double start = nowSeconds();
+        script();
+        stopAt = nowSeconds() - start;
+        toSender.sendLine("stop");
+      });
+  Timeline t;
+  uint64_t n = 0;
+  bool got = outcome.receiver == 0 && outcome.sender == 0 &&
+             results[0].recv(&t.corrupt, sizeof(t.corrupt), 10000) &&
+             results[0].recv(&n, sizeof(n), 10000) && n <= (1u << 16);
+  if (got) {
+    t.completions.resize(n);
+    got = results[0].recv(t.completions.data(), n * sizeof(double), 10000);
+  }
+  if (!got) {
+    sc->error = "transfer failed (receiver " + std::to_string(outcome.receiver) + ", sender " +
+                std::to_string(outcome.sender) + ")";
     return;
   }
-  const StreamResult& r = run.result;
+  const std::vector<double>& c = t.completions;
   sc->ran = true;
-  sc->bytes = r.bytes;
-  sc->seconds = r.seconds;
-  sc->gbps = r.seconds > 0 ? double(r.bytes) * 8 / r.seconds / 1e9 : 0;
-  sc->bytesLost = r.corrupt * opt.messageBytes;
-  sc->maxStallMs = r.maxGapSec * 1000;
+  sc->bytes = c.size() * bytes;
+  sc->seconds = c.empty() ? 0 : c.back();
+  sc->bytesLost = t.corrupt * bytes;
+  // Between two completions: the wait for the first one is connection set-up on a loaded host.
+  for (size_t i = 1; i < c.size(); ++i) {
+    sc->maxStallMs = std::max(sc->maxStallMs, (c[i] - c[i - 1]) * 1000);
+  }
+  sc->wholeRunGbps = sc->seconds > 0 ? double(sc->bytes) * 8 / sc->seconds / 1e9 : 0;
+  // Steady state: the messages completed between the end of the warm-up and the moment the
+  // sender was told to stop (what follows is the pipeline draining), over that fixed span.
+  // Completion times are when the receiver saw them: on a loaded host it may be descheduled
+  // and see several at once, so spans between completions are not used (a cluster just after
+  // the warm-up inflated such figures beyond the rails' physical rate); a fixed span errs by
+  // at most the messages in flight at its ends.
+  size_t first = size_t(std::upper_bound(c.begin(), c.end(), opt.warmSec) - c.begin());
+  size_t end = size_t(std::upper_bound(c.begin(), c.end(), stopAt) - c.begin());
+  if (end >= first + 4 && stopAt > opt.warmSec) {
+    sc->steadyMessages = end - first;
+    sc->gbps = double(end - first) * double(bytes) * 8 / (stopAt - opt.warmSec) / 1e9;
+  } else {
+    sc->error = "too few messages in the steady state (" + std::to_string(c.size()) +
+                " in all): run longer (--seconds)";
+  }
 }
 
 void sleepSec(double s) { usleep(useconds_t(s * 1e6)); }
@@ -124,20 +252,31 @@ double iperf3Gbps(const NetnsTestbed& bed, double seconds, std::string* error) {
   std::string client = "ip netns exec " + bed.ns('A') + " iperf3 -J -c " + bed.address('B', 0) +
                        " -p " + std::to_string(port) + " -t " + secs + " 2>/dev/null";
   std::string json;
+  int clientStatus = -1;
   if (FILE* p = popen(client.c_str(), "r")) {
     char buf[4096];
     size_t n;
     while ((n = fread(buf, 1, sizeof(buf), p)) > 0) json.append(buf, n);
-    pclose(p);
+    clientStatus = pclose(p);
   }
-  waitChild(s, 10000);
+  int serverStatus = waitChild(s, 10000);
+  // A baseline that failed makes the comparison meaningless: every failure is an error.
+  if (clientStatus != 0) {
+    *error = "iperf3 client failed (status " + std::to_string(clientStatus) + ")";
+    return 0;
+  }
+  if (serverStatus != 0) {
+    *error = "iperf3 server failed (exit " + std::to_string(serverStatus) + ")";
+    return 0;
+  }
   size_t at = json.find("\"sum_received\"");
   if (at != std::string::npos) at = json.find("\"bits_per_second\"", at);
-  if (at == std::string::npos) {
+  double gbps = at == std::string::npos ? 0 : std::atof(json.c_str() + json.find(':', at) + 1) / 1e9;
+  if (!(gbps > 0)) {
     *error = "no result from iperf3";
     return 0;
   }
-  return std::atof(json.c_str() + json.find(':', at) + 1) / 1e9;
+  return gbps;
 }
 
 // Plain blocking TCP ping-pong of 8 bytes over rail 0: mean round trip in microseconds.
@@ -325,28 +464,66 @@ std::string limitsText(const std::vector<double>& limits) {
   return s;
 }
 
+// What --verify enforces. README's targets hold on a machine whose CPUs are free; CI runs on a
+// shared 2-core host, beside builds or a CPU hog, so each bound keeps the target's direction
+// with slack (figures behind each: README's netbench section).
+// One unshaped rail is CPU-bound on both sides: iperf3 blocks in the kernel while our two
+// processes poll, which costs most when the cores are shared (0.31-0.58 at a load of 7-10,
+// 0.23 beside stress-ng --cpu 2).
+constexpr double kIperfBound = 0.15;      // ours / iperf3 on one unshaped rail (target 0.9)
+constexpr double kFourRailsBound = 0.6;   // ours / sum of four shaped rails (target 0.9)
+constexpr double kDegradedBound = 0.6;    // ours / the 3.25 rails left (target 0.85)
+constexpr double kEqualSplitBound = 1.5;  // ours / equal split (target 2.5, physics 3.25)
+constexpr double kStallBoundMs = 1000;    // a rail down: longest gap (target 250 ms)
+// A polling transport against blocking sockets: with free CPUs ours is faster (0.17-0.9), with
+// every core busy each round trip waits for both pollers to be scheduled (ratios 6-60 seen
+// beside stress-ng). The ratio is reported; what is enforced is that it completes, in order,
+// with a median round trip bounded in absolute terms.
+constexpr double kPingPongBoundUs = 20000;
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
 void printTable(const std::vector<Scenario>& all) {
-  std::printf("\n%-26s %5s %-20s %8s %9s %-22s %7s %6s %9s  %s\n", "scenario", "rails",
+  std::printf("\n%-26s %-16s %8s %9s %-22s %7s %5s %8s  %-34s %-28s\n", "scenario",
               "limits (Mbit/s)", "Gbit/s", "baseline", "(what)", "ratio", "lost", "stall ms",
-              "target");
+              "README target", "enforced by --verify");
   for (const Scenario& s : all) {
+    std::string target = s.target + (s.targetMet ? ": met" : ": missed");
+    std::string bound = s.bound + (s.boundMet ? ": PASS" : ": FAIL");
     if (!s.ran) {
-      std::printf("%-26s %5d %-20s  not run: %s\n", s.name.c_str(), s.rails,
-                  limitsText(s.limitsMbit).c_str(), s.error.c_str());
+      std::printf("%-26s %-16s  not run: %s  %s\n", s.name.c_str(),
+                  limitsText(s.limitsMbit).c_str(), s.error.c_str(), bound.c_str());
       continue;
     }
     if (s.name == "pingpong") {
-      std::printf("%-26s %5d %-20s %7.1fus %8.1fus %-22s %7.2f %6s %9s  %s %s\n", s.name.c_str(),
-                  s.rails, limitsText(s.limitsMbit).c_str(), s.latencyUs, s.baselineLatencyUs,
-                  s.baseline.c_str(), s.ratio, "-", "-", s.target.c_str(),
-                  s.targetMet ? "met" : "MISSED");
-      continue;
+      std::printf("%-26s %-16s %6.1fus %7.1fus %-22s %7.2f %5s %8s  %-34s %-28s\n",
+                  s.name.c_str(), limitsText(s.limitsMbit).c_str(), s.latencyUs,
+                  s.baselineLatencyUs, s.baseline.c_str(), s.ratio, "-", "-", target.c_str(),
+                  bound.c_str());
+    } else {
+      std::printf("%-26s %-16s %8.2f %9.2f %-22s %7.2f %5llu %8.1f  %-34s %-28s\n",
+                  s.name.c_str(), limitsText(s.limitsMbit).c_str(), s.gbps, s.baselineGbps,
+                  s.baseline.c_str(), s.ratio, (unsigned long long)s.bytesLost, s.maxStallMs,
+                  target.c_str(), bound.c_str());
     }
-    std::printf("%-26s %5d %-20s %8.2f %9.2f %-22s %7.2f %6llu %9.1f  %s %s\n", s.name.c_str(),
-                s.rails, limitsText(s.limitsMbit).c_str(), s.gbps, s.baselineGbps,
-                s.baseline.c_str(), s.ratio, (unsigned long long)s.bytesLost, s.maxStallMs,
-                s.target.c_str(), s.targetMet ? "met" : "MISSED");
+    if (!s.error.empty()) std::printf("%-26s error: %s\n", "", s.error.c_str());
   }
+  std::printf("Gbit/s: steady state (the warm-up and the final drain left out); lost: bytes "
+              "that did not arrive intact.\n");
+}
+
+std::string jsonEscape(const std::string& in) {
+  std::string out;
+  for (char c : in) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out;
 }
 
 bool writeJson(const std::string& path, const std::vector<Scenario>& all, const Options& opt) {
@@ -357,13 +534,14 @@ bool writeJson(const std::string& path, const std::vector<Scenario>& all, const 
     if (std::fscanf(p, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
     std::fclose(p);
   }
-  char buf[512];
+  char buf[768];
   f << "{\n  \"tool\": \"autopilot netbench\",\n";
   std::snprintf(buf, sizeof(buf),
                 "  \"quick\": %s,\n  \"message_bytes\": %zu,\n  \"depth\": %d,\n"
+                "  \"rail_mbit\": %.0f,\n  \"seconds\": %.2f,\n  \"warm_seconds\": %.2f,\n"
                 "  \"cpus\": %ld,\n  \"load_average_1m\": %.2f,\n",
-                opt.quick ? "true" : "false", opt.messageBytes, opt.depth,
-                sysconf(_SC_NPROCESSORS_ONLN), load[0]);
+                opt.quick ? "true" : "false", opt.messageBytes, opt.depth, opt.railMbit,
+                opt.seconds, opt.warmSec, sysconf(_SC_NPROCESSORS_ONLN), load[0]);
   f << buf << "  \"scenarios\": [\n";
   for (size_t i = 0; i < all.size(); ++i) {
     const Scenario& s = all[i];
@@ -371,18 +549,22 @@ bool writeJson(const std::string& path, const std::vector<Scenario>& all, const 
     for (double m : s.limitsMbit) limits += (limits.empty() ? "" : ", ") + std::to_string(int(m));
     std::snprintf(buf, sizeof(buf),
                   "    {\"name\": \"%s\", \"ran\": %s, \"rails\": %d, \"rate_limits_mbit\": [%s], "
-                  "\"bytes\": %llu, \"seconds\": %.3f, \"gbps\": %.4f, \"baseline_gbps\": %.4f, ",
+                  "\"bytes\": %llu, \"seconds\": %.3f, \"gbps\": %.4f, "
+                  "\"whole_run_gbps\": %.4f, \"steady_messages\": %zu, \"baseline_gbps\": %.4f, ",
                   s.name.c_str(), s.ran ? "true" : "false", s.rails, limits.c_str(),
-                  (unsigned long long)s.bytes, s.seconds, s.gbps, s.baselineGbps);
+                  (unsigned long long)s.bytes, s.seconds, s.gbps, s.wholeRunGbps,
+                  s.steadyMessages, s.baselineGbps);
     f << buf;
     std::snprintf(buf, sizeof(buf),
                   "\"baseline\": \"%s\", \"ratio\": %.4f, \"bytes_lost\": %llu, "
                   "\"max_stall_ms\": %.2f, \"latency_us\": %.2f, \"baseline_latency_us\": %.2f, "
-                  "\"target\": \"%s\", \"target_met\": %s, \"error\": \"%s\"}%s\n",
+                  "\"target\": \"%s\", \"target_met\": %s, \"bound\": \"%s\", "
+                  "\"bound_met\": %s, ",
                   s.baseline.c_str(), s.ratio, (unsigned long long)s.bytesLost, s.maxStallMs,
                   s.latencyUs, s.baselineLatencyUs, s.target.c_str(),
-                  s.targetMet ? "true" : "false", s.error.c_str(), i + 1 < all.size() ? "," : "");
-    f << buf;
+                  s.targetMet ? "true" : "false", s.bound.c_str(), s.boundMet ? "true" : "false");
+    f << buf << "\"error\": \"" << jsonEscape(s.error) << "\"}" << (i + 1 < all.size() ? "," : "")
+      << "\n";
   }
   f << "  ]\n}\n";
   return bool(f);
@@ -390,17 +572,22 @@ bool writeJson(const std::string& path, const std::vector<Scenario>& all, const 
 
 int usage() {
   std::printf(
-      "usage: autopilot netbench [--quick] [--json FILE] [--verify] [--seconds S] [--only NAME]\n"
+      "usage: autopilot netbench [--quick] [--json FILE] [--verify] [--seconds S]\n"
+      "                          [--rail-mbit M] [--only NAME]\n"
       "Runs the net plugin over veth rails between two network namespaces (needs root) and\n"
       "compares it with iperf3, the physical limit of shaped rails, our own equal-split mode,\n"
-      "and a plain TCP ping-pong, all measured in the same run. --quick: a few seconds in all.\n"
-      "--verify: exit non-zero when a scenario did not run or lost bytes (targets are reported,\n"
-      "not enforced: figures depend on the machine's load). Exit code 77: cannot run here.\n");
+      "and a plain TCP ping-pong, all measured in the same run. --rail-mbit: the rate a shaped\n"
+      "rail gets (default 1000; the degraded one a quarter). --quick: CI's run (2.5 s per\n"
+      "scenario, rails at 250 Mbit/s so that the rails, not a loaded host's CPUs, are the limit).\n"
+      "--verify: exit 1 unless every scenario ran without error, lost nothing and met its\n"
+      "enforced bound (README's target with slack for a loaded machine; both are printed).\n"
+      "Exit code 77: cannot run here (not root, no ip/tc).\n");
   return 0;
 }
 
 int cmdNetbench(int argc, char** argv) {
   Options opt;
+  bool seconds = false, rate = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") return usage();
@@ -412,20 +599,35 @@ int cmdNetbench(int argc, char** argv) {
       opt.json = argv[++i];
     } else if (a == "--only" && i + 1 < argc) {
       opt.only = argv[++i];
+    } else if (a == "--rail-mbit" && i + 1 < argc) {
+      opt.railMbit = std::atof(argv[++i]);
+      rate = true;
     } else if (a == "--seconds" && i + 1 < argc) {
       opt.seconds = std::atof(argv[++i]);
+      seconds = true;
     } else {
       std::fprintf(stderr, "netbench: unknown argument %s\n", a.c_str());
       return 2;
     }
   }
   if (opt.quick) {
-    opt.seconds = 0.8;
+    // Rails at 1 Gbit/s make four of them CPU-bound on a loaded 2-core host (the two polling
+    // processes, the copies and tbf share the cores with whatever else runs), and the figures
+    // then measure the load, not the striping. At 250 Mbit/s the rails are the limit.
+    if (!seconds) opt.seconds = 2.5;
+    if (!rate) opt.railMbit = 250;
     opt.pingIterations = 3000;
   }
   opt.seconds = std::clamp(opt.seconds, 0.3, 600.0);
+  opt.railMbit = std::clamp(opt.railMbit, 8.0, 100000.0);
+  opt.warmSec = std::min(opt.quick ? 0.5 : 1.0, opt.seconds / 3);
   std::string why;
   if (!NetnsTestbed::available(&why)) {
+    const char* ci = std::getenv("CI");
+    if (ci != nullptr && std::strcmp(ci, "true") == 0) {
+      std::printf("netbench: FAIL: cannot run under CI=true: %s\n", why.c_str());
+      return 1;
+    }
     std::printf("netbench: skipped: %s\n", why.c_str());
     return 77;
   }
@@ -434,12 +636,13 @@ int cmdNetbench(int argc, char** argv) {
     std::fprintf(stderr, "netbench: %s\n", bed.error().c_str());
     return 1;
   }
-  std::printf("netbench: namespaces %s/%s, 4 veth rails, %s; figures are provisional on a "
-              "shared %ld-core machine\n",
+  std::printf("netbench: namespaces %s/%s, 4 veth rails, %s (%.1f s per stream, rails at %.0f "
+              "Mbit/s); a shared %ld-core machine\n",
               bed.ns('A').c_str(), bed.ns('B').c_str(), opt.quick ? "quick run" : "full run",
-              sysconf(_SC_NPROCESSORS_ONLN));
+              opt.seconds, opt.railMbit, sysconf(_SC_NPROCESSORS_ONLN));
   std::vector<Scenario> all;
   const double t = opt.seconds;
+  const double R = opt.railMbit;
 
   auto want = [&](const char* name) { return opt.only.empty() || opt.only == name; };
   if (want("rail_vs_iperf3")) {  // 1. one unshaped rail vs iperf3
@@ -447,66 +650,73 @@ int cmdNetbench(int argc, char** argv) {
     s.name = "rail_vs_iperf3";
     s.rails = 1;
     s.limitsMbit = {0};
-    s.target = "ratio >= 0.9";
     shapeAll(bed, {});
     std::fprintf(stderr, "netbench: %s ...\n", s.name.c_str());
     runStream(bed, opt, &s, {}, [&] { sleepSec(t); });
     s.baselineGbps = iperf3Gbps(bed, t, &s.error);
     s.baseline = "iperf3, same rail";
     s.ratio = s.baselineGbps > 0 ? s.gbps / s.baselineGbps : 0;
+    s.target = "ratio >= 0.9";
     s.targetMet = s.ran && s.ratio >= 0.9;
+    s.bound = "ratio >= " + fmt("%.2f", kIperfBound);
+    s.boundMet = s.ran && s.ratio >= kIperfBound;
     all.push_back(s);
   }
   Scenario four;
-  if (want("four_rails") || want("rail_down")) {  // 2. four rails at 1 Gbit/s
+  if (want("four_rails") || want("rail_down")) {  // 2. four shaped rails
     four.name = "four_rails";
     four.rails = 4;
-    four.limitsMbit = {1000, 1000, 1000, 1000};
-    four.target = "ratio >= 0.9";
+    four.limitsMbit = {R, R, R, R};
     shapeAll(bed, four.limitsMbit);
     std::fprintf(stderr, "netbench: %s ...\n", four.name.c_str());
     runStream(bed, opt, &four, {}, [&] { sleepSec(t); });
-    four.baselineGbps = 4.0;
+    four.baselineGbps = 4 * R / 1000;
     four.baseline = "sum of the rail rates";
     four.ratio = four.gbps / four.baselineGbps;
+    four.target = "ratio >= 0.9";
     four.targetMet = four.ran && four.ratio >= 0.9;
+    four.bound = "ratio >= " + fmt("%.2f", kFourRailsBound);
+    four.boundMet = four.ran && four.ratio >= kFourRailsBound;
     all.push_back(four);
   }
   Scenario degraded, equal;
-  if (want("degraded_rail") || want("degraded_rail_equal_split")) {  // 3. one rail at 250 Mbit/s, measured striping and equal split
+  if (want("degraded_rail") || want("degraded_rail_equal_split")) {
+    // 3. one rail at a quarter of the others' rate: measured striping and equal split.
     degraded.name = "degraded_rail";
     equal.name = "degraded_rail_equal_split";
     degraded.rails = equal.rails = 4;
-    degraded.limitsMbit = equal.limitsMbit = {1000, 1000, 1000, 250};
+    degraded.limitsMbit = equal.limitsMbit = {R, R, R, R / 4};
     shapeAll(bed, degraded.limitsMbit);
     std::fprintf(stderr, "netbench: %s ...\n", degraded.name.c_str());
     runStream(bed, opt, &degraded, {}, [&] { sleepSec(t); });
     std::fprintf(stderr, "netbench: %s ...\n", equal.name.c_str());
     runStream(bed, opt, &equal, {{"NCCL_AUTOPILOT_NET_STRIPING", "equal"}}, [&] { sleepSec(t); });
-    degraded.baselineGbps = 3.25;
+    degraded.baselineGbps = 3.25 * R / 1000;
     degraded.baseline = "sum of the rail rates";
-    degraded.ratio = degraded.gbps / 3.25;
-    degraded.target = "ratio >= 0.85 and >= 2.5x equal split";
-    degraded.targetMet = degraded.ran && equal.ran && degraded.ratio >= 0.85 &&
-                         degraded.gbps >= 2.5 * equal.gbps;
+    degraded.ratio = degraded.gbps / degraded.baselineGbps;
+    degraded.target = "ratio >= 0.85";
+    degraded.targetMet = degraded.ran && degraded.ratio >= 0.85;
+    degraded.bound = "ratio >= " + fmt("%.2f", kDegradedBound);
+    degraded.boundMet = degraded.ran && degraded.ratio >= kDegradedBound;
     equal.baselineGbps = degraded.gbps;
     equal.baseline = "degraded_rail (ours)";
     equal.ratio = equal.gbps > 0 ? degraded.gbps / equal.gbps : 0;
-    equal.target = "ratio (ours / equal) >= 2.5";
-    equal.targetMet = equal.ran && equal.ratio >= 2.5;
+    equal.target = "ours / equal >= 2.5";
+    equal.targetMet = equal.ran && degraded.ran && equal.ratio >= 2.5;
+    equal.bound = "ours / equal >= " + fmt("%.2f", kEqualSplitBound);
+    equal.boundMet = equal.ran && degraded.ran && equal.ratio >= kEqualSplitBound;
     all.push_back(degraded);
     all.push_back(equal);
   }
-  if (want("rail_down")) {  // 5. a rail taken down mid-transfer, then back up
+  if (want("rail_down")) {  // 4. a rail taken down mid-transfer, then back up
     Scenario s;
     s.name = "rail_down";
     s.rails = 4;
-    s.limitsMbit = {1000, 1000, 1000, 1000};
-    s.target = "0 bytes lost, stall <= 250 ms";
+    s.limitsMbit = {R, R, R, R};
     shapeAll(bed, s.limitsMbit);
     std::fprintf(stderr, "netbench: %s ...\n", s.name.c_str());
     runStream(bed, opt, &s, {}, [&] {
-      sleepSec(std::max(0.5, t / 3));
+      sleepSec(std::max(opt.warmSec, t / 3));
       bed.linkDown(1);
       sleepSec(std::max(0.6, t / 2));
       bed.linkUp(1);
@@ -515,15 +725,17 @@ int cmdNetbench(int argc, char** argv) {
     s.baselineGbps = four.gbps;
     s.baseline = "four_rails (no fault)";
     s.ratio = s.baselineGbps > 0 ? s.gbps / s.baselineGbps : 0;
+    s.target = "0 B lost, stall <= 250 ms";
     s.targetMet = s.ran && s.bytesLost == 0 && s.maxStallMs <= 250;
+    s.bound = "0 B lost, stall <= " + fmt("%.0f ms", kStallBoundMs);
+    s.boundMet = s.ran && s.bytesLost == 0 && s.maxStallMs <= kStallBoundMs;
     all.push_back(s);
   }
-  if (want("pingpong")) {  // 6. 8-byte ping-pong
+  if (want("pingpong")) {  // 5. 8-byte ping-pong
     Scenario s;
     s.name = "pingpong";
     s.rails = 1;
     s.limitsMbit = {0};
-    s.target = "ratio <= 1.2";
     shapeAll(bed, {});
     std::fprintf(stderr, "netbench: %s ...\n", s.name.c_str());
     // The two alternate in rounds and the medians are compared: blocking TCP's latency
@@ -543,7 +755,10 @@ int cmdNetbench(int argc, char** argv) {
     s.baseline = "plain blocking TCP";
     s.ran = s.error.empty();
     s.ratio = s.baselineLatencyUs > 0 ? s.latencyUs / s.baselineLatencyUs : 0;
+    s.target = "ratio <= 1.2";
     s.targetMet = s.ran && s.ratio <= 1.2;
+    s.bound = "ours <= " + fmt("%.0f us", kPingPongBoundUs);
+    s.boundMet = s.ran && s.latencyUs > 0 && s.latencyUs <= kPingPongBoundUs;
     all.push_back(s);
   }
   printTable(all);
@@ -552,9 +767,25 @@ int cmdNetbench(int argc, char** argv) {
     return 1;
   }
   if (opt.verify) {
+    int failed = 0;
     for (const Scenario& s : all) {
-      if (!s.ran || s.bytesLost != 0) return 1;
+      std::string why;
+      if (!s.ran) {
+        why = "did not run: " + s.error;
+      } else if (!s.error.empty()) {
+        why = s.error;  // e.g. the baseline tool failed: the comparison means nothing
+      } else if (s.bytesLost != 0) {
+        why = std::to_string(s.bytesLost) + " bytes lost";
+      } else if (!s.boundMet) {
+        why = "bound not met: " + s.bound;
+      }
+      if (!why.empty()) {
+        std::printf("netbench --verify: %s: FAIL: %s\n", s.name.c_str(), why.c_str());
+        ++failed;
+      }
     }
+    if (failed > 0) return 1;
+    std::printf("netbench --verify: all %zu scenarios met their enforced bounds\n", all.size());
   }
   return 0;
 }

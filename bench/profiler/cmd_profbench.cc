@@ -23,10 +23,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "bench/commands.h"
+#include "bench/profiler/callgrind_phases.h"
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"
 
@@ -39,8 +41,22 @@ constexpr int kCallbacksPerAllReduce = 10 + 3 * kChannels;
 
 struct Options {
   bool quick = false;
+  bool instructions = false;       // count instructions under callgrind (see countInstructions)
+  bool instructionsChild = false;  // the run under callgrind
   std::string jsonPath;
 };
+
+// Instruction budgets for --instructions, per callback above the empty plugin: 3x README's time
+// targets (30 ns per callback with the default mask, 60 with every export on; 3x is the slack a
+// wall-clock bound gets in this project's tests), read at 3 instructions per ns, i.e. a 3 GHz
+// core retiring one instruction per cycle. This code retires more than that: on the development
+// VM, about 75 instructions took 5-8.5 ns (profbench, default mask), so the budget errs towards
+// passing, and what it catches is a change that multiplies the work per callback.
+constexpr double kInstructionsPerNs = 3.0;
+constexpr double kSlack = 3.0;
+constexpr double kTargetNsPerCallback = 30.0;
+constexpr double kTargetNsPerCallbackExports = 60.0;
+constexpr int kCountedAllReduces = 2000;
 
 std::string libDir() {
   char buf[4096];
@@ -261,6 +277,42 @@ bool measure(const Options& opt, const std::string& empty, Result* r) {
   return true;
 }
 
+
+// Under callgrind: each configuration's all-reduces, ours then the empty plugin, each a phase.
+template <int kAbi>
+bool countChild(const std::string& empty, const std::string& config) {
+  Subject<kAbi> ours("autopilot");
+  Subject<kAbi> none(empty);
+  if (!ours.ok() || !none.ok()) return false;
+  uint64_t seqOurs = 0, seqNone = 0;
+  ours.run(&seqOurs, 200);  // first-use paths (pool slots, files) out of the count
+  none.run(&seqNone, 200);
+  callgrind::beginPhase();
+  ours.run(&seqOurs, kCountedAllReduces);
+  callgrind::endPhase(("ours-" + config).c_str());
+  callgrind::beginPhase();
+  none.run(&seqNone, kCountedAllReduces);
+  callgrind::endPhase(("empty-" + config).c_str());
+  return true;
+}
+
+struct Counted {
+  double perCallback = 0, perAllReduce = 0, budgetPerCallback = 0;
+  bool ok = false;
+};
+
+Counted counted(const std::map<std::string, uint64_t>& c, const std::string& config,
+                double targetNs) {
+  Counted r;
+  auto o = c.find("ours-" + config), e = c.find("empty-" + config);
+  if (o == c.end() || e == c.end()) return r;
+  r.perAllReduce = (double(o->second) - double(e->second)) / kCountedAllReduces;
+  r.perCallback = r.perAllReduce / kCallbacksPerAllReduce;
+  r.budgetPerCallback = kSlack * targetNs * kInstructionsPerNs;
+  r.ok = r.perCallback <= r.budgetPerCallback;
+  return r;
+}
+
 void appendJson(std::string* out, const Result& r) {
   char buf[512];
   std::snprintf(buf, sizeof(buf),
@@ -280,6 +332,56 @@ void printRow(const char* config, const Result& r) {
               static_cast<unsigned long long>(r.memoryEvents));
 }
 
+// --instructions: re-runs itself under callgrind and checks the counts against the budgets.
+int countInstructions(const Options& opt) {
+  std::string why;
+  if (!callgrind::available(&why)) {
+    std::printf("profbench --instructions: skipped: %s\n", why.c_str());
+    return 77;
+  }
+  std::map<std::string, uint64_t> c;
+  if (!callgrind::countPhases({"profbench", "--instructions-child"}, &c, &why)) {
+    std::fprintf(stderr, "profbench --instructions: %s\n", why.c_str());
+    return 1;
+  }
+  struct Row {
+    const char* config;
+    Counted r;
+  };
+  Row rows[] = {{"default", counted(c, "default", kTargetNsPerCallback)},
+                {"v7", counted(c, "v7", kTargetNsPerCallback)},
+                {"exports", counted(c, "exports", kTargetNsPerCallbackExports)}};
+  std::printf("profbench --instructions: %d all-reduces x %d callbacks per configuration under "
+              "callgrind, instructions of the calling thread above the empty plugin\n\n",
+              kCountedAllReduces, kCallbacksPerAllReduce);
+  std::printf("%-9s %16s %18s %18s  %s\n", "config", "instr/callback", "instr/all-reduce",
+              "budget/callback", "verdict");
+  bool ok = true;
+  std::string json = "{";
+  for (const Row& row : rows) {
+    std::printf("%-9s %16.1f %18.0f %18.0f  %s\n", row.config, row.r.perCallback,
+                row.r.perAllReduce, row.r.budgetPerCallback, row.r.ok ? "within" : "OVER BUDGET");
+    ok = ok && row.r.ok;
+    char buf[256];
+    std::snprintf(buf, sizeof(buf),
+                  "%s\"%s\": {\"instructions_per_callback\": %.2f, "
+                  "\"instructions_per_allreduce\": %.1f, \"budget_per_callback\": %.1f, "
+                  "\"within_budget\": %s}",
+                  json.size() > 1 ? ", " : "", row.config, row.r.perCallback, row.r.perAllReduce,
+                  row.r.budgetPerCallback, row.r.ok ? "true" : "false");
+    json += buf;
+  }
+  json += "}\n";
+  std::printf("\nbudget: %.0fx README's target (%.0f ns per callback, %.0f with every export on) "
+              "x %.0f instructions per ns\n",
+              kSlack, kTargetNsPerCallback, kTargetNsPerCallbackExports, kInstructionsPerNs);
+  if (!opt.jsonPath.empty()) {
+    std::FILE* f = std::fopen(opt.jsonPath.c_str(), "w");
+    if (f == nullptr || std::fputs(json.c_str(), f) < 0 || std::fclose(f) != 0) return 1;
+  }
+  return ok ? 0 : 1;
+}
+
 int cmdProfbench(int argc, char** argv) {
   Options opt;
   for (int i = 1; i < argc; ++i) {
@@ -287,18 +389,43 @@ int cmdProfbench(int argc, char** argv) {
       opt.quick = true;
     } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
       opt.jsonPath = argv[++i];
+    } else if (std::strcmp(argv[i], "--instructions") == 0) {
+      opt.instructions = true;
+    } else if (std::strcmp(argv[i], "--instructions-child") == 0) {
+      opt.instructionsChild = true;
     } else {
       std::printf(
           "usage: autopilot profbench [--quick] [--json FILE]\n"
           "Overhead of the profiler plugin above an empty one, on NCCL 2.28.9's v5 callback\n"
           "sequence of a blocking 16-channel all-reduce (%d callbacks), default mask and with\n"
           "every export on, and through the v7 table (NCCL 2.31+, tagged calls); resident\n"
-          "memory over 10 million callbacks. --quick: seconds, for CI.\n",
+          "memory over 10 million callbacks. --quick: seconds, for CI.\n"
+          "--instructions: instead, count the instructions above the empty plugin under\n"
+          "valgrind's callgrind and check them against budgets derived from the time targets\n"
+          "(exit 1 over budget, 77 without valgrind).\n",
           kCallbacksPerAllReduce);
       return std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
     }
   }
   std::string empty = libDir() + "/libnccl-empty.so";
+  if (opt.instructionsChild) {
+    if (!callgrind::underValgrind()) return 2;
+    bool ok = countChild<5>(empty, "default") && countChild<7>(empty, "v7");
+    char dirTemplate[] = "/tmp/ap-profbench-XXXXXX";
+    const char* dir = ok ? mkdtemp(dirTemplate) : nullptr;
+    if (dir == nullptr) return 1;
+    std::string d(dir);
+    setenv("NCCL_AUTOPILOT_TRACE_FILE", (d + "/trace.json").c_str(), 1);
+    setenv("NCCL_AUTOPILOT_INSPECTOR_FILE", (d + "/inspector.jsonl").c_str(), 1);
+    setenv("NCCL_AUTOPILOT_PROM_FILE", (d + "/autopilot.prom").c_str(), 1);
+    ok = countChild<5>(empty, "exports");
+    for (const char* f : {"/trace.json", "/inspector.jsonl", "/autopilot.prom"}) {
+      unlink((d + f).c_str());
+    }
+    rmdir(dir);
+    return ok ? 0 : 1;
+  }
+  if (opt.instructions) return countInstructions(opt);
   std::printf("profbench: %d callbacks per all-reduce (16 channels), autopilot vs %s, "
               "alternating rounds%s\n\n", kCallbacksPerAllReduce, empty.c_str(),
               opt.quick ? " (quick: indicative only)" : "");

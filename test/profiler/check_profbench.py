@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""CTest profbench_quick: the profiler's overhead targets (README, "Cost"), enforced.
+
+1. `autopilot profbench --quick --json`: per callback and per all-reduce above the empty plugin,
+   within 3x README's targets (30 ns per callback and 0.5 us per all-reduce with the default mask
+   and through v7; 60 ns and 3.5 us with every export on): medians over alternating rounds, so a
+   loaded machine slows both sides alike. Resident memory over the run's 500k callbacks: at most
+   256 KiB of growth (pools and queues are fixed; one leaked byte per callback would be 500 KB).
+2. `autopilot profbench --instructions`: instructions per callback above empty under callgrind,
+   within their budgets (3x the targets at 3 instructions per ns; see cmd_profbench.cc).
+   Without valgrind: exit 77 (skip) with the reason, a failure under CI=true.
+With --sanitized (ASan/UBSan builds) only the shape is checked: instrumented code is several
+times slower by design, and valgrind cannot run it.
+usage: check_profbench.py TOOL JSON_PREFIX [--sanitized]
+"""
+import json
+import os
+import subprocess
+import sys
+
+tool, prefix = sys.argv[1], sys.argv[2]
+sanitized = "--sanitized" in sys.argv[3:]
+failures = []
+
+quick = prefix + "-quick.json"
+r = subprocess.run([tool, "profbench", "--quick", "--json", quick], capture_output=True, text=True)
+print(r.stdout, end="")
+if r.returncode != 0:
+    print(r.stderr, end="")
+    sys.exit(f"FAIL: autopilot profbench --quick exited {r.returncode}")
+d = json.load(open(quick))
+assert d["callbacks_per_allreduce"] == 58, d
+limits = {  # config: (ns per callback, us per all-reduce): 3x README's targets
+    "default": (90.0, 1.5),
+    "v7": (90.0, 1.5),
+    "exports": (180.0, 10.5),
+}
+print(f"{'config':9} {'ns/cb above empty':>18} {'limit':>7} {'us/all-reduce':>14} {'limit':>7} "
+      f"{'RSS growth':>11} {'limit':>8}")
+for config, (ns_limit, us_limit) in limits.items():
+    x = d if config == "default" else d[config]
+    ns, us, grow = (float(x["ns_per_callback_above_empty"]), float(x["us_per_allreduce_above_empty"]),
+                    int(x["memory_growth_bytes"]))
+    print(f"{config:9} {ns:18.1f} {ns_limit:7.0f} {us:14.3f} {us_limit:7.1f} {grow:11d} {256 << 10:8d}")
+    if sanitized:
+        continue
+    if ns > ns_limit:
+        failures.append(f"{config}: {ns:.1f} ns per callback above empty > {ns_limit:.0f} (3x target)")
+    if us > us_limit:
+        failures.append(f"{config}: {us:.3f} us per all-reduce above empty > {us_limit} (3x target)")
+    if grow > 256 << 10:
+        failures.append(f"{config}: resident memory grew {grow} B over {x['memory_events']} callbacks")
+
+if sanitized:
+    print("sanitizer build: shape checked; overhead bounds and instruction counts are checked by "
+          "the plain build's profbench_quick")
+else:
+    instr = prefix + "-instructions.json"
+    r = subprocess.run([tool, "profbench", "--instructions", "--json", instr], capture_output=True,
+                       text=True)
+    print(r.stdout, end="")
+    if r.returncode == 77:
+        if os.environ.get("CI") == "true":
+            failures.append("instruction counts not measured under CI=true: " + r.stdout.strip())
+        elif not failures:
+            print("SKIP: instruction counts: " + r.stdout.strip())
+            sys.exit(77)
+    elif r.returncode != 0:
+        print(r.stderr, end="")
+        failures.append(f"autopilot profbench --instructions exited {r.returncode} (over budget?)")
+    else:
+        counts = json.load(open(instr))
+        for config in ("default", "v7", "exports"):
+            if not counts[config]["within_budget"]:
+                failures.append(f"{config}: instructions over budget: {counts[config]}")
+
+for f in failures:
+    print("FAIL: " + f)
+sys.exit(1 if failures else 0)
