@@ -27,6 +27,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/commands.h"
@@ -302,18 +303,27 @@ int cmdTunerbench(int argc, char** argv) {
   e.fn = emptyHost.tuner()->rawGetCollInfoV5();
   e.ctx = emptySession.tunerContext();
 
-  // Warm up until the learned decisions (loaded, proposed, committed) are in force.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // Warm up until the learned decisions (loaded, proposed, committed) are in force. Under
+  // callgrind everything runs some 50x slower and valgrind runs one thread at a time: the
+  // service thread that commits the decisions gets a longer deadline and a sleep between rounds
+  // (a busy warm-up starved it past 10 s on a loaded host).
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::seconds(instructionsChild ? 120 : 10);
   Side warm = o;
   while (std::chrono::steady_clock::now() < deadline) {
     warm.forced = 0;
     round(warm, sweep, int(sweep.size()) * 8, false);
     if (warm.forced > 0) break;
+    if (instructionsChild) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   const bool decisionsInForce = warm.forced > 0;
   if (instructionsChild) {
     // Under callgrind: the same calls for each tuner, each a phase (see callgrind_phases.h).
-    if (!decisionsInForce) return 1;
+    if (!decisionsInForce) {
+      std::fprintf(stderr, "tunerbench --instructions-child: the learned decisions were not in "
+                           "force after 120 s\n");
+      return 1;
+    }
     callgrind::beginPhase();
     callgrind::endPhase("decisions-in-force");
     callgrind::beginPhase();

@@ -228,6 +228,25 @@ TEST_CASE("rdma: requests beyond the bounds get a NULL request, not an error", "
   CHECK(out.sender == 0);
 }
 
+// Rail 0's failure replayed what it held unacknowledged ("replaying N" in the sender's log),
+// and the first replayed chunk completed on rail 1 after rail 0 failed. `mustHold`: the rail
+// certainly held chunks when it failed (N > 0 required); otherwise N may be 0 and then nothing
+// more is checked.
+namespace {
+void checkReplay(const std::string& senderLog, bool mustHold) {
+  std::string replaying = after(senderLog, "ib send: rail 0 failed at monotonic ", "replaying ");
+  INFO("rail 0 failed: replaying " << replaying);
+  REQUIRE(!replaying.empty());
+  int n = std::atoi(replaying.c_str());
+  if (mustHold) CHECK(n > 0);
+  if (n == 0) return;
+  std::string replayed =
+      after(senderLog, "ib send: the first replayed chunk completed on rail 1 ", "");
+  INFO("first replayed chunk completed on rail 1: " << replayed);
+  CHECK(replayed.find("after rail 0 failed") != std::string::npos);
+}
+}  // namespace
+
 TEST_CASE("rdma: a NIC's link taken down mid-transfer loses nothing; restored, it re-joins",
           "[verbs][fault]") {
   REQUIRE_TESTBED();
@@ -248,15 +267,12 @@ TEST_CASE("rdma: a NIC's link taken down mid-transfer loses nothing; restored, i
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "-> failed"));
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "failed -> probing"));
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "probing -> healthy"));
-  // The replay: rail 0's unacknowledged chunks (a stream keeps some in flight on it when the link
-  // goes) were replayed, and the first of them completed on rail 1, after rail 0 failed.
-  std::string replaying = after(r.senderLog, "ib send: rail 0 failed at monotonic ", "replaying ");
-  INFO("rail 0 failed: replaying " << replaying);
-  CHECK(std::atoi(replaying.c_str()) > 0);
-  std::string replayed =
-      after(r.senderLog, "ib send: the first replayed chunk completed on rail 1 ", "");
-  INFO("first replayed chunk completed on rail 1: " << replayed);
-  CHECK(replayed.find("after rail 0 failed") != std::string::npos);
+  // The replay: whatever rail 0 held unacknowledged when its port went down was replayed, the
+  // first of it completing on rail 1 after rail 0 failed. A port event can find the rail with
+  // nothing outstanding (seen once in a CI-like run: "replaying 0"), so the count is checked
+  // only when there was something; the loss case below, which is detected because the rail
+  // holds chunks, always replays.
+  checkReplay(r.senderLog, false);
   // The target at default settings is 250 ms; the emulated test bed is slow and shared.
   CHECK(r.result.markToFirstCompletionSec < 1.5);
 }
@@ -278,6 +294,7 @@ TEST_CASE("rdma: 100% loss on one NIC loses nothing; healed, it re-joins", "[ver
   INFO("sender log:\n" << r.senderLog);
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "-> failed"));
   CHECK(railLine(r.senderLog, "send", 0, verbsRail(false, 0), "failed -> probing"));
+  checkReplay(r.senderLog, true);
   CHECK(r.result.markToFirstCompletionSec < 3.0);
 }
 
