@@ -181,11 +181,13 @@ struct Workload {
         auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         while (shared->arrived.load() < phase * kRanks) {
           if (shared->departed.load() > 0) {
-            // The leader is gone: wait here until this rank's tuner has noticed (an event, not
-            // a delay; bounded far beyond the peer timeout), so that what the test checks, the
-            // followers' reaction, happened before they finish. Then run free.
+            // The leader is gone: wait here until this rank's tuner has noticed on every
+            // communicator (an event, not a delay; bounded far beyond the peer timeout), so
+            // that what the test checks, the followers' reaction, happened before they finish.
+            // The notices come one communicator at a time: waiting for the first only let a
+            // rank finalize one communicator still "ready". Then run free.
             auto noticeBy = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-            while (LogCapture::count(-1, "lost the leader") == 0 &&
+            while (LogCapture::count(-1, "lost the leader") < size_t(kComms) &&
                    std::chrono::steady_clock::now() < noticeBy) {
               std::this_thread::sleep_for(std::chrono::milliseconds(1));
             }
@@ -406,18 +408,30 @@ std::vector<double> numbers(const std::string& text, const std::string& pattern)
 // Agreement after a fault. Ranks that froze at the same policy versions must have taken
 // identical decisions. Ranks at different versions are allowed in one case only, README's
 // residual window: the fault fell after every rank acknowledged a proposal and before the commit
-// reached them all. Then, per communicator, versions differ by one at most, and the ranks form
-// at most two groups (took the last table / did not), each identical within itself; anything
-// else (three groups, a gap of two versions, a split within a group) fails. `versions` maps each
-// compared rank to its final version per communicator.
-void checkAgreement(const Outcome& o, const std::map<int, std::vector<double>>& versions,
-                    const char* what) {
+// reached them all. Then, per communicator, the ranks form at most two groups (took the last
+// table / did not), each identical within itself, and the groups are one committed table apart.
+// Versions alone cannot say that: an aborted proposal also uses up a version number, so a leader
+// that aborted v2 and v3 (no acks once the channel went silent) and then committed v4 is at v4
+// while followers that never saw that commit are at v1, one table behind. The count of tables
+// applied is what must differ by one at most. Anything else (three groups, two tables apart, a
+// split within a group) fails. `log` holds each compared rank's finalize summaries.
+void checkAgreement(const Outcome& o, const std::map<int, std::string>& logs, const char* what) {
   std::map<std::vector<double>, std::vector<int>> groups;
-  for (const auto& [rank, v] : versions) groups[v].push_back(rank);
+  std::map<int, std::vector<double>> applied;
+  for (const auto& [rank, log] : logs) {
+    std::vector<double> v = numbers(log, R"(policy v(\d+) in effect)");
+    std::vector<double> a = numbers(log, R"(policy v\d+ in effect \((\d+) applied)");
+    INFO(what << ": rank " << rank << " log:\n" << log);
+    REQUIRE(v.size() == size_t(kComms));
+    REQUIRE(a.size() == size_t(kComms));
+    groups[v].push_back(rank);
+    applied[rank] = a;
+  }
   for (const auto& [v, members] : groups) {
     for (int r : members) {
       INFO(what << ": rank " << r << " against rank " << members[0] << " (same versions)");
       CHECK(o.choices[r] == o.choices[members[0]]);
+      CHECK(applied[r] == applied[members[0]]);
     }
   }
   if (groups.size() > 1) {
@@ -428,12 +442,12 @@ void checkAgreement(const Outcome& o, const std::map<int, std::vector<double>>& 
   CHECK(groups.size() <= 2);
   for (size_t c = 0; c < size_t(kComms); ++c) {
     double lo = 1e18, hi = -1;
-    for (const auto& [rank, v] : versions) {
-      REQUIRE(v.size() == size_t(kComms));
-      lo = std::min(lo, v[c]);
-      hi = std::max(hi, v[c]);
+    for (const auto& [rank, a] : applied) {
+      lo = std::min(lo, a[c]);
+      hi = std::max(hi, a[c]);
     }
-    INFO(what << ": communicator " << c << " froze at versions " << lo << " .. " << hi);
+    INFO(what << ": communicator " << c << " froze with " << lo << " .. " << hi
+              << " tables applied");
     CHECK(hi - lo <= 1);
   }
 }
@@ -492,7 +506,7 @@ TEST_CASE("the leader killed mid-run: followers finish, frozen at the last commi
   REQUIRE_FALSE(o.timedOut);  // bounded: no follower hangs
   CHECK(o.paceTimeouts == 0);
   CHECK(o.exitCodes[0] == 128 + SIGKILL);
-  std::map<int, std::vector<double>> finalVersions;
+  std::map<int, std::string> followerLogs;
   for (int r = 1; r < kRanks; ++r) {
     INFO("rank " << r << " log:\n" << o.logs[r]);
     CHECK(o.exitCodes[r] == 0);
@@ -506,9 +520,9 @@ TEST_CASE("the leader killed mid-run: followers finish, frozen at the last commi
     std::vector<double> joining = numbers(o.logs[r], R"(rank \d+: follower/joining at [^;]+; policy v(\d+) in effect)");
     for (double x : joining) CHECK(x == 0);
     CHECK(v.size() == size_t(kComms));
-    finalVersions[r] = v;
+    followerLogs[r] = o.logs[r];
   }
-  checkAgreement(o, finalVersions, "leader killed");
+  checkAgreement(o, followerLogs, "leader killed");
 }
 
 TEST_CASE("the control channel cut silently: every rank freezes, finishes, and agrees",
@@ -524,17 +538,16 @@ TEST_CASE("the control channel cut silently: every rank freezes, finishes, and a
   Outcome o = runJob(s, dir);
   REQUIRE_FALSE(o.timedOut);
   CHECK(o.paceTimeouts == 0);
-  std::map<int, std::vector<double>> versions;
+  std::map<int, std::string> logs;
   for (int r = 0; r < kRanks; ++r) {
     INFO("rank " << r << " log:\n" << o.logs[r]);
     CHECK(o.exitCodes[r] == 0);
     REQUIRE(o.choices[r].size() == size_t(s.calls));
     // Before the cut learning ran; the cut was detected (silence, ack or sync timeout).
     CHECK(o.logs[r].find("/frozen") != std::string::npos);
-    std::vector<double> v = numbers(o.logs[r], R"(policy v(\d+) in effect)");
-    versions[r] = v;
+    logs[r] = o.logs[r];
   }
-  checkAgreement(o, versions, "channel cut");
+  checkAgreement(o, logs, "channel cut");
   CHECK(forcedChoices(o.choices[0], 0) > 0);
 }
 
