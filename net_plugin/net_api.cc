@@ -1,11 +1,11 @@
-// The net plugin's internal interface, implemented by the verbs (RDMA) transport
-// (transport/ibverbs/transport.h) or the TCP transport (transport/tcp/transport.h). This file
-// owns what is not transport-specific: which transport serves the process, the per-context
-// state NCCL hands back to listen/connect, and the NCCL_AUTOPILOT_NET_ENABLE switch.
+// The net plugin's internal interface over one core::Transport, the verbs (RDMA) one
+// (transport/ibverbs/) or the TCP one (transport/tcp/). This file owns what is not
+// transport-specific: which transport serves the process, the per-context state NCCL hands
+// back to listen/connect, and the NCCL_AUTOPILOT_NET_ENABLE switch.
 //
-// One transport serves the whole process, chosen at the first devices() call: NCCL only knows
-// the devices that transport reports, so every comm, request and registration it hands back
-// belongs to it.
+// One transport serves the whole process, chosen at the first call that needs it (devices(),
+// normally): NCCL only knows the devices that transport reports, so every comm, request and
+// registration it hands back belongs to it.
 #include "net_plugin/net_api.h"
 
 #include <memory>
@@ -14,8 +14,8 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "net_plugin/core/fault_injector.h"
+#include "net_plugin/core/transport.h"
 #include "net_plugin/transport/ibverbs/transport.h"
-#include "net_plugin/transport/tcp/discovery.h"
 #include "net_plugin/transport/tcp/transport.h"
 
 namespace autopilot::net {
@@ -37,41 +37,30 @@ struct NetContext {
   uint64_t commId = 0;
   int trafficClass = -1;
   abi::ProfilerCallback profilerCallback = nullptr;
-  tcp::ContextState tcp;
-  ib::ContextState ib;
+  std::unique_ptr<core::TransportContext> transport;  // connections in progress
 };
 
 NetContext* contextOf(void* ctx) { return static_cast<NetContext*>(ctx); }
 
-enum class Transport { kTcp, kIb };
-
-Transport choose() {
+core::Transport& choose() {
   const std::string& wanted = gTransport.get();
-  Transport t = Transport::kTcp;
+  core::Transport* t = &tcp::transport();
   if (wanted != "tcp") {
     int n = 0;
-    ib::devices(&n);
-    if (n > 0 || wanted == "ib") t = Transport::kIb;
+    ib::transport().devices(&n);
+    if (n > 0 || wanted == "ib") t = &ib::transport();
   }
-  std::vector<std::string> names;
-  if (t == Transport::kIb) {
-    names = ib::railNames();
-  } else {
-    tcp::TcpRails::instance().ensureDiscovered();
-    for (const tcp::TcpRail& r : tcp::TcpRails::instance().rails()) names.push_back(r.name);
-  }
-  core::FaultInjector::instance().setRails(names);
+  core::FaultInjector::instance().setRails(t->railNames());
   AP_INFO(abi::subsys::kInit | kFlags, "net transport: %s (NCCL_AUTOPILOT_TRANSPORT=%s)",
-          t == Transport::kIb ? "RDMA (ibverbs)" : "TCP", wanted.c_str());
-  return t;
+          t->name(), wanted.c_str());
+  return *t;
 }
 
 // Thread-safe: NCCL's init threads of several communicators may ask at once.
-Transport transport() {
-  static const Transport t = choose();
+core::Transport& transport() {
+  static core::Transport& t = choose();
   return t;
 }
-bool useIb() { return transport() == Transport::kIb; }
 
 }  // namespace
 
@@ -103,22 +92,21 @@ abi::Result devices(int* ndev) {
     *ndev = 0;
     return abi::kSuccess;
   }
-  return useIb() ? ib::devices(ndev) : tcp::devices(ndev);
+  return transport().devices(ndev);
 }
 
 abi::Result getProperties(int dev, DeviceProperties* props) {
-  return useIb() ? ib::getProperties(dev, props) : tcp::getProperties(dev, props);
+  return transport().getProperties(dev, props);
 }
 
 abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV12& props) {
-  return useIb() ? ib::makeVDevice(d, props) : tcp::makeVDevice(d, props);
+  return transport().makeVDevice(d, props);
 }
 
 abi::Result listen(void* ctx, int dev, void* handle, void** listenComm) {
   uint64_t commId = ctx ? contextOf(ctx)->commId : 0;
   int trafficClass = ctx ? contextOf(ctx)->trafficClass : -1;
-  return useIb() ? ib::listen(commId, dev, trafficClass, handle, listenComm)
-              : tcp::listen(commId, dev, handle, listenComm);
+  return transport().listen(commId, dev, trafficClass, handle, listenComm);
 }
 
 abi::Result connect(void* ctx, int dev, void* handle, void** sendComm, int trafficClass) {
@@ -128,66 +116,51 @@ abi::Result connect(void* ctx, int dev, void* handle, void** sendComm, int traff
   }
   NetContext* c = contextOf(ctx);
   if (trafficClass == kTrafficClassFromInit) trafficClass = c->trafficClass;
-  return useIb() ? ib::connect(c->ib, c->commId, dev, trafficClass, handle, sendComm)
-              : tcp::connect(c->tcp, c->commId, dev, handle, sendComm);
+  // NCCL drives the connections of one context from one thread at a time.
+  if (!c->transport) c->transport = transport().newContext();
+  return transport().connect(*c->transport, c->commId, dev, trafficClass, handle, sendComm);
 }
 
 abi::Result accept(void* listenComm, void** recvComm) {
-  return useIb() ? ib::accept(listenComm, recvComm) : tcp::accept(listenComm, recvComm);
+  return transport().accept(listenComm, recvComm);
 }
 
 abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  return useIb() ? ib::regMr(comm, data, size, type, mhandle)
-              : tcp::regMr(comm, data, size, type, mhandle);
+  return transport().regMr(comm, data, size, type, 0, -1, mhandle);
 }
 
 abi::Result regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
                         void** mhandle) {
-  if (!useIb()) {
-    AP_WARN(kFlags, "regMrDmaBuf: the TCP transport does not take dma-buf memory");
-    return abi::kInternalError;
-  }
-  return ib::regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
+  return transport().regMr(comm, data, size, type, offset, fd, mhandle);
 }
 
-abi::Result deregMr(void* comm, void* mhandle) {
-  return useIb() ? ib::deregMr(comm, mhandle) : tcp::deregMr(comm, mhandle);
-}
+abi::Result deregMr(void* comm, void* mhandle) { return transport().deregMr(comm, mhandle); }
 
 abi::Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
                   void* /*phandle*/, void** request) {
-  return useIb() ? ib::isend(sendComm, data, size, tag, mhandle, request)
-              : tcp::isend(sendComm, data, size, tag, request);
+  return transport().isend(sendComm, data, size, tag, mhandle, request);
 }
 
 abi::Result irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
                   void** mhandles, void** /*phandles*/, void** request) {
-  return useIb() ? ib::irecv(recvComm, n, data, sizes, tags, mhandles, request)
-              : tcp::irecv(recvComm, n, data, sizes, tags, request);
+  return transport().irecv(recvComm, n, data, sizes, tags, mhandles, request);
 }
 
 abi::Result iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
                    void** request) {
-  return useIb() ? ib::iflush(recvComm, n, data, sizes, mhandles, request)
-              : tcp::iflush(recvComm, request);
+  return transport().iflush(recvComm, n, data, sizes, mhandles, request);
 }
 
 abi::Result test(void* request, int* done, int* sizes) {
-  return useIb() ? ib::test(request, done, sizes) : tcp::test(request, done, sizes);
+  return transport().test(request, done, sizes);
 }
 
 // Completed requests are recycled at test() completion; nothing is pending here.
 abi::Result irecvConsumed(void*, int, void*) { return abi::kSuccess; }
 
-abi::Result closeSend(void* sendComm) {
-  return useIb() ? ib::closeSend(sendComm) : tcp::closeSend(sendComm);
-}
-abi::Result closeRecv(void* recvComm) {
-  return useIb() ? ib::closeRecv(recvComm) : tcp::closeRecv(recvComm);
-}
-abi::Result closeListen(void* listenComm) {
-  return useIb() ? ib::closeListen(listenComm) : tcp::closeListen(listenComm);
-}
+abi::Result closeSend(void* sendComm) { return transport().closeSend(sendComm); }
+abi::Result closeRecv(void* recvComm) { return transport().closeRecv(recvComm); }
+abi::Result closeListen(void* listenComm) { return transport().closeListen(listenComm); }
 
 // Transfer hints (v11): nothing to tune yet; NCCL ignores the return value anyway.
 abi::Result setNetAttr(void*, const abi::NetAttrV11&) { return abi::kSuccess; }

@@ -31,6 +31,19 @@ struct FlushRequest : RequestHeader {
   FlushRequest() { kind = RequestKind::kFlush; }
 };
 
+// The request behind NCCL's pointer to test(), or NULL (logged once) for NULL or a pointer that
+// is not one of ours; *done is cleared either way. Shared by every transport, so that all of
+// them refuse the same pointers.
+inline RequestHeader* requestOf(void* p, int* done) {
+  *done = 0;
+  auto* h = static_cast<RequestHeader*>(p);
+  if (h == nullptr || h->magic != kRequestMagic) {
+    AP_WARN_ONCE(abi::subsys::kNet, "test: %p is not a request of this plugin", p);
+    return nullptr;
+  }
+  return h;
+}
+
 // The comm of type T (with T::kMagic and T::kKind, "send" / "receive" / "listen") behind NCCL's
 // pointer `p`, or NULL, logged with `what` the caller was doing.
 template <typename T>

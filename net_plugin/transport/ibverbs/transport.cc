@@ -5,7 +5,9 @@
 
 #include "common/log.h"
 #include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/pending_connects.h"
 #include "net_plugin/core/transport_glue.h"
+#include "net_plugin/transport/ibverbs/connection.h"
 #include "net_plugin/transport/ibverbs/gpu_direct.h"
 
 namespace autopilot::net::ib {
@@ -34,21 +36,61 @@ bool commRails(void* comm, const int** rails, int* n) {
   return false;
 }
 
+struct Context : core::TransportContext {
+  core::PendingConnects<Connector> connects;
+};
+
+class IbTransport final : public core::Transport {
+ public:
+  const char* name() const override { return "RDMA (ibverbs)"; }
+  std::vector<std::string> railNames() override;
+  std::unique_ptr<core::TransportContext> newContext() override {
+    return std::make_unique<Context>();
+  }
+  abi::Result devices(int* ndev) override;
+  abi::Result getProperties(int dev, DeviceProperties* props) override;
+  abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV12& props) override;
+  abi::Result listen(uint64_t commId, int dev, int trafficClass, void* handle,
+                     void** listenComm) override;
+  abi::Result connect(core::TransportContext& ctx, uint64_t commId, int dev, int trafficClass,
+                      void* handle, void** sendComm) override;
+  abi::Result accept(void* listenComm, void** recvComm) override;
+  abi::Result regMr(void* comm, void* data, size_t size, int type, uint64_t offset, int dmabufFd,
+                    void** mhandle) override;
+  abi::Result deregMr(void* comm, void* mhandle) override;
+  abi::Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                    void** request) override;
+  abi::Result irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+                    void** mhandles, void** request) override;
+  abi::Result iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
+                     void** request) override;
+  abi::Result test(void* request, int* done, int* sizes) override;
+  abi::Result closeSend(void* sendComm) override;
+  abi::Result closeRecv(void* recvComm) override;
+  abi::Result closeListen(void* listenComm) override;
+};
+
 }  // namespace
 
-std::vector<std::string> railNames() {
+core::Transport& transport() {
+  static IbTransport t;
+  return t;
+}
+
+std::vector<std::string> IbTransport::railNames() {
+  IbRails::instance().ensureDiscovered();
   std::vector<std::string> names;
   for (const IbRail& r : IbRails::instance().rails()) names.push_back(r.name);
   return names;
 }
 
-abi::Result devices(int* ndev) {
+abi::Result IbTransport::devices(int* ndev) {
   IbRails::instance().ensureDiscovered();
   *ndev = IbRails::instance().devices().count();
   return abi::kSuccess;
 }
 
-abi::Result getProperties(int dev, DeviceProperties* props) {
+abi::Result IbTransport::getProperties(int dev, DeviceProperties* props) {
   IbRails& ib = IbRails::instance();
   ib.ensureDiscovered();
   const core::NetDevice* d = ib.devices().device(dev);
@@ -78,13 +120,14 @@ abi::Result getProperties(int dev, DeviceProperties* props) {
   return abi::kSuccess;
 }
 
-abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV12& props) {
+abi::Result IbTransport::makeVDevice(int* d, const abi::NetVDevicePropsV12& props) {
   IbRails& ib = IbRails::instance();
   ib.ensureDiscovered();
   return core::makeVirtualDevice(ib.devices(), props, d);
 }
 
-abi::Result listen(uint64_t commId, int dev, int trafficClass, void* handle, void** listenComm) {
+abi::Result IbTransport::listen(uint64_t commId, int dev, int trafficClass, void* handle,
+                                void** listenComm) {
   IbRails::instance().ensureDiscovered();
   auto comm = std::make_unique<ListenComm>(commId, dev, trafficClass);
   abi::Result r = comm->listen(handle);
@@ -93,11 +136,11 @@ abi::Result listen(uint64_t commId, int dev, int trafficClass, void* handle, voi
   return abi::kSuccess;
 }
 
-abi::Result connect(ContextState& ctx, uint64_t commId, int dev, int trafficClass, void* handle,
-                    void** sendComm) {
+abi::Result IbTransport::connect(core::TransportContext& ctx, uint64_t commId, int dev,
+                                 int trafficClass, void* handle, void** sendComm) {
   IbRails::instance().ensureDiscovered();
   return core::connectStep<SendComm>(
-      ctx.connects, handle,
+      static_cast<Context&>(ctx).connects, handle,
       [&](std::unique_ptr<Connector>* fresh) {
         *fresh = std::make_unique<Connector>(commId, dev, trafficClass);
         return (*fresh)->start(static_cast<const uint8_t*>(handle));
@@ -105,16 +148,12 @@ abi::Result connect(ContextState& ctx, uint64_t commId, int dev, int trafficClas
       sendComm);
 }
 
-abi::Result accept(void* listenComm, void** recvComm) {
+abi::Result IbTransport::accept(void* listenComm, void** recvComm) {
   return core::acceptStep<ListenComm, RecvComm>(listenComm, recvComm);
 }
 
-abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  return regMrDmaBuf(comm, data, size, type, 0, -1, mhandle);
-}
-
-abi::Result regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset,
-                        int dmabufFd, void** mhandle) {
+abi::Result IbTransport::regMr(void* comm, void* data, size_t size, int type, uint64_t offset,
+                               int dmabufFd, void** mhandle) {
   const int* rails = nullptr;
   int n = 0;
   if (!commRails(comm, &rails, &n)) {
@@ -139,7 +178,7 @@ abi::Result regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t 
   return abi::kSuccess;
 }
 
-abi::Result deregMr(void* comm, void* mhandle) {
+abi::Result IbTransport::deregMr(void* comm, void* mhandle) {
   const MemoryHandle* mh = memoryOf(comm, mhandle);
   if (mh == nullptr) {
     AP_WARN(kFlags, "deregMr: %p is not a registration of comm %p", mhandle, comm);
@@ -149,34 +188,30 @@ abi::Result deregMr(void* comm, void* mhandle) {
   return abi::kSuccess;
 }
 
-abi::Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
-                  void** request) {
+abi::Result IbTransport::isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                               void** request) {
   SendComm* c = commOf<SendComm>(sendComm, "isend");
   if (c == nullptr) return abi::kInvalidArgument;
   return c->isend(data, size, tag, mhandle, request);
 }
 
-abi::Result irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-                  void** mhandles, void** request) {
+abi::Result IbTransport::irecv(void* recvComm, int n, void** data, const size_t* sizes,
+                               const int* tags, void** mhandles, void** request) {
   RecvComm* c = commOf<RecvComm>(recvComm, "irecv");
   if (c == nullptr) return abi::kInvalidArgument;
   return c->irecv(n, data, sizes, tags, mhandles, request);
 }
 
-abi::Result iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
-                   void** request) {
+abi::Result IbTransport::iflush(void* recvComm, int n, void** data, const int* sizes,
+                                void** mhandles, void** request) {
   RecvComm* c = commOf<RecvComm>(recvComm, "iflush");
   if (c == nullptr) return abi::kInvalidArgument;
   return c->iflush(n, data, sizes, mhandles, &gFlushDone, request);
 }
 
-abi::Result test(void* request, int* done, int* sizes) {
-  auto* h = static_cast<RequestHeader*>(request);
-  if (h == nullptr || h->magic != kRequestMagic) {
-    *done = 0;
-    AP_WARN_ONCE(kFlags, "test: %p is not a request of this plugin", request);
-    return abi::kInvalidArgument;
-  }
+abi::Result IbTransport::test(void* request, int* done, int* sizes) {
+  RequestHeader* h = core::requestOf(request, done);
+  if (h == nullptr) return abi::kInvalidArgument;
   switch (h->kind) {
     case RequestKind::kSend: {
       auto* q = static_cast<SendRequest*>(h);
@@ -195,13 +230,16 @@ abi::Result test(void* request, int* done, int* sizes) {
       return static_cast<RecvComm*>(q->owner)->testFlush(q, done);
     }
   }
-  *done = 0;
   return abi::kInvalidArgument;
 }
 
-abi::Result closeSend(void* sendComm) { return closeComm<SendComm>(sendComm, "closeSend"); }
-abi::Result closeRecv(void* recvComm) { return closeComm<RecvComm>(recvComm, "closeRecv"); }
-abi::Result closeListen(void* listenComm) {
+abi::Result IbTransport::closeSend(void* sendComm) {
+  return closeComm<SendComm>(sendComm, "closeSend");
+}
+abi::Result IbTransport::closeRecv(void* recvComm) {
+  return closeComm<RecvComm>(recvComm, "closeRecv");
+}
+abi::Result IbTransport::closeListen(void* listenComm) {
   return closeComm<ListenComm>(listenComm, "closeListen");
 }
 

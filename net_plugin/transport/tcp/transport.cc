@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "net_plugin/core/comm_config.h"
 #include "net_plugin/core/transport_glue.h"
+#include "net_plugin/transport/tcp/connection.h"
 #include "net_plugin/transport/tcp/discovery.h"
 #include "net_plugin/transport/tcp/recv_comm.h"
 #include "net_plugin/transport/tcp/send_comm.h"
@@ -19,15 +20,61 @@ const FlushRequest gFlushDone;  // iflush on host memory: nothing to wait for
 using core::closeComm;
 using core::commOf;
 
+struct Context : core::TransportContext {
+  PendingConnects connects;
+};
+
+class TcpTransport final : public core::Transport {
+ public:
+  const char* name() const override { return "TCP"; }
+  std::vector<std::string> railNames() override;
+  std::unique_ptr<core::TransportContext> newContext() override {
+    return std::make_unique<Context>();
+  }
+  abi::Result devices(int* ndev) override;
+  abi::Result getProperties(int dev, DeviceProperties* props) override;
+  abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV12& props) override;
+  abi::Result listen(uint64_t commId, int dev, int trafficClass, void* handle,
+                     void** listenComm) override;
+  abi::Result connect(core::TransportContext& ctx, uint64_t commId, int dev, int trafficClass,
+                      void* handle, void** sendComm) override;
+  abi::Result accept(void* listenComm, void** recvComm) override;
+  abi::Result regMr(void* comm, void* data, size_t size, int type, uint64_t offset, int dmabufFd,
+                    void** mhandle) override;
+  abi::Result deregMr(void* comm, void* mhandle) override;
+  abi::Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                    void** request) override;
+  abi::Result irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
+                    void** mhandles, void** request) override;
+  abi::Result iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
+                     void** request) override;
+  abi::Result test(void* request, int* done, int* sizes) override;
+  abi::Result closeSend(void* sendComm) override;
+  abi::Result closeRecv(void* recvComm) override;
+  abi::Result closeListen(void* listenComm) override;
+};
+
 }  // namespace
 
-abi::Result devices(int* ndev) {
+core::Transport& transport() {
+  static TcpTransport t;
+  return t;
+}
+
+std::vector<std::string> TcpTransport::railNames() {
+  TcpRails::instance().ensureDiscovered();
+  std::vector<std::string> names;
+  for (const TcpRail& r : TcpRails::instance().rails()) names.push_back(r.name);
+  return names;
+}
+
+abi::Result TcpTransport::devices(int* ndev) {
   TcpRails::instance().ensureDiscovered();
   *ndev = TcpRails::instance().devices().count();
   return abi::kSuccess;
 }
 
-abi::Result getProperties(int dev, DeviceProperties* props) {
+abi::Result TcpTransport::getProperties(int dev, DeviceProperties* props) {
   TcpRails& rails = TcpRails::instance();
   rails.ensureDiscovered();
   const core::NetDevice* d = rails.devices().device(dev);
@@ -53,13 +100,14 @@ abi::Result getProperties(int dev, DeviceProperties* props) {
   return abi::kSuccess;
 }
 
-abi::Result makeVDevice(int* d, const abi::NetVDevicePropsV12& props) {
+abi::Result TcpTransport::makeVDevice(int* d, const abi::NetVDevicePropsV12& props) {
   TcpRails& rails = TcpRails::instance();
   rails.ensureDiscovered();
   return core::makeVirtualDevice(rails.devices(), props, d);
 }
 
-abi::Result listen(uint64_t commId, int dev, void* handle, void** listenComm) {
+abi::Result TcpTransport::listen(uint64_t commId, int dev, int /*trafficClass*/, void* handle,
+                                 void** listenComm) {
   TcpRails::instance().ensureDiscovered();
   auto comm = std::make_unique<ListenComm>(commId, dev);
   abi::Result r = comm->listen(handle);
@@ -68,10 +116,11 @@ abi::Result listen(uint64_t commId, int dev, void* handle, void** listenComm) {
   return abi::kSuccess;
 }
 
-abi::Result connect(ContextState& ctx, uint64_t commId, int dev, void* handle, void** sendComm) {
+abi::Result TcpTransport::connect(core::TransportContext& ctx, uint64_t commId, int dev,
+                                  int /*trafficClass*/, void* handle, void** sendComm) {
   TcpRails::instance().ensureDiscovered();
   return core::connectStep<SendComm>(
-      ctx.connects, handle,
+      static_cast<Context&>(ctx).connects, handle,
       [&](std::unique_ptr<Connector>* fresh) {
         *fresh = std::make_unique<Connector>(commId, dev);
         return (*fresh)->start(static_cast<const uint8_t*>(handle));
@@ -79,11 +128,16 @@ abi::Result connect(ContextState& ctx, uint64_t commId, int dev, void* handle, v
       sendComm);
 }
 
-abi::Result accept(void* listenComm, void** recvComm) {
+abi::Result TcpTransport::accept(void* listenComm, void** recvComm) {
   return core::acceptStep<ListenComm, RecvComm>(listenComm, recvComm);
 }
 
-abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+abi::Result TcpTransport::regMr(void* comm, void* /*data*/, size_t /*size*/, int type,
+                                uint64_t /*offset*/, int dmabufFd, void** mhandle) {
+  if (dmabufFd >= 0) {
+    AP_WARN(kFlags, "regMrDmaBuf: the TCP transport does not take dma-buf memory");
+    return abi::kInternalError;
+  }
   auto* base = static_cast<CommBase*>(comm);
   if (base->magic != SendComm::kMagic && base->magic != RecvComm::kMagic) {
     AP_WARN(kFlags, "regMr: not a comm of this plugin (%p)", comm);
@@ -99,9 +153,10 @@ abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle)
   return abi::kSuccess;
 }
 
-abi::Result deregMr(void*, void*) { return abi::kSuccess; }
+abi::Result TcpTransport::deregMr(void*, void*) { return abi::kSuccess; }
 
-abi::Result isend(void* sendComm, void* data, size_t size, int tag, void** request) {
+abi::Result TcpTransport::isend(void* sendComm, void* data, size_t size, int tag,
+                                void* /*mhandle*/, void** request) {
   SendComm* c = commOf<SendComm>(sendComm, "isend");
   if (c == nullptr) return abi::kInvalidArgument;
   void* q = nullptr;
@@ -110,8 +165,8 @@ abi::Result isend(void* sendComm, void* data, size_t size, int tag, void** reque
   return r;
 }
 
-abi::Result irecv(void* recvComm, int n, void** data, const size_t* sizes, const int* tags,
-                  void** request) {
+abi::Result TcpTransport::irecv(void* recvComm, int n, void** data, const size_t* sizes,
+                                const int* tags, void** /*mhandles*/, void** request) {
   RecvComm* c = commOf<RecvComm>(recvComm, "irecv");
   if (c == nullptr) return abi::kInvalidArgument;
   void* q = nullptr;
@@ -120,20 +175,17 @@ abi::Result irecv(void* recvComm, int n, void** data, const size_t* sizes, const
   return r;
 }
 
-abi::Result iflush(void* recvComm, void** request) {
+abi::Result TcpTransport::iflush(void* recvComm, int /*n*/, void** /*data*/, const int* /*sizes*/,
+                                 void** /*mhandles*/, void** request) {
   RecvComm* c = commOf<RecvComm>(recvComm, "iflush");
   if (c == nullptr) return abi::kInvalidArgument;
   *request = const_cast<RequestHeader*>(static_cast<const RequestHeader*>(&gFlushDone));
   return abi::kSuccess;
 }
 
-abi::Result test(void* request, int* done, int* sizes) {
-  auto* h = static_cast<RequestHeader*>(request);
-  if (h->magic != kRequestMagic) {
-    *done = 0;
-    AP_WARN_ONCE(kFlags, "test: %p is not a request of this plugin", request);
-    return abi::kInvalidArgument;
-  }
+abi::Result TcpTransport::test(void* request, int* done, int* sizes) {
+  RequestHeader* h = core::requestOf(request, done);
+  if (h == nullptr) return abi::kInvalidArgument;
   switch (h->kind) {
     case RequestKind::kSend: {
       auto* q = static_cast<SendRequest*>(h);
@@ -147,13 +199,16 @@ abi::Result test(void* request, int* done, int* sizes) {
       *done = 1;
       return abi::kSuccess;
   }
-  *done = 0;
   return abi::kInvalidArgument;
 }
 
-abi::Result closeSend(void* sendComm) { return closeComm<SendComm>(sendComm, "closeSend"); }
-abi::Result closeRecv(void* recvComm) { return closeComm<RecvComm>(recvComm, "closeRecv"); }
-abi::Result closeListen(void* listenComm) {
+abi::Result TcpTransport::closeSend(void* sendComm) {
+  return closeComm<SendComm>(sendComm, "closeSend");
+}
+abi::Result TcpTransport::closeRecv(void* recvComm) {
+  return closeComm<RecvComm>(recvComm, "closeRecv");
+}
+abi::Result TcpTransport::closeListen(void* listenComm) {
   return closeComm<ListenComm>(listenComm, "closeListen");
 }
 
