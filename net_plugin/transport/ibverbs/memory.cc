@@ -8,9 +8,9 @@
 
 namespace autopilot::net::ib {
 
-std::unique_ptr<MemoryHandle> registerMemory(const void* owner, const int* rails, int railCount,
-                                             void* data, size_t size, int type, int dmabufFd,
-                                             uint64_t offset, std::string* error) {
+std::unique_ptr<MemoryHandle> registerMemory(const core::CommBase* owner, const int* rails,
+                                             int railCount, void* data, size_t size, int type,
+                                             int dmabufFd, uint64_t offset, std::string* error) {
   IbRails& ib = IbRails::instance();
   const VerbsLibrary* lib = ib.lib();
   if (lib == nullptr || railCount < 1 || railCount > wire::kMaxRails) {
@@ -64,7 +64,7 @@ std::unique_ptr<MemoryHandle> registerMemory(const void* owner, const int* rails
   return mh;
 }
 
-const MemoryHandle* memoryOf(const void* owner, const void* mhandle) {
+const MemoryHandle* memoryOf(const core::CommBase* owner, const void* mhandle) {
   auto* mh = static_cast<const MemoryHandle*>(mhandle);
   if (mh == nullptr || mh->magic != MemoryHandle::kMagic || mh->owner != owner) return nullptr;
   return mh;
@@ -72,7 +72,7 @@ const MemoryHandle* memoryOf(const void* owner, const void* mhandle) {
 
 void RegisteredArea::Free::operator()(uint8_t* p) const { std::free(p); }
 
-bool RegisteredArea::create(const void* owner, const int* rails, int railCount, size_t bytes,
+bool RegisteredArea::create(const core::CommBase* owner, const int* rails, int railCount, size_t bytes,
                             std::string* error) {
   constexpr size_t kPage = 4096;
   size_t rounded = (bytes + kPage - 1) / kPage * kPage;

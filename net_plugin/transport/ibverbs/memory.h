@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/abi/net_abi.h"
+#include "net_plugin/core/opaque_handles.h"
 #include "net_plugin/transport/ibverbs/verbs_objects.h"
 #include "net_plugin/transport/ibverbs/wire.h"
 
@@ -30,7 +31,7 @@ struct MemoryHandle {
   }
 
   uint32_t magic = kMagic;
-  const void* owner = nullptr;  // the comm it was registered on
+  const core::CommBase* owner = nullptr;  // the comm it was registered on
   uintptr_t base = 0;
   size_t size = 0;
   int type = abi::kPtrHost;
@@ -43,18 +44,20 @@ struct MemoryHandle {
 // Registers [data, data + size) for local and remote access on the devices of `rails` (global
 // rail indices, in the comm's rail order). dmabufFd >= 0 registers a dma-buf (GPU memory) at
 // `offset` in it instead of virtual memory. NULL with the reason in *error.
-std::unique_ptr<MemoryHandle> registerMemory(const void* owner, const int* rails, int railCount,
-                                             void* data, size_t size, int type, int dmabufFd,
-                                             uint64_t offset, std::string* error);
+// `owner` is typed as the comm's base so that a derived comm converts to the address NCCL
+// holds (a comm class with virtual functions has its CommBase at an offset).
+std::unique_ptr<MemoryHandle> registerMemory(const core::CommBase* owner, const int* rails,
+                                             int railCount, void* data, size_t size, int type,
+                                             int dmabufFd, uint64_t offset, std::string* error);
 
 // The handle NCCL passed, when it is a live registration made on `owner`; NULL otherwise.
-const MemoryHandle* memoryOf(const void* owner, const void* mhandle);
+const MemoryHandle* memoryOf(const core::CommBase* owner, const void* mhandle);
 
 // A zeroed, page-aligned host area of a comm, registered on its rails: the sender's
 // clear-to-send FIFO, the receiver's staging of the entries it writes there, probe targets.
 class RegisteredArea {
  public:
-  bool create(const void* owner, const int* rails, int railCount, size_t bytes,
+  bool create(const core::CommBase* owner, const int* rails, int railCount, size_t bytes,
               std::string* error);
   uint8_t* data() const { return bytes_.get(); }
   size_t size() const { return size_; }

@@ -17,7 +17,6 @@ namespace autopilot::net::ib {
 namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
-constexpr uint64_t kEvaluateNs = 20'000'000;
 constexpr int kPollBatch = 32;
 constexpr int kReplenishBatch = 16;
 
@@ -25,6 +24,21 @@ constexpr int kReplenishBatch = 16;
 enum class Work : uint8_t { kReceive = 1, kCts = 2, kFlush = 3 };
 uint64_t workId(Work w, uint64_t low = 0) { return uint64_t(w) << 56 | low; }
 Work workOf(uint64_t id) { return Work(id >> 56); }
+
+std::vector<core::RailHealth::RailInfo> railInfos(const RecvCommSetup& setup) {
+  std::vector<core::RailHealth::RailInfo> out;
+  for (const RailSetup& rs : setup.rails) {
+    const IbRail& rail = IbRails::instance().rails()[size_t(rs.global)];
+    out.push_back({rail.telemetryId, rail.name, rail.standby});
+  }
+  return out;
+}
+
+core::CommConfig fittedConfig() {
+  core::CommConfig config = core::commConfig();
+  config.health.failure.stallTimeoutNs = stallTimeoutNs(config.health.failure.stallTimeoutNs);
+  return config;
+}
 
 }  // namespace
 
@@ -47,30 +61,17 @@ std::unique_ptr<RecvComm> RecvComm::create(RecvCommSetup setup) {
 }
 
 RecvComm::RecvComm(RecvCommSetup& setup)
-    : CommBase(kMagic),
-      commId_(setup.commId),
+    : RecvEngine(kMagic, setup.commId, "ib recv", fittedConfig(), railInfos(setup), kSlots),
       connectionId_(setup.connectionId),
       trafficClass_(setup.trafficClass),
-      config_(core::commConfig()),
-      nRails_(int(setup.rails.size())),
       rails_(new Rail[setup.rails.size()]),
       control_(std::move(setup.control)),
       area_(std::move(setup.area)),
       fifoAddress_(setup.fifoAddress),
-      slots_(new RecvRequest[kSlots]),
+      cts_(new CtsState[kSlots]),
       flushes_(new FlushReq[kFlushes]) {
   IbRails& ib = IbRails::instance();
   uint64_t now = monotonicNs();
-  std::vector<core::RailHealth::RailInfo> infos;
-  std::vector<int> telemetryIds;
-  for (const RailSetup& rs : setup.rails) {
-    const IbRail& rail = ib.rails()[size_t(rs.global)];
-    infos.push_back({rail.telemetryId, rail.name, rail.standby});
-    telemetryIds.push_back(rail.telemetryId);
-  }
-  config_.health.failure.stallTimeoutNs = stallTimeoutNs(config_.health.failure.stallTimeoutNs);
-  health_.init(commId_, "recv", infos, config_.health, now);
-  metrics_.init(telemetryIds);
   for (int r = 0; r < nRails_; ++r) {
     RailSetup& rs = setup.rails[size_t(r)];
     Rail& rail = rails_[r];
@@ -84,12 +85,6 @@ RecvComm::RecvComm(RecvCommSetup& setup)
       health_.connected(r, now);
     }
     // Rails not connected are the sender's to re-create (REPLACE).
-  }
-  for (int i = 0; i < kSlots; ++i) {
-    RecvRequest& q = slots_[i];
-    q.owner = this;
-    q.kind = RequestKind::kRecv;
-    for (auto& b : q.bitmaps) b = core::ChunkBitmap(config_.chunks.maxChunks);
   }
   for (int i = 0; i < kFlushes; ++i) flushes_[i].owner = this;
 }
@@ -106,29 +101,16 @@ RecvComm::~RecvComm() {
   }
 }
 
-void RecvComm::failComm(abi::Result error, const std::string& reason) {
-  if (failed_ != abi::kSuccess) return;
-  failed_ = error;
-  AP_WARN(kFlags, "comm 0x%llx ib recv: %s; every pending receive fails",
-          (unsigned long long)commId_, reason.c_str());
-}
 
 // ---------------------------------------------------------------------------- requests
+
+bool RecvComm::slotReusable(const RecvRequest& q) const { return ctsOf(q).rail < 0; }
 
 abi::Result RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
                             void* const* mhandles, void** request) {
   *request = nullptr;
-  if (failed_ != abi::kSuccess) return failed_;
-  if (n < 1 || n > config_.maxRecvs) {
-    AP_WARN(kFlags, "irecv with %d buffers: this plugin takes 1 to %d", n, config_.maxRecvs);
-    return abi::kInvalidArgument;
-  }
   const MemoryHandle* memory[core::kMaxRecvsPerRequest] = {};
-  for (int i = 0; i < n; ++i) {
-    if (sizes[i] > tcp::wire::kMaxMessageBytes) {
-      AP_WARN(kFlags, "irecv buffer of %zu bytes: more than a message may have", sizes[i]);
-      return abi::kInvalidArgument;
-    }
+  for (int i = 0; i < n && i < config_.maxRecvs && failed_ == abi::kSuccess; ++i) {
     memory[i] = mhandles ? memoryOf(this, mhandles[i]) : nullptr;
     if (sizes[i] > 0 && (memory[i] == nullptr || !memory[i]->covers(data[i], sizes[i]))) {
       AP_WARN(kFlags, "irecv buffer %d (%zu bytes at %p) is not inside a registration made with "
@@ -136,54 +118,26 @@ abi::Result RecvComm::irecv(int n, void** data, const size_t* sizes, const int* 
       return abi::kInvalidArgument;
     }
   }
-  RecvRequest& q = slots_[nextSeq_ % kSlots];
-  // The slot (and its staged entry) is reused only when no write of the old entry is in flight.
-  if (q.state != RecvRequest::State::kFree || q.ctsRail >= 0) return abi::kSuccess;
-  q.state = RecvRequest::State::kPosted;
-  q.seq = nextSeq_++;
-  q.n = n;
-  q.completeMask = 0;
+  RecvRequest* q = nullptr;
+  abi::Result rc = postReceive(n, data, sizes, tags, &q);
+  if (q == nullptr) return rc;
   wire::CtsEntry entry;
-  entry.seq = q.seq;
+  entry.seq = q->seq;
   entry.n = n;
   entry.railCount = nRails_;
   for (int i = 0; i < n; ++i) {
-    q.data[i] = static_cast<uint8_t*>(data[i]);
-    q.sizes[i] = sizes[i];
-    q.tags[i] = tags[i];
-    q.received[i] = 0;
-    q.bitmaps[i].reset();
     entry.buffers[i].address = reinterpret_cast<uintptr_t>(data[i]);
     entry.buffers[i].size = sizes[i];
     entry.buffers[i].tag = tags[i];
     for (int r = 0; r < nRails_ && memory[i]; ++r) entry.buffers[i].rkeys[r] = memory[i]->rkey[r];
   }
-  wire::encodeCts(entry, area_->data() + (q.seq % kSlots) * wire::kCtsBytes);
-  q.ctsLanded = false;
-  q.ctsPending = true;
-  posted_++;
-  *request = static_cast<RequestHeader*>(&q);
+  wire::encodeCts(entry, area_->data() + (q->seq % kSlots) * wire::kCtsBytes);
+  CtsState& cts = ctsOf(*q);
+  cts.landed = false;
+  cts.pending = true;
+  *request = static_cast<RequestHeader*>(q);
   progress(monotonicNs());
-  return abi::kSuccess;
-}
-
-abi::Result RecvComm::test(RecvRequest* q, int* done, int* sizes) {
-  *done = 0;
-  if (q->state == RecvRequest::State::kFree) {
-    AP_WARN_ONCE(kFlags, "test() on a receive request that is not in flight");
-    return abi::kInvalidArgument;
-  }
-  progress(monotonicNs());
-  if (q->state == RecvRequest::State::kDone) {
-    *done = 1;
-    if (sizes) {
-      for (int i = 0; i < q->n; ++i) sizes[i] = int(std::min<uint64_t>(q->received[i], INT_MAX));
-    }
-    q->state = RecvRequest::State::kFree;
-    posted_--;
-    return abi::kSuccess;
-  }
-  return failed_;
+  return rc;
 }
 
 // ---------------------------------------------------------------------------- flush
@@ -361,9 +315,9 @@ void RecvComm::pollCompletions(uint64_t nowNs) {
         break;  // the QP and its CQ are gone
       }
       if (workOf(c.wr_id) == Work::kCts) {
-        RecvRequest& q = slots_[c.wr_id & 0xff];
-        q.ctsRail = -1;
-        q.ctsLanded = true;
+        CtsState& cts = cts_[c.wr_id & 0xff];
+        cts.rail = -1;
+        cts.landed = true;
         rail.ctsInFlight--;
         health_.failure(r).onProgress(nowNs);
         continue;
@@ -399,24 +353,12 @@ bool RecvComm::landed(int r, const ibv_wc& c, uint64_t nowNs) {
     failRail(r, nowNs, "protocol error: data for a buffer the receive does not have");
     return false;
   }
-  core::ChunkBitmap::Mark m = q.bitmaps[f.buffer].mark(f.chunk, f.chunks);
-  if (m == core::ChunkBitmap::Mark::kInvalid) {
-    failRail(r, nowNs, "protocol error: a chunk outside the message's chunk plan");
+  if (landChunk(r, q, f.buffer, f.chunk, f.chunks, c.byte_len) ==
+      core::ChunkBitmap::Mark::kInvalid) {
+    failRail(r, nowNs, "protocol error: a chunk outside the message's chunk plan or the posted "
+                       "buffer");
     return false;
   }
-  if (m == core::ChunkBitmap::Mark::kDuplicate) return true;
-  q.received[f.buffer] += c.byte_len;
-  if (q.received[f.buffer] > q.sizes[f.buffer]) {
-    failRail(r, nowNs, "protocol error: more bytes than the posted buffer holds");
-    return false;
-  }
-  if (auto* m2 = metrics_.at(r)) {
-    core::RailMetrics::add(m2->chunksReceived, 1);
-    core::RailMetrics::add(m2->bytesReceived, c.byte_len);
-  }
-  if (!q.bitmaps[f.buffer].complete()) return true;
-  q.completeMask |= uint8_t(1u << f.buffer);
-  if (q.completeMask == uint8_t((1u << q.n) - 1)) q.state = RecvRequest::State::kDone;
   return true;
 }
 
@@ -428,27 +370,12 @@ void RecvComm::replenish(int r, uint64_t nowNs) {
   if (rail.recvsPosted == 0) failRail(r, nowNs, "ibv_post_recv failed");
 }
 
-int RecvComm::controlRail() const {
-  // The rail that last delivered data works; else a healthy one (a re-joined rail is still on
-  // probation), else any live one.
-  if (lastDataRail_ >= 0 && health_.live(lastDataRail_) && rails_[lastDataRail_].qp) {
-    return lastDataRail_;
-  }
-  int fallback = -1;
-  for (int r = 0; r < nRails_; ++r) {
-    if (!health_.live(r) || !rails_[r].qp) continue;
-    auto s = health_.state(r);
-    if (s == core::RailHealth::State::kHealthy || s == core::RailHealth::State::kDegraded) return r;
-    if (fallback < 0) fallback = r;
-  }
-  return fallback;
-}
 
 void RecvComm::announce(uint64_t nowNs) {
   // Entries go out in sequence order (the sender consumes its FIFO in that order).
   for (uint64_t s = nextSeq_ - std::min<uint64_t>(nextSeq_, kSlots); s < nextSeq_; ++s) {
     RecvRequest& q = slots_[s % kSlots];
-    if (q.state != RecvRequest::State::kPosted || q.seq != s || !q.ctsPending) continue;
+    if (q.state != RecvRequest::State::kPosted || q.seq != s || !ctsOf(q).pending) continue;
     int r = controlRail();
     if (r < 0) return;  // repeated when a rail (re-)joins
     Rail& rail = rails_[r];
@@ -461,8 +388,8 @@ void RecvComm::announce(uint64_t nowNs) {
       failRail(r, nowNs, std::string("ibv_post_send failed: ") + std::strerror(rc));
       continue;
     }
-    q.ctsPending = false;
-    q.ctsRail = r;
+    ctsOf(q).pending = false;
+    ctsOf(q).rail = r;
     rail.ctsInFlight++;
   }
 }
@@ -485,10 +412,10 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
   if (lastDataRail_ == r) lastDataRail_ = -1;
   // Entries whose write was in flight there may not have landed: write them again elsewhere.
   for (int i = 0; i < kSlots; ++i) {
-    RecvRequest& q = slots_[i];
-    if (q.ctsRail != r) continue;
-    q.ctsRail = -1;
-    if (q.state == RecvRequest::State::kPosted && !q.ctsLanded) q.ctsPending = true;
+    CtsState& cts = cts_[i];
+    if (cts.rail != r) continue;
+    cts.rail = -1;
+    if (slots_[i].state == RecvRequest::State::kPosted && !cts.landed) cts.pending = true;
   }
   if (notifyPeer && wasLive) control_->sendRailDown(connectionId_, r, rail.generation);
 }
@@ -565,21 +492,14 @@ void RecvComm::checkHealth(uint64_t nowNs) {
                              std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
     }
   }
-  if (nowNs >= nextEvaluateNs_) {
-    nextEvaluateNs_ = nowNs + kEvaluateNs;
-    health_.evaluate(nowNs, nullptr);
-  }
-  uint64_t since = health_.noLiveRailSinceNs();
   // The sender closing its end while receives are posted is also how an orderly teardown races
   // (NCCL closes both sides): the receives fail only when nothing arrives for the peer timeout.
   if (peerClosedNs_ != 0 && outstanding() && nowNs - peerClosedNs_ >= config_.peerTimeoutNs) {
     failComm(abi::kRemoteError, "the sender closed the connection " +
                                     std::to_string((nowNs - peerClosedNs_) / 1000000) +
                                     " ms ago (its side is closed or its process is gone)");
-  } else if (since != 0 && nowNs - since >= config_.peerTimeoutNs && outstanding()) {
-    failComm(abi::kRemoteError, "no rail left for " + std::to_string((nowNs - since) / 1000000) +
-                                    " ms (the sender is gone or every link is down)");
   }
+  evaluateHealth(nowNs);
 }
 
 }  // namespace autopilot::net::ib

@@ -28,9 +28,7 @@
 #include <vector>
 
 #include "common/abi/net_abi.h"
-#include "net_plugin/core/comm_config.h"
-#include "net_plugin/core/rail_health.h"
-#include "net_plugin/core/rail_metrics.h"
+#include "net_plugin/core/recv_engine.h"
 #include "net_plugin/transport/ibverbs/control_link.h"
 #include "net_plugin/transport/ibverbs/memory.h"
 #include "net_plugin/transport/ibverbs/rail_qp.h"
@@ -49,7 +47,7 @@ struct RecvCommSetup {
   std::vector<RailSetup> rails;          // remoteKey: the FIFO's rkey on the rail
 };
 
-class RecvComm : public CommBase {
+class RecvComm final : public core::RecvEngine {
  public:
   static constexpr uint32_t kMagic = 0x52494941;  // "AIIR"
   static constexpr const char* kKind = "receive";
@@ -68,13 +66,10 @@ class RecvComm : public CommBase {
   // Builds the comm around QPs connected by the listener and queues the ACCEPT answer (its
   // endpoints and probe area) on the control link.
   static std::unique_ptr<RecvComm> create(RecvCommSetup setup);
-  ~RecvComm();
-  RecvComm(const RecvComm&) = delete;
-  RecvComm& operator=(const RecvComm&) = delete;
+  ~RecvComm() override;
 
   abi::Result irecv(int n, void** data, const size_t* sizes, const int* tags,
                     void* const* mhandles, void** request);
-  abi::Result test(RecvRequest* request, int* done, int* sizes);
   // *request: a FlushReq, or NULL when the pool is full (retry later); `done` is the shared
   // completed request when nothing needs flushing.
   abi::Result iflush(int n, void* const* data, const int* sizes, void* const* mhandles,
@@ -98,8 +93,18 @@ class RecvComm : public CommBase {
     bool flushBroken = false;         // a read failed: drop the QP once drained
   };
 
+  // Clear-to-send bookkeeping of a slot: at most one write of its entry is in flight at a
+  // time, so the slot (and its staging bytes) is reused only when none is.
+  struct CtsState {
+    int rail = -1;         // rail carrying the write in flight, -1 when none
+    bool landed = false;   // a write completed: the sender has the entry
+    bool pending = false;  // must be written (first time, or again after its rail failed)
+  };
+
   explicit RecvComm(RecvCommSetup& setup);
-  void progress(uint64_t nowNs);
+  void progress(uint64_t nowNs) override;
+  bool slotReusable(const RecvRequest& q) const override;
+  bool railCarries(int r) const override { return bool(rails_[r].qp); }
   void pollControl(uint64_t nowNs);
   void pollCompletions(uint64_t nowNs);
   // False when the rail was failed.
@@ -111,33 +116,22 @@ class RecvComm : public CommBase {
   void failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer = true,
                 bool warn = true);
   void replace(const wire::ControlMessage& m, uint64_t nowNs);
-  int controlRail() const;
-  bool outstanding() const { return posted_ > 0; }
-  void failComm(abi::Result error, const std::string& reason);
+  // By slot position (a slot's seq is that of its last receive, not yet the next one's).
+  CtsState& ctsOf(const RecvRequest& q) const { return cts_[&q - slots_.get()]; }
 
-  uint64_t commId_;
   uint64_t connectionId_;
   int trafficClass_;
-  core::CommConfig config_;
-  int nRails_;
   int railIds_[wire::kMaxRails] = {};
   std::unique_ptr<Rail[]> rails_;
   std::unique_ptr<ControlLink> control_;
   std::unique_ptr<RegisteredArea> area_;
   uint64_t fifoAddress_;
-  core::RailHealth health_;
-  core::RailMetrics metrics_;
-  std::unique_ptr<RecvRequest[]> slots_;
-  uint64_t nextSeq_ = 0;
-  int posted_ = 0;  // requests posted and not yet returned to NCCL
-  int lastDataRail_ = -1;
+  std::unique_ptr<CtsState[]> cts_;  // by slot
   uint64_t staleChunks_ = 0;  // late duplicates of completed requests (harmless, counted)
   uint32_t railsWithData_ = 0;  // rails that delivered data since the last flush
   std::unique_ptr<FlushReq[]> flushes_;
   int flushesOutstanding_ = 0;
-  uint64_t nextEvaluateNs_ = 0;
   uint64_t peerClosedNs_ = 0;  // when the control connection closed (0: open)
-  abi::Result failed_ = abi::kSuccess;
 };
 
 }  // namespace autopilot::net::ib

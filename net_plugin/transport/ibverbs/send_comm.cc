@@ -16,64 +16,61 @@ namespace autopilot::net::ib {
 namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
-constexpr uint64_t kEvaluateNs = 20'000'000;
 constexpr int kPollBatch = 32;
 // A FIFO slot that carries its marker but does not decode is being rewritten (the receiver
 // re-announces after a rail failure: same bytes); one that stays broken this long is corrupt.
 constexpr uint64_t kCtsCorruptNs = 100'000'000;
-// A request whose chunks were caught on this many failing rails is not a path problem.
-constexpr uint32_t kMaxFailovers = 16;
 
 // Work request ids: the kind in the top byte.
 enum class Work : uint8_t { kData = 1, kProbe = 2, kLiveness = 3 };
 uint64_t workId(Work w) { return uint64_t(w) << 56; }
 Work workOf(uint64_t id) { return Work(id >> 56); }
 
-std::string fmtBytes(uint64_t b) {
-  char buf[32];
-  if (b >= (1u << 20)) {
-    std::snprintf(buf, sizeof(buf), "%.1f MiB", double(b) / double(1 << 20));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)b);
+using core::formatBytes;
+
+double nominalBytesPerSec(int global) {
+  int speed = IbRails::instance().rails()[size_t(global)].speedMbps;
+  return double(speed > 0 ? speed : 100000) * 1e6 / 8;
+}
+
+std::vector<core::SendEngine::RailInfo> railInfos(const SendCommSetup& setup) {
+  std::vector<core::SendEngine::RailInfo> out;
+  for (const RailSetup& rs : setup.rails) {
+    const IbRail& rail = IbRails::instance().rails()[size_t(rs.global)];
+    out.push_back({rail.telemetryId, rail.name, rail.standby, nominalBytesPerSec(rs.global)});
   }
-  return buf;
+  return out;
+}
+
+// The comm's tunables, fitted to its ports: a chunk is one RDMA write, never larger than the
+// smallest port's message limit; the stall timeout follows the verbs retry budget.
+core::CommConfig fittedConfig(const SendCommSetup& setup) {
+  core::CommConfig config = core::commConfig();
+  uint64_t maxMessage = UINT64_MAX;
+  for (const RailSetup& rs : setup.rails) {
+    maxMessage = std::min<uint64_t>(maxMessage,
+                                    IbRails::instance().rails()[size_t(rs.global)].maxMessageBytes);
+  }
+  config.chunks.maxChunkBytes = std::min<uint64_t>(config.chunks.maxChunkBytes, maxMessage);
+  config.chunks.minChunkBytes = std::min(config.chunks.minChunkBytes, config.chunks.maxChunkBytes);
+  config.health.failure.stallTimeoutNs = stallTimeoutNs(config.health.failure.stallTimeoutNs);
+  return config;
 }
 
 }  // namespace
 
 SendComm::SendComm(SendCommSetup setup)
-    : CommBase(kMagic),
-      commId_(setup.commId),
+    : SendEngine(kMagic, setup.commId, "ib send", fittedConfig(setup), railInfos(setup),
+                 kQueueDepth, uint32_t(wire::kSlots)),
       connectionId_(setup.connectionId),
       trafficClass_(setup.trafficClass),
-      config_(core::commConfig()),
-      nRails_(int(setup.rails.size())),
       rails_(new Rail[setup.rails.size()]),
       control_(std::move(setup.control)),
       area_(std::move(setup.area)),
       probeAddress_(setup.probeAddress),
-      striper_(config_.striper),
-      tracker_(nRails_, uint32_t(abi::kNetMaxRequests * config_.maxRecvs), kQueueDepth),
-      matcher_(uint32_t(wire::kSlots)),
-      pool_(uint32_t(abi::kNetMaxRequests * config_.maxRecvs), this) {
+      targets_(new Target[pool_.size()]) {
   IbRails& ib = IbRails::instance();
   uint64_t now = monotonicNs();
-  std::vector<core::RailHealth::RailInfo> infos;
-  std::vector<int> telemetryIds;
-  uint64_t maxMessage = UINT64_MAX;
-  for (const RailSetup& rs : setup.rails) {
-    const IbRail& rail = ib.rails()[size_t(rs.global)];
-    infos.push_back({rail.telemetryId, rail.name, rail.standby});
-    telemetryIds.push_back(rail.telemetryId);
-    maxMessage = std::min<uint64_t>(maxMessage, rail.maxMessageBytes);
-  }
-  // A chunk is one RDMA write: never larger than the smallest port's message limit.
-  config_.chunks.maxChunkBytes = std::min<uint64_t>(config_.chunks.maxChunkBytes, maxMessage);
-  config_.chunks.minChunkBytes = std::min(config_.chunks.minChunkBytes, config_.chunks.maxChunkBytes);
-  config_.health.failure.stallTimeoutNs = stallTimeoutNs(config_.health.failure.stallTimeoutNs);
-  health_.init(commId_, "send", infos, config_.health, now);
-  metrics_.init(telemetryIds);
-  striper_.reset(nRails_);
   auto& events = ib.events();
   auto& injector = core::FaultInjector::instance();
   for (int r = 0; r < nRails_; ++r) {
@@ -85,9 +82,7 @@ SendComm::SendComm(SendCommSetup setup)
     rail.seenDown = events.downEvents(rs.global);
     rail.seenUp = events.upEvents(rs.global);
     rail.seenReset = injector.qpResetSequence(rs.global);
-    int speed = ib.rails()[size_t(rs.global)].speedMbps;
-    rail.nominalBytesPerSec = double(speed > 0 ? speed : 100000) * 1e6 / 8;
-    striper_.setBandwidth(r, rail.nominalBytesPerSec);
+    rail.nominalBytesPerSec = nominalBytesPerSec(rs.global);
     if (rs.qp && rs.qp->connected()) {
       rail.qp = std::move(rs.qp);
       health_.connected(r, now);
@@ -103,45 +98,10 @@ SendComm::SendComm(SendCommSetup setup)
 SendComm::~SendComm() {
   std::string summary;
   for (int r = 0; r < nRails_; ++r) {
-    char part[160];
-    std::snprintf(part, sizeof(part),
-                  "%s rail %d %s %s, %.2f Gbit/s (%llu samples), %llu failure%s", r ? ";" : "", r,
-                  telemetry::railStateName(health_.state(r)),
-                  fmtBytes(striper_.assignedBytes(r)).c_str(), striper_.bandwidth(r) * 8e-9,
-                  (unsigned long long)striper_.samples(r), (unsigned long long)health_.failures(r),
-                  health_.failures(r) == 1 ? "" : "s");
-    summary += part;
+    summary += railSummary(r);
     rails_[r].qp.reset();  // QPs (and their CQs) before the registered area they write from
   }
   AP_INFO(kFlags, "comm 0x%llx ib send closed:%s", (unsigned long long)commId_, summary.c_str());
-}
-
-int SendComm::usableRails() const {
-  int n = 0;
-  for (int r = 0; r < nRails_; ++r) n += striper_.mode(r) == core::RailMode::kActive;
-  return std::max(n, 1);
-}
-
-double SendComm::measuredPeerBandwidth(int r) const {
-  double bw[core::RailStriper::kMaxRails];
-  int n = 0;
-  for (int q = 0; q < nRails_; ++q) {
-    if (q != r && health_.live(q) && striper_.samples(q) > 0) bw[n++] = striper_.bandwidth(q);
-  }
-  if (n == 0) return striper_.bandwidth(r);
-  std::nth_element(bw, bw + n / 2, bw + n);
-  return bw[n / 2];
-}
-
-double SendComm::medianLiveBandwidth() const {
-  double bw[core::RailStriper::kMaxRails];
-  int n = 0;
-  for (int r = 0; r < nRails_; ++r) {
-    if (health_.live(r)) bw[n++] = striper_.bandwidth(r);
-  }
-  if (n == 0) return 0;
-  std::nth_element(bw, bw + n / 2, bw + n);
-  return bw[n / 2];
 }
 
 // ---------------------------------------------------------------------------- requests
@@ -149,13 +109,8 @@ double SendComm::medianLiveBandwidth() const {
 abi::Result SendComm::isend(const void* data, size_t size, int tag, const void* mhandle,
                             void** request) {
   *request = nullptr;
-  if (failed_ != abi::kSuccess) return failed_;
-  if (size > tcp::wire::kMaxMessageBytes) {
-    AP_WARN(kFlags, "isend of %zu bytes: more than a message may have", size);
-    return abi::kInvalidArgument;
-  }
   const MemoryHandle* mh = nullptr;
-  if (size > 0) {
+  if (size > 0 && failed_ == abi::kSuccess) {
     mh = memoryOf(this, mhandle);
     if (mh == nullptr || !mh->covers(data, size)) {
       AP_WARN(kFlags, "isend of %zu bytes at %p: the buffer is not inside a registration made "
@@ -163,51 +118,13 @@ abi::Result SendComm::isend(const void* data, size_t size, int tag, const void* 
       return abi::kInvalidArgument;
     }
   }
-  SendRequest* q = pool_.post();
-  if (q == nullptr) return abi::kSuccess;  // NULL request: NCCL retries later
-  q->state = SendRequest::State::kWaitingForReceive;
-  q->data = static_cast<const uint8_t*>(data);
-  q->size = size;
-  q->tag = tag;
-  q->memory = mh;
-  q->failovers = 0;
+  SendRequest* q = nullptr;
+  abi::Result rc = postSend(data, size, tag, &q);
+  if (q == nullptr) return rc;
+  targets_[q->index].memory = mh;
   *request = static_cast<RequestHeader*>(q);
   progress(monotonicNs());
-  return abi::kSuccess;
-}
-
-void SendComm::freeRequest(SendRequest* q) {
-  if (tracker_.inUse(q->index)) tracker_.release(q->index);
-  q->state = SendRequest::State::kFree;
-  pool_.release(q);
-}
-
-abi::Result SendComm::test(SendRequest* q, int* done, int* sizes) {
-  *done = 0;
-  if (q->state == SendRequest::State::kFree) {
-    AP_WARN_ONCE(kFlags, "test() on a send request that is not in flight");
-    return abi::kInvalidArgument;
-  }
-  progress(monotonicNs());
-  if (q->state == SendRequest::State::kDone) {
-    *done = 1;
-    if (sizes) *sizes = int(std::min<uint64_t>(q->size, INT_MAX));
-    freeRequest(q);
-    return abi::kSuccess;
-  }
-  if (failed_ != abi::kSuccess) {
-    // Every pending send fails once the comm is broken; the slot is NCCL's to forget.
-    freeRequest(q);
-    return failed_;
-  }
-  return abi::kSuccess;
-}
-
-void SendComm::failComm(abi::Result error, const std::string& reason) {
-  if (failed_ != abi::kSuccess) return;
-  failed_ = error;
-  AP_WARN(kFlags, "comm 0x%llx ib send: %s; every pending send fails",
-          (unsigned long long)commId_, reason.c_str());
+  return rc;
 }
 
 // ---------------------------------------------------------------------------- progress
@@ -289,75 +206,47 @@ void SendComm::pollFifo(uint64_t nowNs) {
   }
 }
 
-void SendComm::matchRequests() {
-  while (pool_.anyWaiting()) {
-    SendRequest* q = pool_.firstWaiting();
-    core::ReceiveMatcher::Slot slot;
-    core::ReceiveMatcher::Match m = matcher_.match(q->tag, q->size, &slot);
-    if (m == core::ReceiveMatcher::Match::kWait) return;
-    pool_.popWaiting();
-    if (m != core::ReceiveMatcher::Match::kMatched) {
-      q->state = SendRequest::State::kFailed;
-      failComm(abi::kInvalidUsage,
-               m == core::ReceiveMatcher::Match::kTooLarge
-                   ? "a send is larger than the receive buffer posted for it (" +
-                         std::to_string(q->size) + " bytes)"
-                   : "no posted receive buffer has the send's tag " + std::to_string(q->tag));
-      return;
-    }
-    const wire::CtsBuffer& b = cts_[slot.seq % wire::kSlots].buffers[slot.buffer];
-    q->recvSeq = slot.seq;
-    q->buffer = uint8_t(slot.buffer);
-    q->remoteAddress = b.address;
-    std::copy(b.rkeys, b.rkeys + wire::kMaxRails, q->remoteKeys);
-    q->state = SendRequest::State::kActive;
-    tracker_.start(q->index, core::planChunks(q->size, usableRails(), config_.chunks));
-  }
+void SendComm::onMatched(SendRequest& q, const core::ReceiveMatcher::Slot& slot) {
+  const wire::CtsBuffer& b = cts_[slot.seq % wire::kSlots].buffers[slot.buffer];
+  Target& t = targets_[q.index];
+  t.remoteAddress = b.address;
+  std::copy(b.rkeys, b.rkeys + wire::kMaxRails, t.remoteKeys);
 }
 
 bool SendComm::replayOverlaps(const core::SendTracker::Entry& e) const {
-  const SendRequest& q = pool_[e.message];
-  uint64_t lo = q.remoteAddress + tracker_.plan(e.message).offset(e.chunk);
+  uint64_t lo = targets_[e.message].remoteAddress + tracker_.plan(e.message).offset(e.chunk);
   uint64_t hi = lo + e.bytes;
   for (int r = 0; r < nRails_; ++r) {
     for (uint32_t i = 0; i < tracker_.queued(r); ++i) {
       const core::SendTracker::Entry& x = tracker_.entry(r, i);
       if (!x.resend) continue;
-      const SendRequest& p = pool_[x.message];
-      uint64_t a = p.remoteAddress + tracker_.plan(x.message).offset(x.chunk);
+      uint64_t a = targets_[x.message].remoteAddress + tracker_.plan(x.message).offset(x.chunk);
       if (a < hi && lo < a + x.bytes + (x.bytes == 0)) return true;
     }
   }
   return false;
 }
 
-void SendComm::placeChunks(uint64_t nowNs) {
-  if (replayGuard_) {
-    bool any = tracker_.resendQueued() > 0;
-    for (int r = 0; r < nRails_ && !any; ++r) {
-      for (uint32_t i = 0; i < tracker_.queued(r) && !any; ++i) any = tracker_.entry(r, i).resend;
-    }
-    replayGuard_ = any;
-  }
-  uint32_t excluded = 0;
+uint32_t SendComm::railsClosedForPlacing() const {
+  uint32_t closed = 0;
   for (int r = 0; r < nRails_; ++r) {
-    if (tracker_.queueFull(r) || !rails_[r].qp) excluded |= 1u << r;
+    if (!rails_[r].qp) closed |= 1u << r;
   }
-  core::SendTracker::Entry e;
-  while (tracker_.peek(&e)) {
-    if (replayGuard_ && !e.resend && replayOverlaps(e)) return;  // after the replays land
-    int r = striper_.pick(e.bytes, nowNs, excluded);
-    if (r < 0) return;
-    tracker_.placeNext(r);
-    striper_.onAssigned(r, e.bytes, nowNs);
-    if (e.resend) {
-      if (auto* c = metrics_.at(r)) {
-        core::RailMetrics::add(c->retransmittedChunks, 1);
-        core::RailMetrics::add(c->retransmittedBytes, e.bytes);
-      }
-    }
-    if (tracker_.queueFull(r)) excluded |= 1u << r;
+  return closed;
+}
+
+// The guard lifts when no replayed chunk is left to place or in flight.
+void SendComm::beforePlacing() {
+  if (!replayGuard_) return;
+  bool any = tracker_.resendQueued() > 0;
+  for (int r = 0; r < nRails_ && !any; ++r) {
+    for (uint32_t i = 0; i < tracker_.queued(r) && !any; ++i) any = tracker_.entry(r, i).resend;
   }
+  replayGuard_ = any;
+}
+
+bool SendComm::mustWait(const core::SendTracker::Entry& e) {
+  return replayGuard_ && !e.resend && replayOverlaps(e);  // after the replays land
 }
 
 void SendComm::postChunks(int r, uint64_t nowNs) {
@@ -366,13 +255,14 @@ void SendComm::postChunks(int r, uint64_t nowNs) {
   while (tracker_.posted(r) < tracker_.queued(r)) {
     const core::SendTracker::Entry& e = tracker_.entry(r, tracker_.posted(r));
     const SendRequest& q = pool_[e.message];
+    const Target& t = targets_[e.message];
     const core::ChunkPlan& plan = tracker_.plan(e.message);
     uint64_t offset = plan.offset(e.chunk);
     wire::ImmFields imm{wire::immEpoch(q.recvSeq), wire::immSlot(q.recvSeq), q.buffer, e.chunk,
                         plan.count};
     int rc = rail.qp->postWriteImm(workId(Work::kData), q.data + offset, uint32_t(e.bytes),
-                                   q.memory ? q.memory->lkey[r] : 0, q.remoteAddress + offset,
-                                   q.remoteKeys[r], wire::encodeImm(imm));
+                                   t.memory ? t.memory->lkey[r] : 0, t.remoteAddress + offset,
+                                   t.remoteKeys[r], wire::encodeImm(imm));
     if (rc == ENOMEM) return;  // the send queue is full: the next pass
     if (rc != 0) {
       failRail(r, nowNs, std::string("ibv_post_send failed: ") + std::strerror(rc));
@@ -466,9 +356,7 @@ void SendComm::requestLiveness(int r, uint64_t nowNs) {
     // Evidence must be recent to count (RailHealth::stallBlamesRail): ping again when the last
     // answer is getting old.
     if (q == r || !health_.live(q) || !rail.qp || tracker_.queued(q) != 0 ||
-        rail.livenessOutstanding ||
-        (rail.livenessSentNs > stallStart &&
-         nowNs - rail.livenessSentNs < config_.health.failure.stallTimeoutNs / 4)) {
+        rail.livenessOutstanding || !livenessDue(rail.livenessSentNs, stallStart, nowNs)) {
       continue;
     }
     if (rail.qp->postWrite(workId(Work::kLiveness), area_->data() + kProbeSourceAt, 8,
@@ -485,25 +373,12 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
   // Destroying the QP stops the NIC retransmitting its writes: after this none of them can
   // land, so replaying them elsewhere cannot race with a late original.
   rail.qp.reset();
-  if (!config_.failover) {
-    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
-                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
-    return;
-  }
+  uint64_t bytes = 0;
+  bool proceed = false;
+  uint32_t moved = moveChunksOff(r, false, &bytes, &proceed);
+  if (!proceed) return;
   rail.livenessOutstanding = false;
   rail.failback = Failback::kIdle;
-  for (uint32_t i = 0; i < tracker_.queued(r); ++i) {
-    SendRequest& q = pool_[tracker_.entry(r, i).message];
-    if (++q.failovers == kMaxFailovers) {
-      failComm(abi::kInternalError,
-               "a send's chunks were caught on " + std::to_string(kMaxFailovers) +
-                   " failing rails in a row; giving up rather than replaying forever");
-    }
-  }
-  uint64_t bytes = 0;
-  uint32_t moved = tracker_.railFailed(r, &bytes);
-  striper_.onRailLost(r);
-  striper_.setMode(r, core::RailMode::kDown);
   if (moved > 0) {
     replayGuard_ = true;
     if (replayFailedNs_ == 0) {
@@ -514,7 +389,7 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
   // The monotonic time lets tests and operators line the failover up with external events.
   AP_INFO(kFlags, "comm 0x%llx ib send: rail %d failed at monotonic %.6f s; replaying %u "
           "unacknowledged chunk%s (%s) on the other rails", (unsigned long long)commId_, r,
-          double(nowNs) * 1e-9, moved, moved == 1 ? "" : "s", fmtBytes(bytes).c_str());
+          double(nowNs) * 1e-9, moved, moved == 1 ? "" : "s", formatBytes(bytes).c_str());
   if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
 }
 
@@ -595,14 +470,10 @@ void SendComm::rejoin(int r, uint64_t nowNs) {
   Rail& rail = rails_[r];
   if (rail.failback != Failback::kProbing) return;
   rail.failback = Failback::kIdle;
-  // Start small: a fraction of what the others deliver; measurements grow it from there.
-  double peers = medianLiveBandwidth();
   IbRails& ib = IbRails::instance();
   rail.seenDown = ib.events().downEvents(rail.global);
   rail.seenUp = ib.events().upEvents(rail.global);
-  health_.rejoin(r, nowNs);
-  striper_.setMode(r, health_.mode(r));
-  striper_.setBandwidth(r, peers > 0 ? peers * config_.rejoinShare : rail.nominalBytesPerSec);
+  rejoinRail(r, nowNs, rail.nominalBytesPerSec);
 }
 
 void SendComm::checkHealth(uint64_t nowNs) {
@@ -656,10 +527,7 @@ void SendComm::checkHealth(uint64_t nowNs) {
     fd.setOutstanding(outstanding, nowNs);
     if (!outstanding) continue;
     uint64_t held = tracker_.queuedBytes(r);
-    // Until the rail's first measurement its estimate is the port's nominal speed: what its
-    // measured peers deliver is a better guess of the path (a guess too high would fail a rail
-    // that is merely as slow as the others; far too low would hide a dead one for long).
-    double bw = striper_.samples(r) > 0 ? striper_.bandwidth(r) : measuredPeerBandwidth(r);
+    double bw = detectorBandwidth(r);
     if (!fd.failed(nowNs, held, bw)) continue;
     if (!health_.stallBlamesRail(r, nowNs)) {
       requestLiveness(r, nowNs);
@@ -669,31 +537,19 @@ void SendComm::checkHealth(uint64_t nowNs) {
     std::snprintf(why, sizeof(why),
                   "no completion for %llu ms while holding %s in %u chunks, %u posted (allowed "
                   "%llu ms at %.2f Gbit/s)",
-                  (unsigned long long)(fd.stalledForNs(nowNs) / 1000000), fmtBytes(held).c_str(),
+                  (unsigned long long)(fd.stalledForNs(nowNs) / 1000000), formatBytes(held).c_str(),
                   tracker_.queued(r), tracker_.posted(r),
                   (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9);
     failRail(r, nowNs, why);
   }
-  if (nowNs >= nextEvaluateNs_) {
-    nextEvaluateNs_ = nowNs + kEvaluateNs;
-    double bw[core::RailStriper::kMaxRails];
-    for (int r = 0; r < nRails_; ++r) bw[r] = striper_.bandwidth(r);
-    health_.evaluate(nowNs, bw);
-    for (int r = 0; r < nRails_; ++r) striper_.setMode(r, health_.mode(r));
-    metrics_.publish(nowNs, striper_);
-  }
-  bool pending = pool_.anyWaiting() || pool_.anyInUse();
-  uint64_t since = health_.noLiveRailSinceNs();
   // As on the receiving side: a closed control connection is an orderly teardown racing with
   // sends still posted, or a dead receiver; sends fail when it stays closed for the peer timeout.
-  if (peerClosedNs_ != 0 && pending && nowNs - peerClosedNs_ >= config_.peerTimeoutNs) {
+  if (peerClosedNs_ != 0 && pending() && nowNs - peerClosedNs_ >= config_.peerTimeoutNs) {
     failComm(abi::kRemoteError, "the receiver closed the connection " +
                                     std::to_string((nowNs - peerClosedNs_) / 1000000) +
                                     " ms ago (its side is closed or its process is gone)");
-  } else if (since != 0 && nowNs - since >= config_.peerTimeoutNs && pending) {
-    failComm(abi::kRemoteError,
-             "no rail left for " + std::to_string((nowNs - since) / 1000000) + " ms");
   }
+  evaluateHealth(nowNs);
 }
 
 }  // namespace autopilot::net::ib

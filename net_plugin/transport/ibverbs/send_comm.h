@@ -40,13 +40,7 @@
 #include <vector>
 
 #include "common/abi/net_abi.h"
-#include "net_plugin/core/send_request_pool.h"
-#include "net_plugin/core/comm_config.h"
-#include "net_plugin/core/rail_health.h"
-#include "net_plugin/core/rail_metrics.h"
-#include "net_plugin/core/rail_striper.h"
-#include "net_plugin/core/receive_matcher.h"
-#include "net_plugin/core/send_tracker.h"
+#include "net_plugin/core/send_engine.h"
 #include "net_plugin/transport/ibverbs/control_link.h"
 #include "net_plugin/transport/ibverbs/memory.h"
 #include "net_plugin/transport/ibverbs/rail_qp.h"
@@ -72,7 +66,7 @@ struct SendCommSetup {
   std::vector<RailSetup> rails;
 };
 
-class SendComm : public CommBase {
+class SendComm final : public core::SendEngine {
  public:
   static constexpr uint32_t kMagic = 0x53494941;  // "AIIS"
   static constexpr const char* kKind = "send";
@@ -85,18 +79,22 @@ class SendComm : public CommBase {
   static constexpr size_t kAreaBytes = kFifoBytes + 64;
 
   explicit SendComm(SendCommSetup setup);
-  ~SendComm();
-  SendComm(const SendComm&) = delete;
-  SendComm& operator=(const SendComm&) = delete;
+  ~SendComm() override;
 
   abi::Result isend(const void* data, size_t size, int tag, const void* mhandle, void** request);
-  abi::Result test(SendRequest* request, int* done, int* sizes);
   // Global rail indices, in the connection's rail order (for memory registration).
   const int* railIds() const { return railIds_; }
   int railCount() const { return nRails_; }
 
  private:
   enum class Failback : uint8_t { kIdle, kAwaitingPeer, kProbing };
+  // Where a send's chunks go: the receive buffer the clear-to-send entry announced, and the
+  // local registration they are read from (one per request slot).
+  struct Target {
+    const MemoryHandle* memory = nullptr;  // NULL for 0 bytes
+    uint64_t remoteAddress = 0;
+    uint32_t remoteKeys[wire::kMaxRails] = {};
+  };
   struct Rail {
     std::unique_ptr<RailQp> qp;
     int global = -1;
@@ -113,11 +111,13 @@ class SendComm : public CommBase {
     double nominalBytesPerSec = 0;
   };
 
-  void progress(uint64_t nowNs);
+  void progress(uint64_t nowNs) override;
+  void onMatched(SendRequest& q, const core::ReceiveMatcher::Slot& slot) override;
+  uint32_t railsClosedForPlacing() const override;
+  void beforePlacing() override;
+  bool mustWait(const core::SendTracker::Entry& e) override;
   void pollControl(uint64_t nowNs);
   void pollFifo(uint64_t nowNs);
-  void matchRequests();
-  void placeChunks(uint64_t nowNs);
   void postChunks(int r, uint64_t nowNs);
   bool pollCompletions(uint64_t nowNs);
   void checkHealth(uint64_t nowNs);
@@ -128,38 +128,22 @@ class SendComm : public CommBase {
   void replaced(const wire::ControlMessage& m, uint64_t nowNs);
   void abandonReplace(int r, uint64_t nowNs, const std::string& why, bool notifyPeer);
   void rejoin(int r, uint64_t nowNs);
-  void failComm(abi::Result error, const std::string& reason);
-  void freeRequest(SendRequest* q);
   bool replayOverlaps(const core::SendTracker::Entry& e) const;
-  int usableRails() const;
-  double medianLiveBandwidth() const;
-  // The median bandwidth of the other live rails that have been measured (rail r's own
-  // estimate when none has).
-  double measuredPeerBandwidth(int r) const;
 
-  uint64_t commId_;
   uint64_t connectionId_;
   int trafficClass_;
-  core::CommConfig config_;
-  int nRails_;
   int railIds_[wire::kMaxRails] = {};
   std::unique_ptr<Rail[]> rails_;
   std::unique_ptr<ControlLink> control_;
   std::unique_ptr<RegisteredArea> area_;
   uint64_t probeAddress_;
-  core::RailHealth health_;
-  core::RailStriper striper_;
-  core::SendTracker tracker_;
-  core::ReceiveMatcher matcher_;
-  core::RailMetrics metrics_;
+  std::unique_ptr<Target[]> targets_;  // by request slot
 
   // Clear-to-send entries, copied out of the FIFO as they arrive (the FIFO slot is rewritten
   // for the receive 32 later; a matched request keeps its own copy of its buffer's keys).
   wire::CtsEntry cts_[wire::kSlots];
   uint64_t nextCts_ = 0;           // sequence number of the next entry expected
   uint64_t ctsCorruptSinceNs_ = 0;  // the expected slot carries its marker but does not decode
-
-  core::SendRequestPool<SendRequest> pool_;
 
   // Set when chunks were replayed: new data must not overtake a replay into the same receive
   // memory (the receiver may have completed the request from the first copy and re-posted the
@@ -169,9 +153,7 @@ class SendComm : public CommBase {
   // the failover's own latency, without the time to detect the failure).
   uint64_t replayFailedNs_ = 0;
   int replayFailedRail_ = -1;
-  abi::Result failed_ = abi::kSuccess;  // sticky comm error
   uint64_t peerClosedNs_ = 0;  // when the control connection closed (0: open)
-  uint64_t nextEvaluateNs_ = 0;
 };
 
 }  // namespace autopilot::net::ib

@@ -12,14 +12,8 @@ namespace autopilot::net::ib::wire {
 
 namespace {
 
-using core::bytes::allZero;
-using core::bytes::fnv32;
-using core::bytes::get16;
-using core::bytes::get32;
-using core::bytes::get64;
-using core::bytes::put16;
-using core::bytes::put32;
-using core::bytes::put64;
+// The byte codec every wire format of the plugin uses (little-endian fields, FNV checksums).
+using namespace core::bytes;
 
 // ---- handle layout: magic @0, version @4, rail count @6, reserved @7, secret @8, control address @24
 // (family 4|6 @24, port @25, address @27, 16 bytes), zeros to @116, checksum @116, token @120.

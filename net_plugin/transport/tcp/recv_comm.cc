@@ -20,29 +20,25 @@ constexpr uint64_t kDirectReadMin = 16 << 10;  // smaller payload remainders go 
 constexpr uint64_t kAcceptCheckNs = 1'000'000;
 constexpr int kDirectReadRails = 2;
 constexpr uint64_t kTcpSampleNs = 5'000'000;
-constexpr uint64_t kEvaluateNs = 20'000'000;
+// The repetition of announcements backs off to this (an idle comm whose receives wait for
+// sends that come late then costs a few frames a second).
+constexpr uint64_t kMaxReannounceGapNs = 2'000'000'000;
+
+std::vector<core::RailHealth::RailInfo> railInfos(const RecvCommSetup& setup) {
+  std::vector<core::RailHealth::RailInfo> out;
+  for (const RailSetup& rs : setup.rails) out.push_back({rs.telemetryId, rs.name, rs.standby});
+  return out;
+}
 
 }  // namespace
 
 RecvComm::RecvComm(RecvCommSetup setup)
-    : CommBase(kMagic),
-      commId_(setup.commId),
+    : RecvEngine(kMagic, setup.commId, "recv", core::commConfig(), railInfos(setup), kSlots),
       connectionId_(setup.connectionId),
-      config_(core::commConfig()),
-      nRails_(int(setup.rails.size())),
-      rails_(new Rail[setup.rails.size()]),
-      slots_(new RecvRequest[kSlots]) {
+      rails_(new Rail[setup.rails.size()]) {
   acceptor_.moveFrom(*setup.acceptor);
   acceptor_.role = "recv comm";
   uint64_t now = monotonicNs();
-  std::vector<core::RailHealth::RailInfo> infos;
-  std::vector<int> telemetryIds;
-  for (const RailSetup& rs : setup.rails) {
-    infos.push_back({rs.telemetryId, rs.name, rs.standby});
-    telemetryIds.push_back(rs.telemetryId);
-  }
-  health_.init(commId_, "recv", infos, config_.health, now);
-  metrics_.init(telemetryIds);
   for (int r = 0; r < nRails_; ++r) {
     RailSetup& rs = setup.rails[size_t(r)];
     rails_[r].globalIndex = rs.globalIndex;
@@ -51,12 +47,6 @@ RecvComm::RecvComm(RecvCommSetup setup)
       health_.connected(r, now);
     }
     // Rails not connected yet are the sender's to bring up; nothing to schedule here.
-  }
-  for (int i = 0; i < kSlots; ++i) {
-    RecvRequest& q = slots_[i];
-    q.owner = this;
-    q.kind = RequestKind::kRecv;
-    for (auto& b : q.bitmaps) b = core::ChunkBitmap(config_.chunks.maxChunks);
   }
 }
 
@@ -73,83 +63,23 @@ bool RecvComm::simulatedDeaf(int r) const {
   return core::FaultInjector::instance().deaf(rails_[r].globalIndex);
 }
 
-bool RecvComm::outstanding() const { return posted_ > 0; }
-
-void RecvComm::failComm(abi::Result error, const std::string& reason) {
-  if (failed_ != abi::kSuccess) return;
-  failed_ = error;
-  AP_WARN(kFlags, "comm 0x%llx recv: %s; every pending receive fails", (unsigned long long)commId_,
-          reason.c_str());
-}
+bool RecvComm::railCarries(int r) const { return rails_[r].link.up() && !simulatedDown(r); }
 
 // ---------------------------------------------------------------------------- requests
 
 abi::Result RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
                             void** request) {
-  *request = nullptr;
-  if (failed_ != abi::kSuccess) return failed_;
-  if (n < 1 || n > config_.maxRecvs) {
-    AP_WARN(kFlags, "irecv with %d buffers: this plugin takes 1 to %d", n, config_.maxRecvs);
-    return abi::kInvalidArgument;
-  }
-  RecvRequest& q = slots_[nextSeq_ % kSlots];
-  if (q.state != RecvRequest::State::kFree) return abi::kSuccess;  // NULL: retry later
-  for (int i = 0; i < n; ++i) {
-    if (sizes[i] > wire::kMaxMessageBytes) {
-      AP_WARN(kFlags, "irecv buffer of %zu bytes: more than a message may have", sizes[i]);
-      return abi::kInvalidArgument;
-    }
-  }
-  q.state = RecvRequest::State::kPosted;
-  q.seq = nextSeq_++;
-  q.n = n;
-  q.completeMask = 0;
-  for (int i = 0; i < n; ++i) {
-    q.data[i] = static_cast<uint8_t*>(data[i]);
-    q.sizes[i] = sizes[i];
-    q.tags[i] = tags[i];
-    q.received[i] = 0;
-    q.bitmaps[i].reset();
-  }
-  posted_++;
-  announce(q);
-  *request = &q;
+  RecvRequest* q = nullptr;
+  abi::Result rc = postReceive(n, data, sizes, tags, &q);
+  *request = q ? static_cast<RequestHeader*>(q) : nullptr;
+  if (q == nullptr) return rc;
+  if (posted_ == 1) lastArrivalNs_ = monotonicNs();  // the quiet period starts now
+  announce(*q);
   progress(monotonicNs());
-  return abi::kSuccess;
-}
-
-abi::Result RecvComm::test(RecvRequest* q, int* done, int* sizes) {
-  *done = 0;
-  if (q->state == RecvRequest::State::kFree) {
-    AP_WARN_ONCE(kFlags, "test() on a receive request that is not in flight");
-    return abi::kInvalidArgument;
-  }
-  progress(monotonicNs());
-  if (q->state == RecvRequest::State::kDone) {
-    *done = 1;
-    if (sizes) {
-      for (int i = 0; i < q->n; ++i) sizes[i] = int(std::min<uint64_t>(q->received[i], INT_MAX));
-    }
-    q->state = RecvRequest::State::kFree;
-    posted_--;
-    return abi::kSuccess;
-  }
-  return failed_;
+  return rc;
 }
 
 // ---------------------------------------------------------------------------- announcements
-
-int RecvComm::controlRail() const {
-  // Prefer the rail that last delivered data (it works); else the first live one.
-  if (lastDataRail_ >= 0 && health_.live(lastDataRail_) && rails_[lastDataRail_].link.up() &&
-      !simulatedDown(lastDataRail_)) {
-    return lastDataRail_;
-  }
-  for (int r = 0; r < nRails_; ++r) {
-    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r)) return r;
-  }
-  return -1;
-}
 
 void RecvComm::announce(const RecvRequest& q) {
   int r = controlRail();
@@ -166,6 +96,21 @@ void RecvComm::announce(const RecvRequest& q) {
   // A full control queue means the peer has not read this rail for a long time; the failure
   // detector will fail it and announceAll() repeats everything on another rail.
   rails_[r].link.queueControl(frame, len);
+}
+
+void RecvComm::reannounceIfQuiet(uint64_t nowNs) {
+  if (!outstanding()) return;
+  uint64_t gap = reannounceGapNs_ != 0 ? reannounceGapNs_ : config_.health.failure.stallTimeoutNs;
+  uint64_t since = std::max(lastArrivalNs_, reannouncedNs_);
+  if (nowNs - since < gap) return;
+  announceAll();
+  reannouncedNs_ = nowNs;
+  reannounceGapNs_ = std::min(gap * 2, kMaxReannounceGapNs);
+  if (++reannouncements_ == 1) {
+    AP_INFO(kFlags, "comm 0x%llx recv: nothing arrived for %llu ms with receives posted: "
+            "announcing them again (repeated at a growing interval while it stays quiet)",
+            (unsigned long long)commId_, (unsigned long long)((nowNs - since) / 1000000));
+  }
 }
 
 void RecvComm::announceAll() {
@@ -330,22 +275,19 @@ void RecvComm::finishChunk(int r, uint64_t nowNs) {
   link.inPayload = false;
   link.framesConsumed++;
   lastDataRail_ = r;
+  lastArrivalNs_ = nowNs;
+  reannounceGapNs_ = 0;
   health_.failure(r).onProgress(nowNs);
   int slot = link.landingSlot;
   link.landingSlot = -1;
   link.dst = nullptr;
   if (slot < 0) return;
   RecvRequest& q = slots_[slot];
-  if (q.bitmaps[h.buffer].mark(h.chunk, h.chunks) != core::ChunkBitmap::Mark::kNew) return;
-  q.received[h.buffer] += h.length;
-  if (auto* c = metrics_.at(r)) {
-    core::RailMetrics::add(c->chunksReceived, 1);
-    core::RailMetrics::add(c->bytesReceived, h.length);
+  // beginChunk checked the chunk against the plan and the buffer: it lands once.
+  if (landChunk(r, q, h.buffer, h.chunk, h.chunks, h.length) != core::ChunkBitmap::Mark::kNew ||
+      q.state != RecvRequest::State::kDone) {
+    return;
   }
-  if (!q.bitmaps[h.buffer].complete()) return;
-  q.completeMask |= uint8_t(1u << h.buffer);
-  if (q.completeMask != uint8_t((1u << q.n) - 1)) return;
-  q.state = RecvRequest::State::kDone;
   while (completedBelow_ < nextSeq_) {
     const RecvRequest& w = slots_[completedBelow_ % kSlots];
     if (w.seq == completedBelow_ && w.state == RecvRequest::State::kPosted) break;
@@ -422,15 +364,8 @@ void RecvComm::checkHealth(uint64_t nowNs) {
                              std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
     }
   }
-  if (nowNs >= nextEvaluateNs_) {
-    nextEvaluateNs_ = nowNs + kEvaluateNs;
-    health_.evaluate(nowNs, nullptr);
-  }
-  uint64_t since = health_.noLiveRailSinceNs();
-  if (since != 0 && nowNs - since >= config_.peerTimeoutNs && outstanding()) {
-    failComm(abi::kRemoteError, "no rail left for " + std::to_string((nowNs - since) / 1000000) +
-                                    " ms (the sender is gone or every link is down)");
-  }
+  reannounceIfQuiet(nowNs);
+  evaluateHealth(nowNs);
 }
 
 wire::AckStatus RecvComm::decide(const wire::Hello& hello, const SockAddr&) {

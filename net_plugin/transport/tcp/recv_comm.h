@@ -10,7 +10,11 @@
 // The listening sockets stay open for the comm's lifetime: the sender re-connects failed rails
 // through them (RailAcceptor validates each newcomer). When the rail that carried the
 // announcements fails, or a rail re-joins, every pending announcement is repeated on a live
-// rail (the sender ignores duplicates). When a request completes while another rail is still
+// rail (the sender ignores duplicates). An announcement can also be lost without any rail
+// failing here: the sender fails a rail (its data stalled) and closes it with our frames
+// still unread in its socket, while our TCP had them acknowledged. So when receives stay
+// posted with nothing arriving, every pending announcement is repeated, at a backoff that
+// starts at the stall timeout and doubles while nothing arrives. When a request completes while another rail is still
 // reading a duplicate of one of its chunks, that reader is redirected to discard: NCCL owns
 // the buffer again as soon as test() reports completion.
 //
@@ -23,9 +27,7 @@
 #include <vector>
 
 #include "common/abi/net_abi.h"
-#include "net_plugin/core/comm_config.h"
-#include "net_plugin/core/rail_health.h"
-#include "net_plugin/core/rail_metrics.h"
+#include "net_plugin/core/recv_engine.h"
 #include "net_plugin/transport/tcp/acceptor.h"
 #include "net_plugin/transport/tcp/rail_link.h"
 #include "net_plugin/transport/tcp/requests.h"
@@ -40,19 +42,16 @@ struct RecvCommSetup {
   std::vector<RailSetup> rails;      // fd invalid: not connected (yet)
 };
 
-class RecvComm final : public CommBase, private RailAcceptor::Owner {
+class RecvComm final : public core::RecvEngine, private RailAcceptor::Owner {
  public:
   static constexpr uint32_t kMagic = 0x52504e41;  // "ANPR"
   static constexpr const char* kKind = "receive";
   static constexpr int kSlots = abi::kNetMaxRequests;
 
   explicit RecvComm(RecvCommSetup setup);
-  ~RecvComm();
-  RecvComm(const RecvComm&) = delete;
-  RecvComm& operator=(const RecvComm&) = delete;
+  ~RecvComm() override;
 
   abi::Result irecv(int n, void** data, const size_t* sizes, const int* tags, void** request);
-  abi::Result test(RecvRequest* request, int* done, int* sizes);
 
  private:
   struct Rail {
@@ -61,7 +60,8 @@ class RecvComm final : public CommBase, private RailAcceptor::Owner {
     bool tcpWatch = false;  // control bytes were written: watch for the peer's TCP to take them
   };
 
-  void progress(uint64_t nowNs);
+  void progress(uint64_t nowNs) override;
+  bool railCarries(int r) const override;
   void readRail(int r, uint64_t nowNs);
   bool beginChunk(int r, const wire::FrameHeader& h, uint64_t nowNs);
   void finishChunk(int r, uint64_t nowNs);
@@ -70,36 +70,29 @@ class RecvComm final : public CommBase, private RailAcceptor::Owner {
   void failRail(int r, uint64_t nowNs, const std::string& reason, bool warn = true);
   void announce(const RecvRequest& q);
   void announceAll();
-  int controlRail() const;
+  // Repeats every pending announcement when receives are posted and nothing arrived for the
+  // current backoff.
+  void reannounceIfQuiet(uint64_t nowNs);
   bool simulatedDown(int r) const;
   bool simulatedDeaf(int r) const;  // `deaf` fault: nothing read from the rail
-  bool outstanding() const;
-  void failComm(abi::Result error, const std::string& reason);
 
   // RailAcceptor::Owner: rails re-connected (or connected late) by the sender.
   wire::AckStatus decide(const wire::Hello& hello, const SockAddr& peer) override;
   void install(const wire::Hello& hello, Fd fd, const SockAddr& peer) override;
 
-  uint64_t commId_;
   uint64_t connectionId_;
-  core::CommConfig config_;
-  int nRails_;
   std::unique_ptr<Rail[]> rails_;
   RailAcceptor acceptor_;
-  core::RailHealth health_;
-  core::RailMetrics metrics_;
-  std::unique_ptr<RecvRequest[]> slots_;
-  uint64_t nextSeq_ = 0;
   // Every receive with a lower seq is complete; sent with every acknowledgement so that the
   // sender can complete a send whose re-sent copies this side no longer needs to read.
   uint64_t completedBelow_ = 0;
-  int posted_ = 0;  // requests posted and not yet returned to NCCL
-  int lastDataRail_ = -1;
   uint64_t nowNs_ = 0;  // time of the current pass (for the acceptor callbacks)
+  uint64_t lastArrivalNs_ = 0;    // a DATA frame was consumed, or receives were first posted
+  uint64_t reannounceGapNs_ = 0;  // current backoff of the repetition
+  uint64_t reannouncedNs_ = 0;    // last repetition
+  uint64_t reannouncements_ = 0;
   uint64_t nextAcceptNs_ = 0;
-  uint64_t nextEvaluateNs_ = 0;
   int firstRail_ = 0;
-  abi::Result failed_ = abi::kSuccess;
 };
 
 }  // namespace autopilot::net::tcp

@@ -10,6 +10,8 @@
 #include "net_plugin/core/chunk_bitmap.h"
 #include "net_plugin/core/opaque_handles.h"
 #include "net_plugin/core/receive_matcher.h"
+#include "net_plugin/core/recv_engine.h"
+#include "net_plugin/core/send_engine.h"
 
 namespace autopilot::net::tcp {
 
@@ -22,29 +24,8 @@ using core::kRequestMagic;
 class SendComm;
 class RecvComm;
 
-struct SendRequest : RequestHeader {
-  enum class State : uint8_t { kFree, kWaitingForReceive, kActive, kDone, kFailed };
-  uint32_t index = 0;  // slot in the pool, also the SendTracker message id
-  State state = State::kFree;
-  const uint8_t* data = nullptr;
-  uint64_t size = 0;
-  int32_t tag = 0;
-  uint64_t recvSeq = 0;  // the matched receive
-  uint8_t buffer = 0;    // buffer within it
-  abi::Result error = abi::kSuccess;
-};
+using core::SendRequest;
 
-struct RecvRequest : RequestHeader {
-  enum class State : uint8_t { kFree, kPosted, kDone };
-  State state = State::kFree;
-  uint64_t seq = 0;
-  int n = 0;
-  uint8_t* data[core::kMaxRecvsPerRequest] = {};
-  uint64_t sizes[core::kMaxRecvsPerRequest] = {};
-  int32_t tags[core::kMaxRecvsPerRequest] = {};
-  uint64_t received[core::kMaxRecvsPerRequest] = {};
-  uint8_t completeMask = 0;
-  core::ChunkBitmap bitmaps[core::kMaxRecvsPerRequest];
-};
+using core::RecvRequest;
 
 }  // namespace autopilot::net::tcp

@@ -20,44 +20,32 @@ constexpr uint64_t kMaxBytesPerWrite = 2 << 20;  // per sendmsg
 constexpr uint64_t kWriteBudgetPerPass = 2 << 20;
 constexpr uint64_t kReadBudgetPerPass = 256 << 10;  // control traffic only
 constexpr uint64_t kTcpSampleNs = 5'000'000;
-constexpr uint64_t kEvaluateNs = 20'000'000;
 constexpr uint64_t kPacingBurstBytes = 64 << 10;
 constexpr uint64_t kPacingQuantumBytes = 64 << 10;
 
-std::string fmtBytes(uint64_t b) {
-  char buf[32];
-  if (b >= (1u << 20)) {
-    std::snprintf(buf, sizeof(buf), "%.1f MiB", double(b) / double(1 << 20));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)b);
+using core::formatBytes;
+
+double nominalBytesPerSec(int speedMbps) {
+  return double(speedMbps > 0 ? speedMbps : 10000) * 1e6 / 8;
+}
+
+std::vector<core::SendEngine::RailInfo> railInfos(const SendCommSetup& setup) {
+  std::vector<core::SendEngine::RailInfo> out;
+  for (const RailSetup& rs : setup.rails) {
+    out.push_back({rs.telemetryId, rs.name, rs.standby, nominalBytesPerSec(rs.speedMbps)});
   }
-  return buf;
+  return out;
 }
 
 }  // namespace
 
 SendComm::SendComm(SendCommSetup setup)
-    : CommBase(kMagic),
-      commId_(setup.commId),
+    : SendEngine(kMagic, setup.commId, "send", core::commConfig(), railInfos(setup), 512,
+                 uint32_t(abi::kNetMaxRequests)),
       connectionId_(setup.connectionId),
-      config_(core::commConfig()),
-      nRails_(int(setup.rails.size())),
-      rails_(new Rail[setup.rails.size()]),
-      striper_(config_.striper),
-      tracker_(nRails_, uint32_t(abi::kNetMaxRequests * config_.maxRecvs), 512),
-      matcher_(uint32_t(abi::kNetMaxRequests)),
-      pool_(uint32_t(abi::kNetMaxRequests * config_.maxRecvs), this) {
+      rails_(new Rail[setup.rails.size()]) {
   std::copy(setup.secret, setup.secret + wire::kSecretBytes, secret_);
   uint64_t now = monotonicNs();
-  std::vector<core::RailHealth::RailInfo> infos;
-  std::vector<int> telemetryIds;
-  for (const RailSetup& rs : setup.rails) {
-    infos.push_back({rs.telemetryId, rs.name, rs.standby});
-    telemetryIds.push_back(rs.telemetryId);
-  }
-  health_.init(commId_, "send", infos, config_.health, now);
-  metrics_.init(telemetryIds);
-  striper_.reset(nRails_);
   for (int r = 0; r < nRails_; ++r) {
     RailSetup& rs = setup.rails[size_t(r)];
     Rail& rail = rails_[r];
@@ -65,8 +53,7 @@ SendComm::SendComm(SendCommSetup setup)
     rail.remote = rs.remote;
     rail.globalIndex = rs.globalIndex;
     rail.generation = rs.generation;
-    rail.nominalBytesPerSec = double(rs.speedMbps > 0 ? rs.speedMbps : 10000) * 1e6 / 8;
-    striper_.setBandwidth(r, rail.nominalBytesPerSec);
+    rail.nominalBytesPerSec = nominalBytesPerSec(rs.speedMbps);
     if (rs.fd.valid()) {
       rail.link.attach(std::move(rs.fd), rs.generation);
       health_.connected(r, now);
@@ -80,12 +67,7 @@ SendComm::SendComm(SendCommSetup setup)
 SendComm::~SendComm() {
   std::string summary;
   for (int r = 0; r < nRails_; ++r) {
-    char part[160];
-    std::snprintf(part, sizeof(part), "%s rail %d %s %s, %.2f Gbit/s, %llu failure%s",
-                  r ? ";" : "", r, telemetry::railStateName(health_.state(r)),
-                  fmtBytes(striper_.assignedBytes(r)).c_str(), striper_.bandwidth(r) * 8e-9,
-                  (unsigned long long)health_.failures(r), health_.failures(r) == 1 ? "" : "s");
-    summary += part;
+    summary += railSummary(r);
     rails_[r].link.detach(false);
   }
   AP_INFO(kFlags, "comm 0x%llx send closed:%s", (unsigned long long)commId_, summary.c_str());
@@ -99,77 +81,12 @@ bool SendComm::simulatedDeaf(int r) const {
   return core::FaultInjector::instance().deaf(rails_[r].globalIndex);
 }
 
-int SendComm::usableRails() const {
-  int n = 0;
-  for (int r = 0; r < nRails_; ++r) n += striper_.mode(r) == core::RailMode::kActive;
-  return std::max(n, 1);
-}
-
-double SendComm::medianLiveBandwidth() const {
-  double bw[core::RailStriper::kMaxRails];
-  int n = 0;
-  for (int r = 0; r < nRails_; ++r) {
-    if (health_.live(r)) bw[n++] = striper_.bandwidth(r);
-  }
-  if (n == 0) return 0;
-  std::nth_element(bw, bw + n / 2, bw + n);
-  return bw[n / 2];
-}
-
-// ---------------------------------------------------------------------------- requests
-
 abi::Result SendComm::isend(const void* data, size_t size, int tag, void** request) {
-  *request = nullptr;
-  if (failed_ != abi::kSuccess) return failed_;
-  if (size > wire::kMaxMessageBytes) {
-    AP_WARN(kFlags, "isend of %zu bytes: more than the %llu bytes a message may have", size,
-            (unsigned long long)wire::kMaxMessageBytes);
-    return abi::kInvalidArgument;
-  }
-  SendRequest* q = pool_.post();
-  if (q == nullptr) return abi::kSuccess;  // NULL request: NCCL retries later
-  q->state = SendRequest::State::kWaitingForReceive;
-  q->data = static_cast<const uint8_t*>(data);
-  q->size = size;
-  q->tag = tag;
-  q->error = abi::kSuccess;
-  *request = q;
-  progress(monotonicNs());
-  return abi::kSuccess;
-}
-
-void SendComm::freeRequest(SendRequest* q) {
-  if (tracker_.inUse(q->index)) tracker_.release(q->index);
-  q->state = SendRequest::State::kFree;
-  pool_.release(q);
-}
-
-abi::Result SendComm::test(SendRequest* q, int* done, int* sizes) {
-  *done = 0;
-  if (q->state == SendRequest::State::kFree) {
-    AP_WARN_ONCE(kFlags, "test() on a send request that is not in flight");
-    return abi::kInvalidArgument;
-  }
-  progress(monotonicNs());
-  if (q->state == SendRequest::State::kDone) {
-    *done = 1;
-    if (sizes) *sizes = int(std::min<uint64_t>(q->size, INT_MAX));
-    freeRequest(q);
-    return abi::kSuccess;
-  }
-  if (q->state == SendRequest::State::kFailed) {
-    abi::Result e = q->error;
-    freeRequest(q);
-    return e;
-  }
-  return failed_;
-}
-
-void SendComm::failComm(abi::Result error, const std::string& reason) {
-  if (failed_ != abi::kSuccess) return;
-  failed_ = error;
-  AP_WARN(kFlags, "comm 0x%llx send: %s; every pending send fails", (unsigned long long)commId_,
-          reason.c_str());
+  SendRequest* q = nullptr;
+  abi::Result rc = postSend(data, size, tag, &q);
+  *request = q ? static_cast<RequestHeader*>(q) : nullptr;
+  if (q != nullptr) progress(monotonicNs());
+  return rc;
 }
 
 // ---------------------------------------------------------------------------- progress
@@ -318,53 +235,6 @@ bool SendComm::completeByPeer(int r, uint64_t nowNs) {
   return true;
 }
 
-void SendComm::matchRequests() {
-  while (pool_.anyWaiting()) {
-    SendRequest* q = pool_.firstWaiting();
-    core::ReceiveMatcher::Slot slot;
-    core::ReceiveMatcher::Match m = matcher_.match(q->tag, q->size, &slot);
-    if (m == core::ReceiveMatcher::Match::kWait) return;
-    pool_.popWaiting();
-    if (m != core::ReceiveMatcher::Match::kMatched) {
-      // The peer's receive cannot take this send: a usage error that breaks the ordering for
-      // every later send on this connection.
-      q->state = SendRequest::State::kFailed;
-      q->error = abi::kInvalidUsage;
-      failComm(abi::kInvalidUsage,
-               m == core::ReceiveMatcher::Match::kTooLarge
-                   ? "a send is larger than the receive buffer posted for it (" +
-                         std::to_string(q->size) + " bytes)"
-                   : "no posted receive buffer has the send's tag " + std::to_string(q->tag));
-      return;
-    }
-    q->recvSeq = slot.seq;
-    q->buffer = uint8_t(slot.buffer);
-    q->state = SendRequest::State::kActive;
-    tracker_.start(q->index, core::planChunks(q->size, usableRails(), config_.chunks));
-  }
-}
-
-void SendComm::placeChunks(uint64_t nowNs) {
-  uint32_t excluded = 0;
-  for (int r = 0; r < nRails_; ++r) {
-    if (tracker_.queueFull(r)) excluded |= 1u << r;
-  }
-  core::SendTracker::Entry e;
-  while (tracker_.peek(&e)) {
-    int r = striper_.pick(e.bytes, nowNs, excluded);
-    if (r < 0) return;
-    tracker_.placeNext(r);
-    striper_.onAssigned(r, e.bytes, nowNs);
-    if (e.resend) {
-      if (auto* c = metrics_.at(r)) {
-        core::RailMetrics::add(c->retransmittedChunks, 1);
-        core::RailMetrics::add(c->retransmittedBytes, e.bytes);
-      }
-    }
-    if (tracker_.queueFull(r)) excluded |= 1u << r;
-  }
-}
-
 void SendComm::writeRail(int r, uint64_t nowNs) {
   Rail& rail = rails_[r];
   RailLink& link = rail.link;
@@ -471,7 +341,7 @@ void SendComm::requestLiveness(int r, uint64_t nowNs) {
     // and a ping must never land inside a half-written DATA frame.
     if (q == r || !health_.live(q) || !rail.link.up() || simulatedDown(q) ||
         tracker_.posted(q) != tracker_.queued(q) || rail.link.partialBytes != 0 ||
-        rail.pingSentNs > stallStart) {
+        !livenessDue(rail.pingSentNs, stallStart, nowNs)) {
       continue;
     }
     uint8_t ping[wire::kFrameHeaderBytes];
@@ -491,20 +361,15 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
   Rail& rail = rails_[r];
   if (!health_.fail(r, nowNs, reason, warn)) return;
   rail.link.detach(true);
-  if (!config_.failover && warn) {
-    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
-                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
-    return;
-  }
-  rail.dialer.abandon();
   uint64_t bytes = 0;
-  uint32_t moved = tracker_.railFailed(r, &bytes);
-  striper_.onRailLost(r);
-  striper_.setMode(r, core::RailMode::kDown);
+  bool proceed = false;
+  uint32_t moved = moveChunksOff(r, !warn, &bytes, &proceed);
+  if (!proceed) return;
+  rail.dialer.abandon();
   if (moved > 0) {
     AP_INFO(kFlags, "comm 0x%llx send: re-sending %u unacknowledged chunk%s (%s) of rail %d on "
             "the other rails", (unsigned long long)commId_, moved, moved == 1 ? "" : "s",
-            fmtBytes(bytes).c_str(), r);
+            formatBytes(bytes).c_str(), r);
   }
 }
 
@@ -531,15 +396,9 @@ void SendComm::pumpDialer(int r, uint64_t nowNs) {
   Rail& rail = rails_[r];
   RailDialer::State s = rail.dialer.progress(nowNs);
   if (s == RailDialer::State::kDone) {
-    // Start small: a fraction of what the others deliver (measured before this rail counts
-    // as live again); measurements grow it from there.
-    double peers = medianLiveBandwidth();
-    double start = peers > 0 ? peers * config_.rejoinShare : rail.nominalBytesPerSec;
     rail.link.attach(rail.dialer.take(), rail.generation);
     rail.refused = false;
-    health_.rejoin(r, nowNs);
-    striper_.setMode(r, health_.mode(r));
-    striper_.setBandwidth(r, start);
+    rejoinRail(r, nowNs, rail.nominalBytesPerSec);
     return;
   }
   if (s == RailDialer::State::kFailed) {
@@ -583,34 +442,23 @@ void SendComm::checkHealth(uint64_t nowNs) {
       fd.onProgress(nowNs);
     }
     uint64_t held = tracker_.heldBytes(r);
-    double bw = striper_.bandwidth(r);
+    double bw = detectorBandwidth(r);
     if (fd.failed(nowNs, held, bw) && !health_.stallBlamesRail(r, nowNs)) {
       requestLiveness(r, nowNs);
     } else if (fd.failed(nowNs, held, bw)) {
       char why[160];
       std::snprintf(why, sizeof(why),
                     "no progress for %llu ms while holding %s (allowed %llu ms at %.2f Gbit/s)",
-                    (unsigned long long)(fd.stalledForNs(nowNs) / 1000000), fmtBytes(held).c_str(),
+                    (unsigned long long)(fd.stalledForNs(nowNs) / 1000000), formatBytes(held).c_str(),
                     (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9);
       failRail(r, nowNs, why);
     }
   }
-  if (nowNs >= nextEvaluateNs_) {
-    nextEvaluateNs_ = nowNs + kEvaluateNs;
-    double bw[core::RailStriper::kMaxRails];
-    for (int r = 0; r < nRails_; ++r) bw[r] = striper_.bandwidth(r);
-    health_.evaluate(nowNs, bw);
-    for (int r = 0; r < nRails_; ++r) striper_.setMode(r, health_.mode(r));
-    metrics_.publish(nowNs, striper_);
-  }
-  uint64_t since = health_.noLiveRailSinceNs();
-  if (since != 0 && allRefused) {
+  if (allRefused && health_.noLiveRailSinceNs() != 0) {
     failComm(abi::kRemoteError, "every rail is down and the receiver refuses re-connections "
                                 "(its side is closed or its process is gone)");
-  } else if (since != 0 && nowNs - since >= config_.peerTimeoutNs) {
-    failComm(abi::kRemoteError, "no rail left for " +
-                                    std::to_string((nowNs - since) / 1000000) + " ms");
   }
+  evaluateHealth(nowNs);
 }
 
 }  // namespace autopilot::net::tcp

@@ -21,13 +21,7 @@
 #include <vector>
 
 #include "common/abi/net_abi.h"
-#include "net_plugin/core/send_request_pool.h"
-#include "net_plugin/core/comm_config.h"
-#include "net_plugin/core/rail_health.h"
-#include "net_plugin/core/rail_metrics.h"
-#include "net_plugin/core/rail_striper.h"
-#include "net_plugin/core/receive_matcher.h"
-#include "net_plugin/core/send_tracker.h"
+#include "net_plugin/core/send_engine.h"
 #include "net_plugin/transport/tcp/handshake.h"
 #include "net_plugin/transport/tcp/rail_link.h"
 #include "net_plugin/transport/tcp/requests.h"
@@ -54,18 +48,15 @@ struct SendCommSetup {
   std::vector<RailSetup> rails;
 };
 
-class SendComm : public CommBase {
+class SendComm final : public core::SendEngine {
  public:
   static constexpr uint32_t kMagic = 0x53504e41;  // "ANPS"
   static constexpr const char* kKind = "send";
 
   explicit SendComm(SendCommSetup setup);
-  ~SendComm();
-  SendComm(const SendComm&) = delete;
-  SendComm& operator=(const SendComm&) = delete;
+  ~SendComm() override;
 
   abi::Result isend(const void* data, size_t size, int tag, void** request);
-  abi::Result test(SendRequest* request, int* done, int* sizes);
 
  private:
   struct Rail {
@@ -80,13 +71,11 @@ class SendComm : public CommBase {
     uint64_t pingSentNs = 0;  // last liveness ping written on this rail
   };
 
-  void progress(uint64_t nowNs);
+  void progress(uint64_t nowNs) override;
   void sendReady(uint64_t nowNs);
   bool readRail(int r, uint64_t nowNs);
   bool handleFrame(int r, const wire::FrameHeader& h, const uint8_t* body, uint64_t nowNs);
-  void matchRequests();
   bool completeByPeer(int r, uint64_t nowNs);
-  void placeChunks(uint64_t nowNs);
   void writeRail(int r, uint64_t nowNs);
   void checkHealth(uint64_t nowNs);
   // Rail r stalls and no other rail shows the peer alive: ping the idle ones.
@@ -94,29 +83,12 @@ class SendComm : public CommBase {
   void failRail(int r, uint64_t nowNs, const std::string& reason, bool warn = true);
   void startReconnect(int r, uint64_t nowNs);
   void pumpDialer(int r, uint64_t nowNs);
-  void failComm(abi::Result error, const std::string& reason);
   bool simulatedDown(int r) const;
   bool simulatedDeaf(int r) const;  // `deaf` fault: nothing read from the rail
-  void freeRequest(SendRequest* q);
-  int usableRails() const;
-  double medianLiveBandwidth() const;
 
-  uint64_t commId_;
   uint64_t connectionId_;
   uint8_t secret_[wire::kSecretBytes];
-  core::CommConfig config_;
-  int nRails_;
   std::unique_ptr<Rail[]> rails_;
-  core::RailHealth health_;
-  core::RailStriper striper_;
-  core::SendTracker tracker_;
-  core::ReceiveMatcher matcher_;
-  core::RailMetrics metrics_;
-
-  core::SendRequestPool<SendRequest> pool_;
-
-  abi::Result failed_ = abi::kSuccess;  // sticky comm error
-  uint64_t nextEvaluateNs_ = 0;
   uint64_t peerCompletedBelow_ = 0;  // the receiver's watermark: receives below it are complete
   int firstRail_ = 0;  // service order rotates every pass
 };

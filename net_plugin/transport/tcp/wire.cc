@@ -8,15 +8,10 @@ namespace autopilot::net::tcp::wire {
 
 namespace {
 
-using core::bytes::get16;
-using core::bytes::get32;
-using core::bytes::get64;
-using core::bytes::put16;
-using core::bytes::put32;
-using core::bytes::put64;
-using core::bytes::fnv32;
+// The byte codec every wire format of the plugin uses (little-endian fields, FNV checksums).
+using namespace core::bytes;
 
-bool zero(const uint8_t* p, size_t n) { return core::bytes::allZero(p, n); }
+bool zero(const uint8_t* p, size_t n) { return allZero(p, n); }
 
 constexpr size_t kChecksumAt = kHelloBytes - 4;
 

@@ -1,0 +1,268 @@
+#include "net_plugin/core/send_engine.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+
+#include "common/clock.h"
+#include "common/log.h"
+
+namespace autopilot::net::core {
+
+namespace {
+
+constexpr unsigned long kFlags = abi::subsys::kNet;
+// Rail states are re-evaluated from measured bandwidth this often.
+constexpr uint64_t kEvaluateNs = 20'000'000;
+// A message whose chunks were caught on this many failing rails is not a path problem (a
+// receiver that rejects the same bytes every time, a usage error the NIC reports as a path
+// error): replaying it again would loop forever.
+constexpr uint32_t kMaxFailovers = 16;
+
+std::vector<RailHealth::RailInfo> healthInfos(const std::vector<SendEngine::RailInfo>& rails) {
+  std::vector<RailHealth::RailInfo> out;
+  for (const auto& r : rails) out.push_back({r.telemetryId, r.name, r.standby});
+  return out;
+}
+
+}  // namespace
+
+std::string formatBytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1u << 20)) {
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", double(b) / double(1 << 20));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)b);
+  }
+  return buf;
+}
+
+SendEngine::SendEngine(uint32_t magic, uint64_t commId, const char* label,
+                       const CommConfig& config, const std::vector<RailInfo>& rails,
+                       uint32_t trackerDepth, uint32_t matchWindow)
+    : CommBase(magic),
+      commId_(commId),
+      label_(label),
+      config_(config),
+      nRails_(int(rails.size())),
+      striper_(config_.striper),
+      tracker_(nRails_, uint32_t(abi::kNetMaxRequests * config_.maxRecvs), trackerDepth),
+      matcher_(matchWindow),
+      pool_(uint32_t(abi::kNetMaxRequests * config_.maxRecvs), this) {
+  health_.init(commId_, "send", healthInfos(rails), config_.health, monotonicNs());
+  std::vector<int> telemetryIds;
+  for (const auto& r : rails) telemetryIds.push_back(r.telemetryId);
+  metrics_.init(telemetryIds);
+  striper_.reset(nRails_);
+  for (int r = 0; r < nRails_; ++r) striper_.setBandwidth(r, rails[size_t(r)].nominalBytesPerSec);
+}
+
+SendEngine::~SendEngine() = default;
+
+std::string SendEngine::railSummary(int r) const {
+  char part[160];
+  std::snprintf(part, sizeof(part), "%s rail %d %s %s, %.2f Gbit/s (%llu samples), %llu failure%s",
+                r ? ";" : "", r, telemetry::railStateName(health_.state(r)),
+                formatBytes(striper_.assignedBytes(r)).c_str(), striper_.bandwidth(r) * 8e-9,
+                (unsigned long long)striper_.samples(r), (unsigned long long)health_.failures(r),
+                health_.failures(r) == 1 ? "" : "s");
+  return part;
+}
+
+int SendEngine::usableRails() const {
+  int n = 0;
+  for (int r = 0; r < nRails_; ++r) n += striper_.mode(r) == RailMode::kActive;
+  return std::max(n, 1);
+}
+
+double SendEngine::medianLiveBandwidth() const {
+  double bw[RailStriper::kMaxRails];
+  int n = 0;
+  for (int r = 0; r < nRails_; ++r) {
+    if (health_.live(r)) bw[n++] = striper_.bandwidth(r);
+  }
+  if (n == 0) return 0;
+  std::nth_element(bw, bw + n / 2, bw + n);
+  return bw[n / 2];
+}
+
+double SendEngine::measuredPeerBandwidth(int r) const {
+  double bw[RailStriper::kMaxRails];
+  int n = 0;
+  for (int q = 0; q < nRails_; ++q) {
+    if (q != r && health_.live(q) && striper_.samples(q) > 0) bw[n++] = striper_.bandwidth(q);
+  }
+  if (n == 0) return striper_.bandwidth(r);
+  std::nth_element(bw, bw + n / 2, bw + n);
+  return bw[n / 2];
+}
+
+double SendEngine::detectorBandwidth(int r) const {
+  return striper_.samples(r) > 0 ? striper_.bandwidth(r) : measuredPeerBandwidth(r);
+}
+
+bool SendEngine::livenessDue(uint64_t lastPingNs, uint64_t stallStartNs, uint64_t nowNs) const {
+  return lastPingNs <= stallStartNs ||
+         nowNs - lastPingNs >= config_.health.failure.stallTimeoutNs / 4;
+}
+
+// ---------------------------------------------------------------------------- requests
+
+abi::Result SendEngine::postSend(const void* data, size_t size, int tag, SendRequest** request) {
+  *request = nullptr;
+  if (failed_ != abi::kSuccess) return failed_;
+  if (size > abi::kMaxNetSizeBytes) {
+    AP_WARN(kFlags, "isend of %zu bytes: more than the %llu bytes a message may have", size,
+            (unsigned long long)abi::kMaxNetSizeBytes);
+    return abi::kInvalidArgument;
+  }
+  SendRequest* q = pool_.post();
+  if (q == nullptr) return abi::kSuccess;  // NULL request: NCCL retries later
+  q->state = SendRequest::State::kWaitingForReceive;
+  q->data = static_cast<const uint8_t*>(data);
+  q->size = size;
+  q->tag = tag;
+  q->failovers = 0;
+  q->error = abi::kSuccess;
+  *request = q;
+  return abi::kSuccess;
+}
+
+void SendEngine::freeRequest(SendRequest* q) {
+  if (tracker_.inUse(q->index)) tracker_.release(q->index);
+  q->state = SendRequest::State::kFree;
+  pool_.release(q);
+}
+
+abi::Result SendEngine::test(SendRequest* q, int* done, int* sizes) {
+  *done = 0;
+  if (q->state == SendRequest::State::kFree) {
+    AP_WARN_ONCE(kFlags, "test() on a send request that is not in flight");
+    return abi::kInvalidArgument;
+  }
+  progress(monotonicNs());
+  if (q->state == SendRequest::State::kDone) {
+    *done = 1;
+    if (sizes) *sizes = int(std::min<uint64_t>(q->size, INT_MAX));
+    freeRequest(q);
+    return abi::kSuccess;
+  }
+  if (q->state == SendRequest::State::kFailed || failed_ != abi::kSuccess) {
+    // Every pending send fails once the comm is broken; the slot is NCCL's to forget.
+    abi::Result e = q->state == SendRequest::State::kFailed ? q->error : failed_;
+    freeRequest(q);
+    return e;
+  }
+  return abi::kSuccess;
+}
+
+void SendEngine::failComm(abi::Result error, const std::string& reason) {
+  if (failed_ != abi::kSuccess) return;
+  failed_ = error;
+  AP_WARN(kFlags, "comm 0x%llx %s: %s; every pending send fails", (unsigned long long)commId_,
+          label_, reason.c_str());
+}
+
+void SendEngine::matchRequests() {
+  while (pool_.anyWaiting()) {
+    SendRequest* q = pool_.firstWaiting();
+    ReceiveMatcher::Slot slot;
+    ReceiveMatcher::Match m = matcher_.match(q->tag, q->size, &slot);
+    if (m == ReceiveMatcher::Match::kWait) return;
+    pool_.popWaiting();
+    if (m != ReceiveMatcher::Match::kMatched) {
+      // The peer's receive cannot take this send: a usage error that breaks the ordering for
+      // every later send on this connection.
+      q->state = SendRequest::State::kFailed;
+      q->error = abi::kInvalidUsage;
+      failComm(abi::kInvalidUsage,
+               m == ReceiveMatcher::Match::kTooLarge
+                   ? "a send is larger than the receive buffer posted for it (" +
+                         std::to_string(q->size) + " bytes)"
+                   : "no posted receive buffer has the send's tag " + std::to_string(q->tag));
+      return;
+    }
+    q->recvSeq = slot.seq;
+    q->buffer = uint8_t(slot.buffer);
+    onMatched(*q, slot);
+    q->state = SendRequest::State::kActive;
+    tracker_.start(q->index, planChunks(q->size, usableRails(), config_.chunks));
+  }
+}
+
+void SendEngine::placeChunks(uint64_t nowNs) {
+  beforePlacing();
+  uint32_t excluded = railsClosedForPlacing();
+  for (int r = 0; r < nRails_; ++r) {
+    if (tracker_.queueFull(r)) excluded |= 1u << r;
+  }
+  SendTracker::Entry e;
+  while (tracker_.peek(&e)) {
+    if (mustWait(e)) return;
+    int r = striper_.pick(e.bytes, nowNs, excluded);
+    if (r < 0) return;
+    tracker_.placeNext(r);
+    striper_.onAssigned(r, e.bytes, nowNs);
+    if (e.resend) {
+      if (auto* c = metrics_.at(r)) {
+        RailMetrics::add(c->retransmittedChunks, 1);
+        RailMetrics::add(c->retransmittedBytes, e.bytes);
+      }
+    }
+    if (tracker_.queueFull(r)) excluded |= 1u << r;
+  }
+}
+
+// ---------------------------------------------------------------------------- failure handling
+
+uint32_t SendEngine::moveChunksOff(int r, bool orderly, uint64_t* bytes, bool* proceed) {
+  *bytes = 0;
+  *proceed = false;
+  if (!config_.failover && !orderly) {
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
+                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    return 0;
+  }
+  for (uint32_t i = 0; i < tracker_.queued(r); ++i) {
+    const SendTracker::Entry& e = tracker_.entry(r, i);
+    if (e.leftover) continue;  // its message is complete: nothing of it is replayed
+    SendRequest& q = pool_[e.message];
+    if (++q.failovers == kMaxFailovers) {
+      failComm(abi::kInternalError,
+               "a send's chunks were caught on " + std::to_string(kMaxFailovers) +
+                   " failing rails in a row; giving up rather than replaying forever");
+    }
+  }
+  uint32_t moved = tracker_.railFailed(r, bytes);
+  striper_.onRailLost(r);
+  striper_.setMode(r, RailMode::kDown);
+  *proceed = true;
+  return moved;
+}
+
+void SendEngine::rejoinRail(int r, uint64_t nowNs, double nominalBytesPerSec) {
+  // Start small: a fraction of what the others deliver (measured before this rail counts as
+  // live again); measurements grow it from there.
+  double peers = medianLiveBandwidth();
+  health_.rejoin(r, nowNs);
+  striper_.setMode(r, health_.mode(r));
+  striper_.setBandwidth(r, peers > 0 ? peers * config_.rejoinShare : nominalBytesPerSec);
+}
+
+void SendEngine::evaluateHealth(uint64_t nowNs) {
+  if (nowNs >= nextEvaluateNs_) {
+    nextEvaluateNs_ = nowNs + kEvaluateNs;
+    double bw[RailStriper::kMaxRails];
+    for (int r = 0; r < nRails_; ++r) bw[r] = striper_.bandwidth(r);
+    health_.evaluate(nowNs, bw);
+    for (int r = 0; r < nRails_; ++r) striper_.setMode(r, health_.mode(r));
+    metrics_.publish(nowNs, striper_);
+  }
+  uint64_t since = health_.noLiveRailSinceNs();
+  if (since != 0 && nowNs - since >= config_.peerTimeoutNs && pending()) {
+    failComm(abi::kRemoteError,
+             "no rail left for " + std::to_string((nowNs - since) / 1000000) + " ms");
+  }
+}
+
+}  // namespace autopilot::net::core

@@ -1,0 +1,137 @@
+// SendEngine: the half of a send comm that does not depend on the transport, written once for
+// TCP and RDMA. It owns the requests (a fixed pool), the match of sends to the receiver's
+// announced buffers (in order), the chunk plan of each message, the striper that places chunks
+// on rails, the tracker that keeps each chunk until its rail confirms it, the rails' health and
+// the comm's sticky error. A transport's SendComm derives from it and adds what is its own: how
+// chunks travel (frames on a socket, RDMA writes), how confirmations come back, how a rail is
+// torn down and rebuilt.
+//
+// The rules that must not drift between transports live here: when a request completes or
+// fails, how a failed rail's chunks move to the others, what bandwidth the failure detector
+// assumes for a rail not yet measured, when a re-joined rail starts and at what share, when
+// the comm gives up.
+//
+// Threading: NCCL drives a comm from one thread at a time; nothing here locks. Nothing
+// allocates after construction except log text on rare events.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/abi/net_abi.h"
+#include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/opaque_handles.h"
+#include "net_plugin/core/rail_health.h"
+#include "net_plugin/core/rail_metrics.h"
+#include "net_plugin/core/rail_striper.h"
+#include "net_plugin/core/receive_matcher.h"
+#include "net_plugin/core/send_request_pool.h"
+#include "net_plugin/core/send_tracker.h"
+
+namespace autopilot::net::core {
+
+struct SendRequest : RequestHeader {
+  enum class State : uint8_t { kFree, kWaitingForReceive, kActive, kDone, kFailed };
+  uint32_t index = 0;  // slot in the pool, also the SendTracker message id
+  State state = State::kFree;
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+  int32_t tag = 0;
+  uint64_t recvSeq = 0;  // the matched receive
+  uint8_t buffer = 0;    // buffer within it
+  uint32_t failovers = 0;  // rails that failed while holding some of its chunks
+  abi::Result error = abi::kSuccess;
+};
+
+class SendEngine : public CommBase {
+ public:
+  // Rails of the comm as setup left them: what the health tracker and the metrics need.
+  struct RailInfo {
+    int telemetryId = -1;
+    std::string name;
+    bool standby = false;
+    double nominalBytesPerSec = 0;  // the port's speed: the striper's first estimate
+  };
+
+  abi::Result test(SendRequest* request, int* done, int* sizes);
+
+ protected:
+  // `label` prefixes this comm's log lines ("send", "ib send"); `trackerDepth` bounds the
+  // chunks queued per rail; `matchWindow` the receives announced ahead.
+  SendEngine(uint32_t magic, uint64_t commId, const char* label, const CommConfig& config,
+             const std::vector<RailInfo>& rails, uint32_t trackerDepth, uint32_t matchWindow);
+  virtual ~SendEngine();
+  SendEngine(const SendEngine&) = delete;
+  SendEngine& operator=(const SendEngine&) = delete;
+
+  // A send of `size` bytes takes a request of the pool, waiting for its receive (NULL in
+  // *request when none is free: NCCL retries). The transport fills in what it adds, then runs
+  // a progress pass.
+  abi::Result postSend(const void* data, size_t size, int tag, SendRequest** request);
+  // One progress pass: the transport's own (reads, writes, completions, health).
+  virtual void progress(uint64_t nowNs) = 0;
+  // The send was matched to receive slot `slot`: the transport keeps what it needs of the
+  // announcement (the RDMA target, say).
+  virtual void onMatched(SendRequest& /*q*/, const ReceiveMatcher::Slot& /*slot*/) {}
+  // Rails that cannot take chunks now although the striper may pick them (no queue pair).
+  virtual uint32_t railsClosedForPlacing() const { return 0; }
+  // Called once at the start of every placing pass.
+  virtual void beforePlacing() {}
+  // Whether this chunk must wait (the RDMA replay guard: new data must not overtake a replay
+  // into the same receive memory). Placing stops at the first chunk that must wait.
+  virtual bool mustWait(const SendTracker::Entry& /*e*/) { return false; }
+
+  // Sticky: every pending and later send fails with `error`.
+  void failComm(abi::Result error, const std::string& reason);
+  void freeRequest(SendRequest* q);
+  // Sends whose receive is announced start: their chunks are planned.
+  void matchRequests();
+  // Planned chunks go to rails (earliest predicted completion).
+  void placeChunks(uint64_t nowNs);
+
+  // The transport-independent half of failing rail r, after the transport stopped the rail
+  // (its frames or writes can no longer land): every chunk it held moves to the others.
+  // Returns the chunks moved (their bytes in *bytes). False in *proceed when the comm failed
+  // instead (failover off, unless `orderly`: the peer closed an idle rail, nothing at stake).
+  uint32_t moveChunksOff(int r, bool orderly, uint64_t* bytes, bool* proceed);
+  // Rail r re-joins: its first share is a fraction of what the other rails deliver.
+  void rejoinRail(int r, uint64_t nowNs, double nominalBytesPerSec);
+  // The bandwidth the failure detector assumes for rail r: its measurement, or before the
+  // first one what its measured peers deliver (a guess too high would fail a rail that is
+  // merely as slow as the others; far too low would hide a dead one for long).
+  double detectorBandwidth(int r) const;
+  // Whether an idle rail q should carry a liveness ping while rail r stalls (stall started at
+  // `stallStartNs`): not yet pinged in this stall, or the last ping is getting old (evidence
+  // must be recent to count, RailHealth::stallBlamesRail).
+  bool livenessDue(uint64_t lastPingNs, uint64_t stallStartNs, uint64_t nowNs) const;
+  // The periodic part of the health check: rail states from measured bandwidth (every
+  // kEvaluateNs), then the comm fails when no rail has been left for the peer timeout while
+  // sends are pending.
+  void evaluateHealth(uint64_t nowNs);
+  bool pending() const { return pool_.anyWaiting() || pool_.anyInUse(); }
+  int usableRails() const;
+  double medianLiveBandwidth() const;
+  std::string railSummary(int r) const;
+
+  const uint64_t commId_;
+  const char* const label_;
+  CommConfig config_;
+  const int nRails_;
+  RailHealth health_;
+  RailStriper striper_;
+  SendTracker tracker_;
+  ReceiveMatcher matcher_;
+  RailMetrics metrics_;
+  SendRequestPool<SendRequest> pool_;
+  abi::Result failed_ = abi::kSuccess;  // sticky comm error
+  uint64_t nextEvaluateNs_ = 0;
+
+ private:
+  double measuredPeerBandwidth(int r) const;
+};
+
+// "1.5 MiB" or "300 B", for logs.
+std::string formatBytes(uint64_t bytes);
+
+}  // namespace autopilot::net::core
