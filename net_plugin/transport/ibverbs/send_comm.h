@@ -88,6 +88,10 @@ class SendComm final : public core::SendEngine {
 
  private:
   enum class Failback : uint8_t { kIdle, kAwaitingPeer, kProbing };
+  // Work request ids: the kind in the top byte.
+  enum class Work : uint8_t { kData = 1, kProbe = 2, kLiveness = 3 };
+  static uint64_t workId(Work w) { return uint64_t(w) << 56; }
+  static Work workOf(uint64_t id) { return Work(id >> 56); }
   // Where a send's chunks go: the receive buffer the clear-to-send entry announced, and the
   // local registration they are read from (one per request slot).
   struct Target {

@@ -19,11 +19,8 @@ constexpr uint64_t kMaxBytesPerWrite = 2 << 20;  // per sendmsg
 // another's 16 MiB would measure slower than it is), large enough to amortise the pass.
 constexpr uint64_t kWriteBudgetPerPass = 2 << 20;
 constexpr uint64_t kReadBudgetPerPass = 256 << 10;  // control traffic only
-constexpr uint64_t kTcpSampleNs = 5'000'000;
 constexpr uint64_t kPacingBurstBytes = 64 << 10;
 constexpr uint64_t kPacingQuantumBytes = 64 << 10;
-
-using core::formatBytes;
 
 double nominalBytesPerSec(int speedMbps) {
   return double(speedMbps > 0 ? speedMbps : 10000) * 1e6 / 8;
@@ -329,136 +326,6 @@ void SendComm::writeRail(int r, uint64_t nowNs) {
     }
     if (res.bytes < acc) return;  // the socket is full
   }
-}
-
-// ---------------------------------------------------------------------------- failure handling
-
-void SendComm::requestLiveness(int r, uint64_t nowNs) {
-  const uint64_t stallStart = health_.failure(r).stallStartNs();
-  for (int q = 0; q < nRails_; ++q) {
-    Rail& rail = rails_[q];
-    // Only idle rails: a rail carrying data shows the peer's life through its acknowledgements,
-    // and a ping must never land inside a half-written DATA frame.
-    if (q == r || !health_.live(q) || !rail.link.up() || simulatedDown(q) ||
-        tracker_.posted(q) != tracker_.queued(q) || rail.link.partialBytes != 0 ||
-        !livenessDue(rail.pingSentNs, stallStart, nowNs)) {
-      continue;
-    }
-    uint8_t ping[wire::kFrameHeaderBytes];
-    size_t n = wire::encodeLiveness(wire::FrameType::kPing, nowNs, ping);
-    iovec iov{ping, n};
-    IoResult res = writeVec(rail.link.fd(), &iov, 1);
-    if (res.status == Io::kOk && res.bytes == n) {
-      rail.pingSentNs = nowNs;
-    } else if (res.status == Io::kOk && res.bytes > 0) {
-      // A partial 32-byte write on an idle socket: the stream is no longer framed. Start over.
-      failRail(q, nowNs, "write: partial liveness ping");
-    }
-  }
-}
-
-void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool warn) {
-  Rail& rail = rails_[r];
-  if (!health_.fail(r, nowNs, reason, warn)) return;
-  rail.link.detach(true);
-  uint64_t bytes = 0;
-  bool proceed = false;
-  uint32_t moved = moveChunksOff(r, !warn, &bytes, &proceed);
-  if (!proceed) return;
-  rail.dialer.abandon();
-  if (moved > 0) {
-    AP_INFO(kFlags, "comm 0x%llx send: re-sending %u unacknowledged chunk%s (%s) of rail %d on "
-            "the other rails", (unsigned long long)commId_, moved, moved == 1 ? "" : "s",
-            formatBytes(bytes).c_str(), r);
-  }
-}
-
-void SendComm::startReconnect(int r, uint64_t nowNs) {
-  Rail& rail = rails_[r];
-  core::FailbackScheduler& fb = health_.failback(r);
-  fb.onAttemptStarted();
-  rail.attempts++;
-  if (simulatedDown(r)) {
-    fb.onAttemptFailed(nowNs);  // a simulated dead link cannot be re-connected either
-    return;
-  }
-  wire::Hello hello;
-  std::copy(secret_, secret_ + wire::kSecretBytes, hello.secret);
-  hello.railIndex = uint8_t(r);
-  hello.railCount = uint8_t(nRails_);
-  hello.connectionId = connectionId_;
-  hello.generation = ++rail.generation;
-  rail.dialer.start(rail.local, rail.remote, hello, nowNs, config_.probeTimeoutNs);
-  pumpDialer(r, nowNs);
-}
-
-void SendComm::pumpDialer(int r, uint64_t nowNs) {
-  Rail& rail = rails_[r];
-  RailDialer::State s = rail.dialer.progress(nowNs);
-  if (s == RailDialer::State::kDone) {
-    rail.link.attach(rail.dialer.take(), rail.generation);
-    rail.refused = false;
-    rejoinRail(r, nowNs, rail.nominalBytesPerSec);
-    return;
-  }
-  if (s == RailDialer::State::kFailed) {
-    rail.refused = rail.dialer.refused();
-    health_.failback(r).onAttemptFailed(nowNs);
-    // Attempts repeat for as long as the comm lives: log the 1st, 2nd, 4th, 8th, ...
-    if ((rail.attempts & (rail.attempts - 1)) == 0) {
-      AP_INFO(kFlags, "comm 0x%llx send rail %d: re-connection attempt %llu to %s failed: %s; "
-              "next in %llu ms", (unsigned long long)commId_, r,
-              (unsigned long long)rail.attempts, rail.remote.str().c_str(),
-              rail.dialer.error().c_str(),
-              (unsigned long long)(health_.failback(r).backoffNs() / 1000000));
-    }
-  }
-}
-
-void SendComm::checkHealth(uint64_t nowNs) {
-  bool allRefused = true;
-  for (int r = 0; r < nRails_; ++r) {
-    Rail& rail = rails_[r];
-    if (!health_.live(r)) {
-      allRefused = allRefused && rail.refused;
-      if (!rail.dialer.active() && health_.failback(r).due(nowNs)) startReconnect(r, nowNs);
-      continue;
-    }
-    allRefused = false;
-    // Without failover (the baseline mode) nothing is declared dead from silence: like a
-    // transport without failure detection, a dead link stalls until the socket errors.
-    if (!config_.failover) continue;
-    core::FailureDetector& fd = health_.failure(r);
-    // Leftover copies of completed messages are not held: the receiver may rightly not read them
-    // for a long time.
-    bool outstanding = tracker_.heldBytes(r) > 0;
-    fd.setOutstanding(outstanding, nowNs);
-    if (!outstanding) continue;
-    // No acknowledgement for a while: ask the kernel whether the peer's TCP still takes bytes
-    // (a slow rail does; a dead one does not).
-    if (fd.stalledForNs(nowNs) > kTcpSampleNs && nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs &&
-        !simulatedDown(r) && !simulatedDeaf(r) &&
-        rail.link.sampleTcp(nowNs)) {
-      fd.onProgress(nowNs);
-    }
-    uint64_t held = tracker_.heldBytes(r);
-    double bw = detectorBandwidth(r);
-    if (fd.failed(nowNs, held, bw) && !health_.stallBlamesRail(r, nowNs)) {
-      requestLiveness(r, nowNs);
-    } else if (fd.failed(nowNs, held, bw)) {
-      char why[160];
-      std::snprintf(why, sizeof(why),
-                    "no progress for %llu ms while holding %s (allowed %llu ms at %.2f Gbit/s)",
-                    (unsigned long long)(fd.stalledForNs(nowNs) / 1000000), formatBytes(held).c_str(),
-                    (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9);
-      failRail(r, nowNs, why);
-    }
-  }
-  if (allRefused && health_.noLiveRailSinceNs() != 0) {
-    failComm(abi::kRemoteError, "every rail is down and the receiver refuses re-connections "
-                                "(its side is closed or its process is gone)");
-  }
-  evaluateHealth(nowNs);
 }
 
 }  // namespace autopilot::net::tcp

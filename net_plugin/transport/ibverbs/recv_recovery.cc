@@ -1,0 +1,131 @@
+// The receive comm's failure handling, beside its hot path (recv_comm.cc): failing a rail,
+// answering the sender's queue pair replacement, and the health check.
+#include "net_plugin/transport/ibverbs/recv_comm.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "net_plugin/core/fault_injector.h"
+#include "net_plugin/transport/ibverbs/completion.h"
+#include "net_plugin/transport/ibverbs/ib_config.h"
+
+namespace autopilot::net::ib {
+
+namespace {
+
+constexpr unsigned long kFlags = abi::subsys::kNet;
+
+}  // namespace
+
+void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer,
+                        bool warn) {
+  Rail& rail = rails_[r];
+  // A rail re-created by the sender is not live until data crosses it, yet has a QP to drop.
+  bool wasLive = health_.fail(r, nowNs, reason, warn);
+  rail.qp.reset();
+  if (wasLive && !config_.failover && warn) {
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
+                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    return;
+  }
+  rail.recvsPosted = 0;
+  rail.ctsInFlight = 0;
+  if (lastDataRail_ == r) lastDataRail_ = -1;
+  // Entries whose write was in flight there may not have landed: write them again elsewhere.
+  for (int i = 0; i < kSlots; ++i) {
+    CtsState& cts = cts_[i];
+    if (cts.rail != r) continue;
+    cts.rail = -1;
+    if (slots_[i].state == RecvRequest::State::kPosted && !cts.landed) cts.pending = true;
+  }
+  if (notifyPeer && wasLive) control_->sendRailDown(connectionId_, r, rail.generation);
+}
+
+void RecvComm::replace(const wire::ControlMessage& m, uint64_t nowNs) {
+  wire::ControlMessage answer;
+  answer.type = wire::ControlType::kReplaced;
+  answer.connectionId = connectionId_;
+  answer.rail = m.rail;
+  answer.generation = m.generation;
+  if (m.rail >= nRails_) {
+    answer.status = wire::ControlStatus::kBadRails;
+    control_->send(answer);
+    return;
+  }
+  int r = m.rail;
+  Rail& rail = rails_[r];
+  if (m.generation <= rail.generation) {
+    answer.status = wire::ControlStatus::kStale;
+    control_->send(answer);
+    return;
+  }
+  if (rail.qp) {
+    // The sender gave up on this QP (it saw no progress): follow it.
+    failRail(r, nowNs, "the sender re-creates the rail", false, false);
+  }
+  rail.generation = m.generation;
+  auto qp = std::make_unique<RailQp>();
+  std::string error;
+  if (!qp->create(rail.global, {kSendDepth, kRecvDepth}, &error) ||
+      !qp->connect(m.endpoints[0], trafficClass_, &error)) {
+    AP_INFO(kFlags, "comm 0x%llx ib recv rail %d: cannot re-create the queue pair: %s",
+            (unsigned long long)commId_, r, error.c_str());
+    answer.status = wire::ControlStatus::kNoResources;
+    control_->send(answer);
+    return;
+  }
+  rail.qp = std::move(qp);
+  rail.fifoKey = m.endpoints[0].rkey;
+  rail.recvsPosted = 0;
+  replenish(r, nowNs);
+  if (!rail.qp) return;
+  answer.endpoints[0] = rail.qp->endpoint(area_->memory().rkey[r]);
+  control_->send(answer);
+  // The rail re-joins when data crosses it (landed()): the sender's probe comes first.
+}
+
+void RecvComm::checkHealth(uint64_t nowNs) {
+  auto& events = IbRails::instance().events();
+  auto& injector = core::FaultInjector::instance();
+  for (int r = 0; r < nRails_; ++r) {
+    Rail& rail = rails_[r];
+    uint32_t reset = injector.qpResetSequence(rail.global);
+    if (reset != rail.seenReset) {
+      rail.seenReset = reset;
+      if (health_.live(r)) {
+        failRail(r, nowNs, "SIMULATED queue pair reset", false);  // the peer is not told
+        continue;
+      }
+    }
+    if (!health_.live(r)) continue;
+    uint32_t down = events.downEvents(rail.global);
+    if (down != rail.seenDown) {
+      rail.seenDown = down;
+      failRail(r, nowNs, "port down (asynchronous event)");
+      continue;
+    }
+    if (!config_.failover) continue;  // the baseline mode: silence is never a failure
+    // What this side writes (clear-to-send entries) must complete.
+    core::FailureDetector& fd = health_.failure(r);
+    fd.setOutstanding(rail.ctsInFlight > 0, nowNs);
+    if (rail.ctsInFlight > 0 && fd.failed(nowNs, 0, 0) && health_.stallBlamesRail(r, nowNs)) {
+      failRail(r, nowNs, "a clear-to-send write has not completed for " +
+                             std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
+    }
+  }
+  // The sender closing its end while receives are posted is also how an orderly teardown races
+  // (NCCL closes both sides): the receives fail only when nothing arrives for the peer timeout.
+  if (peerClosedNs_ != 0 && outstanding() && nowNs - peerClosedNs_ >= config_.peerTimeoutNs) {
+    failComm(abi::kRemoteError, "the sender closed the connection " +
+                                    std::to_string((nowNs - peerClosedNs_) / 1000000) +
+                                    " ms ago (its side is closed or its process is gone)");
+  }
+  evaluateHealth(nowNs);
+}
+
+}  // namespace autopilot::net::ib

@@ -1,0 +1,231 @@
+// The send comm's failure handling, beside its hot path (send_comm.cc): liveness probes, failing
+// a rail, re-creating its queue pair through the receiver, the probe that lets it re-join, and
+// the health check that decides them.
+#include "net_plugin/transport/ibverbs/send_comm.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "net_plugin/core/fault_injector.h"
+#include "net_plugin/transport/ibverbs/completion.h"
+#include "net_plugin/transport/ibverbs/ib_config.h"
+
+namespace autopilot::net::ib {
+
+namespace {
+
+constexpr unsigned long kFlags = abi::subsys::kNet;
+
+using core::formatBytes;
+
+}  // namespace
+
+void SendComm::requestLiveness(int r, uint64_t nowNs) {
+  const uint64_t stallStart = health_.failure(r).stallStartNs();
+  for (int q = 0; q < nRails_; ++q) {
+    Rail& rail = rails_[q];
+    // Only idle rails: a rail carrying data shows the peer's life through its completions.
+    // Evidence must be recent to count (RailHealth::stallBlamesRail): ping again when the last
+    // answer is getting old.
+    if (q == r || !health_.live(q) || !rail.qp || tracker_.queued(q) != 0 ||
+        rail.livenessOutstanding || !livenessDue(rail.livenessSentNs, stallStart, nowNs)) {
+      continue;
+    }
+    if (rail.qp->postWrite(workId(Work::kLiveness), area_->data() + kProbeSourceAt, 8,
+                           area_->memory().lkey[q], probeAddress_, rail.probeKey) == 0) {
+      rail.livenessOutstanding = true;
+      rail.livenessSentNs = nowNs;
+    }
+  }
+}
+
+void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer) {
+  Rail& rail = rails_[r];
+  if (!health_.fail(r, nowNs, reason)) return;
+  // Destroying the QP stops the NIC retransmitting its writes: after this none of them can
+  // land, so replaying them elsewhere cannot race with a late original.
+  rail.qp.reset();
+  uint64_t bytes = 0;
+  bool proceed = false;
+  uint32_t moved = moveChunksOff(r, false, &bytes, &proceed);
+  if (!proceed) return;
+  rail.livenessOutstanding = false;
+  rail.failback = Failback::kIdle;
+  if (moved > 0) {
+    replayGuard_ = true;
+    if (replayFailedNs_ == 0) {
+      replayFailedNs_ = nowNs;
+      replayFailedRail_ = r;
+    }
+  }
+  // The monotonic time lets tests and operators line the failover up with external events.
+  AP_INFO(kFlags, "comm 0x%llx ib send: rail %d failed at monotonic %.6f s; replaying %u "
+          "unacknowledged chunk%s (%s) on the other rails", (unsigned long long)commId_, r,
+          double(nowNs) * 1e-9, moved, moved == 1 ? "" : "s", formatBytes(bytes).c_str());
+  if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
+}
+
+void SendComm::startReplace(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  core::FailbackScheduler& fb = health_.failback(r);
+  fb.onAttemptStarted();
+  rail.attempts++;
+  std::string error;
+  if (!control_->up()) {
+    fb.onAttemptFailed(nowNs);
+    return;
+  }
+  auto qp = std::make_unique<RailQp>();
+  if (!qp->create(rail.global, {kSendDepth, 0}, &error)) {
+    fb.onAttemptFailed(nowNs);
+    AP_INFO(kFlags, "comm 0x%llx ib send rail %d: re-creation attempt %llu failed: %s",
+            (unsigned long long)commId_, r, (unsigned long long)rail.attempts, error.c_str());
+    return;
+  }
+  wire::ControlMessage m;
+  m.type = wire::ControlType::kReplace;
+  m.connectionId = connectionId_;
+  m.rail = uint8_t(r);
+  m.generation = rail.generation + 1;
+  m.endpoints[0] = qp->endpoint(area_->memory().rkey[r]);
+  if (!control_->send(m)) {
+    fb.onAttemptFailed(nowNs);
+    return;
+  }
+  rail.generation++;
+  rail.qp = std::move(qp);
+  rail.failback = Failback::kAwaitingPeer;
+  rail.attemptDeadlineNs = nowNs + config_.probeTimeoutNs;
+}
+
+void SendComm::replaced(const wire::ControlMessage& m, uint64_t nowNs) {
+  if (m.rail >= nRails_) return;
+  int r = m.rail;
+  Rail& rail = rails_[r];
+  if (m.generation != rail.generation || rail.failback != Failback::kAwaitingPeer) return;
+  if (m.status != wire::ControlStatus::kOk) {
+    abandonReplace(r, nowNs, std::string("the receiver: ") + wire::controlStatusText(m.status),
+                   false);
+    return;
+  }
+  std::string error;
+  if (!rail.qp->connect(m.endpoints[0], trafficClass_, &error)) {
+    abandonReplace(r, nowNs, error, true);
+    return;
+  }
+  // The rail re-joins only when a write crosses it end to end.
+  rail.probeKey = m.endpoints[0].rkey;
+  if (rail.qp->postWrite(workId(Work::kProbe), area_->data() + kProbeSourceAt, 8,
+                         area_->memory().lkey[r], probeAddress_, rail.probeKey) != 0) {
+    abandonReplace(r, nowNs, "the probe could not be posted", true);
+    return;
+  }
+  rail.failback = Failback::kProbing;
+}
+
+void SendComm::abandonReplace(int r, uint64_t nowNs, const std::string& why, bool notifyPeer) {
+  Rail& rail = rails_[r];
+  if (rail.failback == Failback::kIdle) return;
+  rail.qp.reset();
+  rail.failback = Failback::kIdle;
+  health_.failback(r).onAttemptFailed(nowNs);
+  if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
+  // Attempts repeat for as long as the comm lives: log the 1st, 2nd, 4th, 8th, ...
+  if ((rail.attempts & (rail.attempts - 1)) == 0) {
+    AP_INFO(kFlags, "comm 0x%llx ib send rail %d: re-creation attempt %llu failed: %s; next in "
+            "%llu ms", (unsigned long long)commId_, r, (unsigned long long)rail.attempts,
+            why.c_str(), (unsigned long long)(health_.failback(r).backoffNs() / 1000000));
+  }
+}
+
+void SendComm::rejoin(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  if (rail.failback != Failback::kProbing) return;
+  rail.failback = Failback::kIdle;
+  IbRails& ib = IbRails::instance();
+  rail.seenDown = ib.events().downEvents(rail.global);
+  rail.seenUp = ib.events().upEvents(rail.global);
+  rejoinRail(r, nowNs, rail.nominalBytesPerSec);
+}
+
+void SendComm::checkHealth(uint64_t nowNs) {
+  IbRails& ib = IbRails::instance();
+  auto& events = ib.events();
+  auto& injector = core::FaultInjector::instance();
+  for (int r = 0; r < nRails_; ++r) {
+    Rail& rail = rails_[r];
+    uint32_t reset = injector.qpResetSequence(rail.global);
+    if (reset != rail.seenReset) {
+      rail.seenReset = reset;
+      if (health_.live(r)) {
+        failRail(r, nowNs, "SIMULATED queue pair reset", false);  // the peer is not told
+        continue;
+      }
+    }
+    uint32_t up = events.upEvents(rail.global);
+    if (up != rail.seenUp) {
+      rail.seenUp = up;
+      health_.failback(r).expedite(nowNs);  // the link is back: try now, not at the backoff
+    }
+    if (!health_.live(r)) {
+      if (rail.failback != Failback::kIdle) {
+        if (nowNs >= rail.attemptDeadlineNs) {
+          abandonReplace(r, nowNs,
+                         rail.failback == Failback::kProbing ? "the probe write did not complete"
+                                                             : "no answer from the receiver",
+                         true);
+        }
+      } else if (health_.failback(r).due(nowNs)) {
+        if (events.active(rail.global)) {
+          startReplace(r, nowNs);
+        } else {
+          health_.failback(r).onAttemptStarted();  // the port is down: nothing to try yet
+          health_.failback(r).onAttemptFailed(nowNs);
+        }
+      }
+      continue;
+    }
+    uint32_t down = events.downEvents(rail.global);
+    if (down != rail.seenDown) {
+      rail.seenDown = down;
+      failRail(r, nowNs, "port down (asynchronous event)");
+      continue;
+    }
+    // Without failover (the baseline mode) nothing is declared dead from silence: like a
+    // transport without failure detection, a dead path stalls until the NIC reports it.
+    if (!config_.failover) continue;
+    core::FailureDetector& fd = health_.failure(r);
+    bool outstanding = tracker_.queued(r) > 0;
+    fd.setOutstanding(outstanding, nowNs);
+    if (!outstanding) continue;
+    uint64_t held = tracker_.queuedBytes(r);
+    double bw = detectorBandwidth(r);
+    if (!fd.failed(nowNs, held, bw)) continue;
+    if (!health_.stallBlamesRail(r, nowNs)) {
+      requestLiveness(r, nowNs);
+      continue;
+    }
+    char why[192];
+    std::snprintf(why, sizeof(why),
+                  "no completion for %llu ms while holding %s in %u chunks, %u posted (allowed "
+                  "%llu ms at %.2f Gbit/s)",
+                  (unsigned long long)(fd.stalledForNs(nowNs) / 1000000), formatBytes(held).c_str(),
+                  tracker_.queued(r), tracker_.posted(r),
+                  (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9);
+    failRail(r, nowNs, why);
+  }
+  // As on the receiving side: a closed control connection is an orderly teardown racing with
+  // sends still posted, or a dead receiver; sends fail when it stays closed for the peer timeout.
+  if (peerClosedNs_ != 0 && pending() && nowNs - peerClosedNs_ >= config_.peerTimeoutNs) {
+    failComm(abi::kRemoteError, "the receiver closed the connection " +
+                                    std::to_string((nowNs - peerClosedNs_) / 1000000) +
+                                    " ms ago (its side is closed or its process is gone)");
+  }
+  evaluateHealth(nowNs);
+}
+
+}  // namespace autopilot::net::ib

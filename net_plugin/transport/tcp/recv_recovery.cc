@@ -1,0 +1,83 @@
+// The receive comm's failure handling, beside its hot path (recv_comm.cc): failing a rail, the
+// health check, and installing rails the sender re-connects.
+#include "net_plugin/transport/tcp/recv_comm.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "net_plugin/core/fault_injector.h"
+
+namespace autopilot::net::tcp {
+
+namespace {
+
+constexpr uint64_t kTcpSampleNs = 5'000'000;  // how often a stalled rail asks the kernel
+
+}  // namespace
+
+void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool warn) {
+  if (!health_.fail(r, nowNs, reason, warn)) return;
+  rails_[r].link.detach(true);
+  rails_[r].tcpWatch = false;
+  if (!config_.failover && warn) {
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
+                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    return;
+  }
+  if (lastDataRail_ == r) lastDataRail_ = -1;
+  // Announcements queued or in flight on that rail may be lost: repeat them elsewhere.
+  announceAll();
+}
+
+void RecvComm::checkHealth(uint64_t nowNs) {
+  for (int r = 0; r < nRails_; ++r) {
+    Rail& rail = rails_[r];
+    if (!health_.live(r) || !rail.link.up() || !config_.failover) continue;
+    // What this side sends (announcements, acknowledgements) must be taken by the peer's TCP;
+    // a dead link leaves it queued here or unacknowledged in the kernel.
+    // A deaf rail (simulated) has lost its inbound direction, TCP's acknowledgements included.
+    if (rail.tcpWatch && nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs && !simulatedDown(r) &&
+        !simulatedDeaf(r)) {
+      if (rail.link.sampleTcp(nowNs)) health_.failure(r).onProgress(nowNs);
+      if (rail.link.tcpUnacked() == 0) rail.tcpWatch = false;
+    }
+    core::FailureDetector& fd = health_.failure(r);
+    bool held = rail.link.controlQueued() > 0 || (rail.tcpWatch && rail.link.tcpUnacked() > 0);
+    fd.setOutstanding(held, nowNs);
+    if (held && fd.failed(nowNs, 0, 0) && health_.stallBlamesRail(r, nowNs)) {
+      failRail(r, nowNs, "the sender has taken none of our control frames for " +
+                             std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
+    }
+  }
+  reannounceIfQuiet(nowNs);
+  evaluateHealth(nowNs);
+}
+
+wire::AckStatus RecvComm::decide(const wire::Hello& hello, const SockAddr&) {
+  if (hello.connectionId != connectionId_) return wire::AckStatus::kWrongConnection;
+  if (hello.railCount != nRails_ || hello.railIndex >= nRails_) return wire::AckStatus::kBadRail;
+  if (hello.generation <= rails_[hello.railIndex].link.generation()) {
+    return wire::AckStatus::kStaleGeneration;
+  }
+  return wire::AckStatus::kAccepted;
+}
+
+void RecvComm::install(const wire::Hello& hello, Fd fd, const SockAddr& peer) {
+  int r = hello.railIndex;
+  uint64_t now = nowNs_;
+  if (health_.live(r)) {
+    // The sender gave up on this connection (it saw no progress): follow it.
+    failRail(r, now, "the sender re-connected the rail from " + peer.str(), false);
+  }
+  rails_[r].link.attach(std::move(fd), hello.generation);
+  rails_[r].tcpWatch = false;
+  health_.rejoin(r, now);
+  announceAll();
+}
+
+}  // namespace autopilot::net::tcp
