@@ -1,11 +1,8 @@
 #include "tuner_plugin/control_channel.h"
 
 #include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,18 +56,19 @@ bool privateDirectory(const std::string& dir, std::string* why) {
   return true;
 }
 
-bool unixAddress(const Endpoint& ep, sockaddr_un* addr, std::string* error) {
-  std::memset(addr, 0, sizeof(*addr));
-  addr->sun_family = AF_UNIX;
-  if (ep.path.size() >= sizeof(addr->sun_path)) {
-    *error = "socket path too long: " + ep.path;
+// The socket address of an endpoint: a Unix path, or the first address the host resolves to.
+bool addressOf(const Endpoint& ep, sockets::SockAddr* out, std::string* error) {
+  if (ep.kind == Endpoint::Kind::kUnix) {
+    if (!sockets::SockAddr::unixPath(ep.path, out)) {
+      *error = "socket path too long: " + ep.path;
+      return false;
+    }
+    return true;
+  }
+  if (ep.kind != Endpoint::Kind::kTcp) {
+    *error = "no endpoint";
     return false;
   }
-  std::memcpy(addr->sun_path, ep.path.c_str(), ep.path.size());
-  return true;
-}
-
-bool tcpAddress(const Endpoint& ep, sockaddr_storage* addr, socklen_t* len, std::string* error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -81,8 +79,8 @@ bool tcpAddress(const Endpoint& ep, sockaddr_storage* addr, socklen_t* len, std:
     *error = "cannot resolve " + ep.host + ": " + gai_strerror(rc);
     return false;
   }
-  std::memcpy(addr, res->ai_addr, res->ai_addrlen);
-  *len = res->ai_addrlen;
+  std::memcpy(&out->storage, res->ai_addr, res->ai_addrlen);
+  out->length = res->ai_addrlen;
   freeaddrinfo(res);
   return true;
 }
@@ -151,129 +149,66 @@ Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why) {
   return Endpoint{};
 }
 
-void Fd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
 Fd listenOn(const Endpoint& ep, bool replaceStale, bool* inUse, std::string* error) {
   *inUse = false;
-  if (ep.kind == Endpoint::Kind::kUnix) {
-    sockaddr_un addr;
-    if (!unixAddress(ep, &addr, error)) return Fd();
-    Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!fd.valid()) {
-      *error = std::string("socket: ") + std::strerror(errno);
-      return Fd();
-    }
-    // bind() on a path is atomic: exactly one process of the job wins it.
-    int rc = bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    if (rc != 0 && errno == EADDRINUSE && replaceStale) {
-      // A socket file nobody listens on is a leftover: replace it. One somebody listens on is a
-      // live leader (several ranks of one process can share a rank number in the registry).
-      Fd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      if (probe.valid() && connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 &&
-          errno == ECONNREFUSED) {
-        unlink(ep.path.c_str());
-        rc = bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-      } else {
-        errno = EADDRINUSE;
-      }
-    }
-    if (rc != 0) {
-      *inUse = errno == EADDRINUSE;
-      *error = "bind " + ep.path + ": " + std::strerror(errno);
-      return Fd();
-    }
-    if (listen(fd.get(), 64) != 0) {
-      *error = std::string("listen: ") + std::strerror(errno);
+  sockets::SockAddr addr;
+  if (!addressOf(ep, &addr, error)) return Fd();
+  int err = 0;
+  // bind() on a path is atomic: exactly one process of the job wins it.
+  Fd fd = sockets::listenAt(addr, 64, &err);
+  if (!fd.valid() && err == EADDRINUSE && replaceStale && ep.kind == Endpoint::Kind::kUnix) {
+    // A socket file nobody listens on is a leftover: replace it. One somebody listens on is a
+    // live leader (several ranks of one process can share a rank number in the registry).
+    int probeErr = 0;
+    Fd probe = sockets::makeStreamSocket(AF_UNIX, &probeErr);
+    if (probe.valid() && ::connect(probe.get(), addr.sa(), addr.length) != 0 &&
+        errno == ECONNREFUSED) {
       unlink(ep.path.c_str());
-      return Fd();
+      err = 0;
+      fd = sockets::listenAt(addr, 64, &err);
     }
-    return fd;
   }
-  if (ep.kind == Endpoint::Kind::kTcp) {
-    sockaddr_storage addr;
-    socklen_t len;
-    if (!tcpAddress(ep, &addr, &len, error)) return Fd();
-    Fd fd(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!fd.valid()) {
-      *error = std::string("socket: ") + std::strerror(errno);
-      return Fd();
-    }
-    int one = 1;
-    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-      *inUse = errno == EADDRINUSE;
-      *error = "bind " + ep.describe() + ": " + std::strerror(errno);
-      return Fd();
-    }
-    if (listen(fd.get(), 64) != 0) {
-      *error = std::string("listen: ") + std::strerror(errno);
-      return Fd();
-    }
-    return fd;
+  if (!fd.valid()) {
+    *inUse = err == EADDRINUSE;
+    *error = "listen on " + ep.describe() + ": " + sockets::errnoText(err);
   }
-  *error = "no endpoint";
-  return Fd();
+  return fd;
 }
 
 Fd connectTo(const Endpoint& ep, bool* inProgress, std::string* error) {
   *inProgress = false;
-  sockaddr_storage storage;
-  socklen_t len = 0;
-  int family;
-  if (ep.kind == Endpoint::Kind::kUnix) {
-    sockaddr_un addr;
-    if (!unixAddress(ep, &addr, error)) return Fd();
-    std::memcpy(&storage, &addr, sizeof(addr));
-    len = sizeof(addr);
-    family = AF_UNIX;
-  } else if (ep.kind == Endpoint::Kind::kTcp) {
-    if (!tcpAddress(ep, &storage, &len, error)) return Fd();
-    family = storage.ss_family;
-  } else {
-    *error = "no endpoint";
-    return Fd();
-  }
-  Fd fd(socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  sockets::SockAddr addr;
+  if (!addressOf(ep, &addr, error)) return Fd();
+  int err = 0;
+  Fd fd = sockets::makeStreamSocket(addr.family(), &err);
   if (!fd.valid()) {
-    *error = std::string("socket: ") + std::strerror(errno);
+    *error = "socket: " + sockets::errnoText(err);
     return Fd();
   }
-  if (family != AF_UNIX) {
-    int one = 1;
-    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  }
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&storage), len) != 0) {
-    if (errno == EINPROGRESS || errno == EAGAIN) {
-      *inProgress = true;
-      return fd;
-    }
-    *error = "connect " + ep.describe() + ": " + std::strerror(errno);
+  sockets::IoResult r = sockets::startConnect(fd.get(), addr);
+  if (r.status == sockets::Io::kWouldBlock) {
+    *inProgress = true;
+  } else if (r.status != sockets::Io::kOk) {
+    *error = "connect " + ep.describe() + ": " + sockets::errnoText(r.error);
     return Fd();
   }
   return fd;
 }
 
 bool connectFinished(int fd, std::string* error) {
-  int err = 0;
-  socklen_t len = sizeof(err);
-  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-  if (err != 0) {
-    *error = std::string("connect: ") + std::strerror(err);
+  sockets::IoResult r = sockets::connectStatus(fd);
+  if (r.status == sockets::Io::kError) {
+    *error = "connect: " + sockets::errnoText(r.error);
     return false;
   }
   return true;
 }
 
 Fd acceptFrom(int listenFd) {
-  int fd = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (fd >= 0) {
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // fails harmlessly on Unix
-  }
-  return Fd(fd);
+  Fd fd;
+  sockets::SockAddr peer;
+  sockets::acceptOne(listenFd, &fd, &peer);
+  return fd;
 }
 
 void unlinkEndpoint(const Endpoint& ep) {

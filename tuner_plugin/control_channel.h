@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "common/socket/socket.h"
+
 namespace autopilot::tuner {
 
 struct Endpoint {
@@ -31,31 +33,8 @@ struct Endpoint {
 // Where this communicator's ranks meet; kNone with *why when there is no way to.
 Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why);
 
-// An owned file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) reset(o.release());
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  void reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
+// Sockets come from the library's one socket layer (common/socket/socket.h).
+using sockets::Fd;
 
 // Binds and listens (non-blocking). *inUse is set when someone else already holds the address.
 // `replaceStale` (rank 0 only) replaces a Unix socket file that nobody listens on any more.

@@ -223,10 +223,14 @@ uint32_t SendEngine::moveChunksOff(int r, bool orderly, uint64_t* bytes, bool* p
                                 "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
     return 0;
   }
+  // A message counts once per failed rail, however many of its chunks the rail held.
+  const uint32_t mark = ++railFailures_;
   for (uint32_t i = 0; i < tracker_.queued(r); ++i) {
     const SendTracker::Entry& e = tracker_.entry(r, i);
     if (e.leftover) continue;  // its message is complete: nothing of it is replayed
     SendRequest& q = pool_[e.message];
+    if (q.failoverMark == mark) continue;
+    q.failoverMark = mark;
     if (++q.failovers == kMaxFailovers) {
       failComm(abi::kInternalError,
                "a send's chunks were caught on " + std::to_string(kMaxFailovers) +

@@ -41,6 +41,7 @@ struct SendRequest : RequestHeader {
   uint64_t recvSeq = 0;  // the matched receive
   uint8_t buffer = 0;    // buffer within it
   uint32_t failovers = 0;  // rails that failed while holding some of its chunks
+  uint32_t failoverMark = 0;  // the rail failure that last counted it (once per failure)
   abi::Result error = abi::kSuccess;
 };
 
@@ -128,6 +129,7 @@ class SendEngine : public CommBase {
   uint64_t nextEvaluateNs_ = 0;
 
  private:
+  uint32_t railFailures_ = 0;  // numbers the rail failures, for SendRequest::failoverMark
   double measuredPeerBandwidth(int r) const;
 };
 

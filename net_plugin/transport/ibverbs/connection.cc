@@ -284,7 +284,7 @@ abi::Result Connector::start(const uint8_t* handle) {
 abi::Result Connector::dial() {
   int err = 0;
   control_.reset();
-  fd_ = tcp::makeTcpSocket(peer_.control.family(), &err);
+  fd_ = tcp::makeStreamSocket(peer_.control.family(), &err);
   if (!fd_.valid()) return fail("control socket: " + tcp::errnoText(err));
   tcp::IoResult r = tcp::startConnect(fd_.get(), peer_.control);
   if (r.status == tcp::Io::kError) {

@@ -29,7 +29,7 @@ void RailDialer::dial() {
     return;
   }
   int err = 0;
-  fd_ = makeTcpSocket(remote_.family(), &err);
+  fd_ = makeStreamSocket(remote_.family(), &err);
   if (!fd_.valid()) {
     fail("socket: " + errnoText(err));
     return;

@@ -1,92 +1,25 @@
-// Socket plumbing for the TCP transport: an RAII file descriptor, socket addresses, and the few
-// non-blocking operations the state machines need. Every error is a value (errno + text), never
-// an exception; nothing here logs.
+// The TCP transport speaks through the library's one socket layer (common/socket/socket.h);
+// its types and calls are named here in the transport's namespace.
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-
-#include <cstddef>
-#include <cstdint>
-#include <string>
+#include "common/socket/socket.h"
 
 namespace autopilot::net::tcp {
 
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) reset(o.release());
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void reset(int fd = -1);
-  // Closes with an immediate reset (SO_LINGER 0) instead of an orderly shutdown: used when a
-  // rail is declared failed, so that a peer still reading it sees an error, not a silent end.
-  void abort();
-
- private:
-  int fd_ = -1;
-};
-
-struct SockAddr {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-
-  int family() const { return storage.ss_family; }
-  bool valid() const { return length > 0; }
-  uint16_t port() const;
-  void setPort(uint16_t port);
-  // "1.2.3.4:5" / "[::1]:5"
-  std::string str() const;
-  std::string host() const;
-  const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&storage); }
-  sockaddr* sa() { return reinterpret_cast<sockaddr*>(&storage); }
-  // Parses a numeric IPv4 or IPv6 address (no port).
-  static bool parseHost(const std::string& text, SockAddr* out);
-  bool sameHost(const SockAddr& other) const;
-};
-
-enum class Io { kOk, kWouldBlock, kClosed, kError };
-
-struct IoResult {
-  Io status = Io::kOk;
-  size_t bytes = 0;
-  int error = 0;  // errno when kError
-};
-
-std::string errnoText(int err);
-
-// A non-blocking TCP socket with TCP_NODELAY and close-on-exec; invalid Fd and *error on failure.
-Fd makeTcpSocket(int family, int* error);
-bool bindTo(int fd, const SockAddr& addr, int* error);
-// Starts a non-blocking connect: kOk (connected already), kWouldBlock (in progress), kError.
-IoResult startConnect(int fd, const SockAddr& to);
-// For a socket with a connect in progress: kWouldBlock (still going), kOk, kError.
-IoResult connectStatus(int fd);
-// Listening socket bound to `addr` (port 0: ephemeral); *bound gets the actual address.
-Fd makeListener(const SockAddr& addr, SockAddr* bound, int* error);
-// accept4, non-blocking. kWouldBlock when nothing is pending.
-IoResult acceptOne(int listenFd, Fd* out, SockAddr* peer);
-IoResult readSome(int fd, void* buf, size_t len);
-IoResult writeSome(int fd, const void* buf, size_t len);
-IoResult writeVec(int fd, const iovec* iov, int iovcnt);
-// The kernel's count of our bytes the peer's TCP acknowledged, and the bytes still in the send
-// queue (unsent or unacknowledged); false on error. Evidence of progress (or of its absence)
-// that needs no application-level reply.
-bool tcpCounters(int fd, uint64_t* bytesAcked, uint64_t* unacked);
+using sockets::acceptOne;
+using sockets::bindTo;
+using sockets::connectStatus;
+using sockets::errnoText;
+using sockets::Fd;
+using sockets::Io;
+using sockets::IoResult;
+using sockets::makeListener;
+using sockets::makeStreamSocket;
+using sockets::readSome;
+using sockets::SockAddr;
+using sockets::startConnect;
+using sockets::tcpCounters;
+using sockets::writeSome;
+using sockets::writeVec;
 
 }  // namespace autopilot::net::tcp

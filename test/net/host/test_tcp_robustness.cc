@@ -28,7 +28,7 @@ int rogueConnect(const uint8_t* handle, int r) {
   tcp::Handle h;
   if (tcp::decodeHandle(handle, tcp::kHandleBytes, &h) != wire::DecodeError::kOk) return -1;
   int err = 0;
-  tcp::Fd fd = tcp::makeTcpSocket(h.rails[r].family(), &err);
+  tcp::Fd fd = tcp::makeStreamSocket(h.rails[r].family(), &err);
   tcp::IoResult res = tcp::startConnect(fd.get(), h.rails[r]);
   if (res.status == tcp::Io::kError) return -1;
   for (int i = 0; i < 1000 && tcp::connectStatus(fd.get()).status == tcp::Io::kWouldBlock; ++i) {

@@ -1,5 +1,5 @@
 // <linux/tcp.h> rather than <netinet/tcp.h>: glibc's struct tcp_info lacks the byte counters.
-#include "net_plugin/transport/tcp/socket.h"
+#include "common/socket/socket.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -7,13 +7,15 @@
 #include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <sys/ioctl.h>
+#include <sys/un.h>
 #include <poll.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 
-namespace autopilot::net::tcp {
+namespace autopilot::sockets {
 
 void Fd::reset(int fd) {
   if (fd_ >= 0) ::close(fd_);
@@ -53,6 +55,9 @@ std::string SockAddr::host() const {
 }
 
 std::string SockAddr::str() const {
+  if (family() == AF_UNIX) {
+    return "unix:" + std::string(reinterpret_cast<const sockaddr_un*>(&storage)->sun_path);
+  }
   if (family() == AF_INET6) return "[" + host() + "]:" + std::to_string(port());
   return host() + ":" + std::to_string(port());
 }
@@ -70,6 +75,17 @@ bool SockAddr::parseHost(const std::string& text, SockAddr* out) {
   } else {
     return false;
   }
+  *out = a;
+  return true;
+}
+
+bool SockAddr::unixPath(const std::string& path, SockAddr* out) {
+  SockAddr a;
+  auto* u = reinterpret_cast<sockaddr_un*>(&a.storage);
+  if (path.empty() || path.size() >= sizeof(u->sun_path)) return false;
+  u->sun_family = AF_UNIX;
+  std::memcpy(u->sun_path, path.c_str(), path.size() + 1);
+  a.length = socklen_t(sizeof(sockaddr_un));
   *out = a;
   return true;
 }
@@ -95,14 +111,16 @@ std::string errnoText(int err) {
   return out;
 }
 
-Fd makeTcpSocket(int family, int* error) {
+Fd makeStreamSocket(int family, int* error) {
   Fd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {
     *error = errno;
     return fd;
   }
-  int one = 1;
-  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (family != AF_UNIX) {
+    int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
   return fd;
 }
 
@@ -132,8 +150,23 @@ IoResult connectStatus(int fd) {
   return {Io::kOk, 0, 0};
 }
 
+Fd listenAt(const SockAddr& addr, int backlog, int* error) {
+  Fd fd = makeStreamSocket(addr.family(), error);
+  if (!fd.valid()) return fd;
+  if (addr.family() != AF_UNIX) {
+    int one = 1;  // a leader that restarts must not wait out TIME_WAIT on its fixed port
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  }
+  if (!bindTo(fd.get(), addr, error)) return Fd();
+  if (::listen(fd.get(), backlog) != 0) {
+    *error = errno;
+    return Fd();
+  }
+  return fd;
+}
+
 Fd makeListener(const SockAddr& addr, SockAddr* bound, int* error) {
-  Fd fd = makeTcpSocket(addr.family(), error);
+  Fd fd = makeStreamSocket(addr.family(), error);
   if (!fd.valid()) return fd;
   SockAddr a = addr;
   a.setPort(0);
@@ -159,7 +192,7 @@ IoResult acceptOne(int listenFd, Fd* out, SockAddr* peer) {
     return {Io::kError, 0, errno};
   }
   int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // fails harmlessly on Unix
   out->reset(fd);
   return {Io::kOk, 0, 0};
 }
@@ -201,4 +234,4 @@ bool tcpCounters(int fd, uint64_t* bytesAcked, uint64_t* unacked) {
   return true;
 }
 
-}  // namespace autopilot::net::tcp
+}  // namespace autopilot::sockets

@@ -1,0 +1,161 @@
+// The transport-independent halves of the send and receive comms (core/send_engine,
+// core/recv_engine), driven without any transport: what both transports rely on.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "common/clock.h"
+#include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/recv_engine.h"
+#include "net_plugin/core/send_engine.h"
+
+using namespace autopilot;
+using namespace autopilot::net;
+
+namespace {
+
+// A send comm whose "transport" does nothing: the test plays the receiver's announcements and
+// the rails' failures by hand.
+class BareSend final : public core::SendEngine {
+ public:
+  explicit BareSend(int rails)
+      : SendEngine(0x54455354, 0x77, "test send", core::commConfig(), infos(rails), 64, 32) {
+    for (int r = 0; r < rails; ++r) {
+      health_.connected(r, monotonicNs());
+      striper_.setMode(r, health_.mode(r));
+    }
+  }
+  void progress(uint64_t) override {}
+  // Measured rails hold up to the full window (an unmeasured one holds a single chunk).
+  void measure() {
+    uint64_t t = monotonicNs();
+    for (int r = 0; r < nRails_; ++r) {
+      for (int i = 0; i < 8; ++i) {
+        striper_.onAssigned(r, 1 << 20, t + uint64_t(i) * 2'000'000);
+        striper_.onCompleted(r, 1 << 20, t + uint64_t(i + 1) * 2'000'000);
+      }
+    }
+  }
+
+  static std::vector<RailInfo> infos(int rails) {
+    std::vector<RailInfo> out;
+    for (int r = 0; r < rails; ++r) out.push_back({-1, "rail" + std::to_string(r), false, 1e9});
+    return out;
+  }
+  void announce(uint64_t seq, uint64_t size, int tag) {
+    core::PostedReceive p;
+    p.seq = seq;
+    p.n = 1;
+    p.sizes[0] = size;
+    p.tags[0] = tag;
+    REQUIRE(matcher_.offer(p) == core::ReceiveMatcher::Offer::kStored);
+  }
+  void place() {
+    matchRequests();
+    placeChunks(monotonicNs());
+  }
+  // Fails rail r as a transport would (after stopping it); the chunks go to the others.
+  uint32_t failRail(int r) {
+    health_.fail(r, monotonicNs(), "test", false);
+    uint64_t bytes = 0;
+    bool proceed = false;
+    uint32_t moved = moveChunksOff(r, false, &bytes, &proceed);
+    REQUIRE(proceed);
+    return moved;
+  }
+  void rejoin(int r) { rejoinRail(r, monotonicNs(), 1e9); }
+  using SendEngine::failed_;
+  using SendEngine::postSend;
+  using SendEngine::tracker_;
+  uint32_t queued(int r) const { return tracker_.queued(r); }
+};
+
+class BareRecv final : public core::RecvEngine {
+ public:
+  BareRecv()
+      : RecvEngine(0x54455352, 0x77, "test recv", core::commConfig(),
+                   {{-1, "rail0", false}, {-1, "rail1", false}}, 4) {}
+  void progress(uint64_t) override {}
+  bool railCarries(int) const override { return true; }
+  using RecvEngine::landChunk;
+  using RecvEngine::postReceive;
+  using RecvEngine::slots_;
+};
+
+}  // namespace
+
+TEST_CASE("send engine: a message counts one failover per failed rail, not one per chunk",
+          "[net][engine]") {
+  BareSend comm(2);
+  comm.measure();
+  std::vector<uint8_t> buffer(8 << 20);
+  core::SendRequest* q = nullptr;
+  REQUIRE(comm.postSend(buffer.data(), buffer.size(), 1, &q) == abi::kSuccess);
+  REQUIRE(q != nullptr);
+  comm.announce(0, buffer.size(), 1);
+  comm.place();
+  INFO("chunks on rail 0: " << comm.queued(0) << ", rail 1: " << comm.queued(1));
+  REQUIRE((comm.queued(0) > 1 || comm.queued(1) > 1));  // several chunks on one rail
+  // 15 rail failures with the message's chunks on the failing rail: the comm stays up (the
+  // limit is 16 failing rails, however many chunks each held).
+  for (int i = 0; i < 15; ++i) {
+    int r = comm.queued(0) > 0 ? 0 : 1;
+    REQUIRE(comm.failRail(r) > 0);
+    comm.rejoin(r);
+    comm.place();
+    INFO("failure " << i << ": the message counted " << q->failovers << " failovers");
+    CHECK(comm.failed_ == abi::kSuccess);
+  }
+  CHECK(q->failovers == 15);
+  comm.failRail(comm.queued(0) > 0 ? 0 : 1);
+  CHECK(comm.failed_ == abi::kInternalError);
+  // A pending send of a failed comm fails (and is released) at its next test().
+  int done = 1;
+  CHECK(comm.test(q, &done, nullptr) == abi::kInternalError);
+  CHECK(done == 0);
+}
+
+TEST_CASE("send engine: a send that the announced receive cannot hold fails the comm",
+          "[net][engine]") {
+  BareSend comm(2);
+  std::vector<uint8_t> buffer(4096);
+  core::SendRequest* q = nullptr;
+  REQUIRE(comm.postSend(buffer.data(), buffer.size(), 7, &q) == abi::kSuccess);
+  comm.announce(0, 100, 7);  // the receive is smaller than the send
+  comm.place();
+  CHECK(comm.failed_ == abi::kInvalidUsage);
+  int done = 1;
+  CHECK(comm.test(q, &done, nullptr) == abi::kInvalidUsage);
+  CHECK(done == 0);
+}
+
+TEST_CASE("receive engine: a chunk lands once; duplicates and overfills are told apart",
+          "[net][engine]") {
+  BareRecv comm;
+  std::vector<uint8_t> buffer(1000);
+  void* data[1] = {buffer.data()};
+  size_t sizes[1] = {buffer.size()};
+  int tags[1] = {3};
+  core::RecvRequest* q = nullptr;
+  REQUIRE(comm.postReceive(1, data, sizes, tags, &q) == abi::kSuccess);
+  REQUIRE(q != nullptr);
+  using Mark = core::ChunkBitmap::Mark;
+  CHECK(comm.landChunk(0, *q, 0, 0, 2, 500) == Mark::kNew);
+  CHECK(comm.landChunk(1, *q, 0, 0, 2, 500) == Mark::kDuplicate);  // a replayed copy
+  CHECK(q->state == core::RecvRequest::State::kPosted);
+  CHECK(comm.landChunk(1, *q, 0, 5, 2, 500) == Mark::kInvalid);   // outside the plan
+  CHECK(comm.landChunk(1, *q, 0, 1, 2, 500) == Mark::kNew);
+  CHECK(q->state == core::RecvRequest::State::kDone);
+  int done = 0, got = 0;
+  CHECK(comm.test(q, &done, &got) == abi::kSuccess);
+  CHECK(done == 1);
+  CHECK(got == 1000);
+  // More bytes than the buffer holds is a protocol error, not a completion.
+  REQUIRE(comm.postReceive(1, data, sizes, tags, &q) == abi::kSuccess);
+  CHECK(comm.landChunk(0, *q, 0, 0, 1, 2000) == Mark::kInvalid);
+  // Bad input at post: too many buffers is refused with a clear error, nothing taken.
+  core::RecvRequest* none = nullptr;
+  CHECK(comm.postReceive(99, data, sizes, tags, &none) == abi::kInvalidArgument);
+  CHECK(none == nullptr);
+}
