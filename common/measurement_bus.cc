@@ -28,14 +28,10 @@ bool MeasurementBus::attach(uint64_t commId) {
   for (int i = 0; i < kMaxComms; ++i) {
     Slot& s = slots_[(start + i) % kMaxComms];
     if (s.commId.load(std::memory_order_relaxed) != 0) continue;
-    if (!s.cells) s.cells.reset(new Cell[kRingCapacity]);
+    if (!s.ring) s.ring = std::make_unique<Ring<CollectiveSample>>(kRingCapacity);
     // A reused slot starts empty; samples of the previous owner still carry its commId and
     // are filtered out by drain() if a late producer raced the reuse.
-    size_t h = s.head.load(std::memory_order_relaxed);
-    for (size_t k = 0; k < kRingCapacity; ++k) {
-      s.cells[(h + k) & (kRingCapacity - 1)].sequence.store(h + k, std::memory_order_relaxed);
-    }
-    s.tail.store(h, std::memory_order_relaxed);
+    s.ring->reset();
     s.published.store(0, std::memory_order_relaxed);
     s.dropped.store(0, std::memory_order_relaxed);
     s.shiftEpoch.store(0, std::memory_order_relaxed);
@@ -57,42 +53,20 @@ bool MeasurementBus::attached(uint64_t commId) const { return find(commId) != nu
 bool MeasurementBus::publish(const CollectiveSample& sample) {
   Slot* s = find(sample.commId);
   if (s == nullptr) return false;
-  // Bounded MPMC queue (Vyukov): each cell's sequence says whose turn it is.
-  size_t pos = s->head.load(std::memory_order_relaxed);
-  for (;;) {
-    Cell& cell = s->cells[pos & (kRingCapacity - 1)];
-    size_t seq = cell.sequence.load(std::memory_order_acquire);
-    intptr_t diff = intptr_t(seq) - intptr_t(pos);
-    if (diff == 0) {
-      if (s->head.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-        cell.sample = sample;
-        cell.sequence.store(pos + 1, std::memory_order_release);
-        s->published.fetch_add(1, std::memory_order_relaxed);
-        return true;
-      }
-    } else if (diff < 0) {
-      s->dropped.fetch_add(1, std::memory_order_relaxed);  // full: drop, never block or grow
-      return false;
-    } else {
-      pos = s->head.load(std::memory_order_relaxed);
-    }
+  if (!s->ring->push(sample)) {
+    s->dropped.fetch_add(1, std::memory_order_relaxed);  // full: drop, never block or grow
+    return false;
   }
+  s->published.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 size_t MeasurementBus::drain(uint64_t commId, CollectiveSample* out, size_t max) {
   Slot* s = find(commId);
   if (s == nullptr) return 0;
   size_t n = 0;
-  while (n < max) {
-    size_t pos = s->tail.load(std::memory_order_relaxed);
-    Cell& cell = s->cells[pos & (kRingCapacity - 1)];
-    size_t seq = cell.sequence.load(std::memory_order_acquire);
-    intptr_t diff = intptr_t(seq) - intptr_t(pos + 1);
-    if (diff < 0) break;  // empty
-    if (diff > 0) continue;  // another consumer moved on; reload
-    if (!s->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) continue;
-    CollectiveSample sample = cell.sample;
-    cell.sequence.store(pos + kRingCapacity, std::memory_order_release);
+  CollectiveSample sample;
+  while (n < max && s->ring->pop(&sample)) {
     if (sample.commId == commId) out[n++] = sample;
   }
   return n;

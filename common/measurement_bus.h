@@ -4,8 +4,8 @@
 // counter that subscribers poll, plus the latest notice.
 //
 // Threading: publish() runs on NCCL's proxy progress thread or the application thread and is
-// lock-free and allocation-free (a bounded MPMC ring per communicator; a full ring drops the
-// sample and counts it). attach()/detach() run at plugin init/finalize and may take a mutex.
+// lock-free and allocation-free (a bounded ring per communicator, common/ring.h; a full ring
+// drops the sample and counts it). attach()/detach() run at plugin init/finalize and may take a mutex.
 // Per-rail bandwidth lives in common/rail_telemetry.h, which the net plugin (or the profiler,
 // for NCCL's own net plugins) feeds.
 #pragma once
@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+
+#include "common/ring.h"
 
 namespace autopilot::bus {
 
@@ -69,16 +71,11 @@ class MeasurementBus {
   void resetForTesting();
 
  private:
-  struct Cell {
-    std::atomic<size_t> sequence;
-    CollectiveSample sample;
-  };
   struct Slot {
     std::atomic<uint64_t> commId{0};
     int refs = 0;  // guarded by mu_
-    std::unique_ptr<Cell[]> cells;
-    std::atomic<size_t> head{0};  // next enqueue position
-    std::atomic<size_t> tail{0};  // next dequeue position
+    // Made at the slot's first attach and kept: most processes use a few of the 64 slots.
+    std::unique_ptr<Ring<CollectiveSample>> ring;
     std::atomic<uint64_t> published{0};
     std::atomic<uint64_t> dropped{0};
     std::atomic<uint64_t> shiftEpoch{0};

@@ -70,7 +70,7 @@ ProfilerContext* ContextRegistry::acquire(size_t collPool, size_t childPool,
     ProfilerContext* ctx = *it;
     if (ctx->colls.capacity() == FixedPool<CollRecord>::roundUp(collPool) &&
         ctx->proxyOps.capacity() == FixedPool<ProxyOpRecord>::roundUp(childPool) &&
-        ctx->completed.capacity() == BoundedQueue<CompletedColl>::roundUp(queueCapacity)) {
+        ctx->completed.capacity() == Ring<CompletedColl>::roundUp(queueCapacity)) {
       retired_.erase(it);
       ctx->resetForReuse();
       return ctx;

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "common/measurement_bus.h"
-#include "profiler_plugin/bounded_queue.h"
+#include "common/ring.h"
 #include "profiler_plugin/event_records.h"
 
 namespace autopilot::profiler {
@@ -121,8 +121,8 @@ struct ProfilerContext {
   FixedPool<ProxyOpRecord> proxyOps;
   FixedPool<NetRecord> nets;
   FixedPool<CeRecord> ces;  // copy-engine collectives in flight (timed by the service thread)
-  BoundedQueue<CompletedColl> completed;
-  BoundedQueue<TraceSpan> spans;
+  Ring<CompletedColl> completed;  // many producers (proxy, application threads)
+  Ring<TraceSpan> spans;
   ContextCounters counters;
 
   std::unique_ptr<ContextState> state;  // service side

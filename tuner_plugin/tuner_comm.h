@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "common/ring.h"
 #include "tuner_plugin/decision.h"
 
 namespace autopilot::tuner {
@@ -109,15 +110,14 @@ class TunerComm {
   ExplorationCounters counters_;
   uint8_t seen_[kNumContexts] = {};
 
-  // Shared: the Dekker pair, and the logs (single producer, single consumer).
+  // Shared: the Dekker pair, and the logs (the calling thread pushes, the service thread pops).
   std::atomic<uint64_t> publishedCalls_{0};
   std::atomic<uint64_t> switchAt_{kNever};
   std::atomic<bool> recording_{false};
-  CallRecord callLog_[kCallLogSize];
-  std::atomic<uint64_t> callHead_{0}, callTail_{0};
+  Ring<CallRecord, RingProducers::kSingle> callLog_{kCallLogSize};
+  // A context's prior table is written once, before its index is pushed (the push releases it).
   float priorTables_[kNumContexts][kNumCells];
-  int newContexts_[kNumContexts];
-  std::atomic<uint32_t> newHead_{0}, newTail_{0};
+  Ring<int, RingProducers::kSingle> newContexts_{kNumContexts};
 
   // Guarded by mu_ (the staged proposal and the verdict; never touched in the common case).
   mutable std::mutex mu_;
