@@ -52,7 +52,7 @@ void ProfilerContext::resetForReuse() {
         &counters.ceTimed, &counters.ceUntimed, &counters.cePoolFull, &counters.phases}) {
     counter->store(0, std::memory_order_relaxed);
   }
-  busClock.store(0, std::memory_order_relaxed);
+  clockRule.reset();
   state.reset();
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/measurement_bus.h"
+#include "common/measurement_matcher.h"
 #include "common/ring.h"
 #include "profiler_plugin/event_records.h"
 
@@ -114,8 +115,9 @@ struct ProfilerContext {
   bool traceSpans = false;     // queue per-channel / per-op spans for the trace
   int abiVersion = 5;          // the profiler version NCCL picked
   bool ceCudaTimed = false;    // copy-engine collectives timed with CUDA events (v6+, driver)
-  // The one clock this communicator's bus samples use: 0 undecided, else 1 + DurationClock.
-  std::atomic<uint8_t> busClock{0};
+  // The one clock this communicator's bus samples (and its exported durations) use: the clock
+  // rule of the measurement path, without call matching (that is the tuner's side).
+  bus::MeasurementMatcher clockRule{0};
 
   FixedPool<CollRecord> colls;
   FixedPool<ProxyOpRecord> proxyOps;

@@ -70,8 +70,7 @@ bool Learner::step() {
   TunerComm::CallRecord calls[256];
   for (size_t n; (n = comm_->drainCalls(calls, 256)) > 0;) {
     for (size_t i = 0; i < n; ++i) {
-      if (pending_.size() >= kMaxPendingCalls) pending_.pop_front();
-      pending_.push_back(calls[i]);
+      matcher_.addCall(calls[i].func, calls[i].ordinal, calls[i].nBytes, calls[i].ctx);
     }
   }
 
@@ -81,23 +80,9 @@ bool Learner::step() {
     for (size_t i = 0; i < n; ++i) {
       const bus::CollectiveSample& s = samples[i];
       ++stats_.samples;
-      if (clock_ < 0) clock_ = int(s.clock);
-      if (int(s.clock) != clock_) {
-        ++stats_.otherClock;
-        continue;
-      }
-      size_t k = 0;
-      while (k < pending_.size() &&
-             !(pending_[k].func == s.func && pending_[k].nBytes == s.nBytes)) {
-        ++k;
-      }
-      if (k == pending_.size() || s.algo < 0 || s.algo >= abi::kNumAlgorithms || s.proto < 0 ||
-          s.proto >= abi::kNumProtocols || s.durationNs == 0) {
-        ++stats_.unmatched;
-        continue;
-      }
-      int ctx = pending_[k].ctx;
-      pending_.erase(pending_.begin(), pending_.begin() + long(k) + 1);
+      int ctx = -1;
+      if (matcher_.match(s, &ctx) != bus::MeasurementMatcher::Outcome::kMatched) continue;
+      if (ctx < 0 || ctx >= kNumContexts) continue;
       policy_.observe(ctx, s.algo * abi::kNumProtocols + s.proto, double(s.durationNs) / 1000.0);
       dirty_[ctx] = 1;
       ++stats_.attributed;

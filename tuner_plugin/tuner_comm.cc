@@ -41,10 +41,15 @@ void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float**
   publishedCalls_.store(n, std::memory_order_seq_cst);
   if (n >= switchAt_.load(std::memory_order_seq_cst)) atSwitchPoint(n);
 
+  // Every call of a tuned function takes the next ordinal, whether or not it is recorded, so
+  // that the learner can tell an unrecorded call from a missing one.
+  if (collType < 0 || collType >= abi::kNumTunedFuncs) return;
+  const uint64_t ordinal = funcCalls_[collType]++;
+
   if (numAlgo != abi::kNumAlgorithms || numProto != abi::kNumProtocols) return;
   const int ctx = contextIndex(collType, nBytes, numPipeOps);
   if (ctx < 0 || nBytes < minBytes_) return;
-  if (recording_.load(std::memory_order_relaxed)) record(ctx, collType, nBytes, table);
+  if (recording_.load(std::memory_order_relaxed)) record(ctx, collType, ordinal, nBytes, table);
 
   float* cells = reinterpret_cast<float*>(table);
   float original[kNumCells];
@@ -55,18 +60,18 @@ void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float**
     if (cell >= 0 && cells[cell] >= 0) force(cells, cell);
   }
   if (synthetic_ != nullptr) {
-    synthetic_->publish(commId_, collType, nBytes, original, ncclChoice(cells));
+    synthetic_->publish(commId_, collType, ordinal, nBytes, original, ncclChoice(cells));
   }
 }
 
-void TunerComm::record(int ctx, int func, uint64_t nBytes, float** table) {
+void TunerComm::record(int ctx, int func, uint64_t ordinal, uint64_t nBytes, float** table) {
   if (!seen_[ctx]) {
     seen_[ctx] = 1;
     // Each context is announced once, so this log (at least one slot per context) never fills.
     std::memcpy(priorTables_[ctx], table, sizeof(priorTables_[ctx]));
     newContexts_.push(ctx);
   }
-  callLog_.push(CallRecord{nBytes, int16_t(ctx), int8_t(func)});  // full: dropped
+  callLog_.push(CallRecord{ordinal, nBytes, int16_t(ctx), int8_t(func)});  // full: dropped
 }
 
 void TunerComm::atSwitchPoint(uint64_t n) {

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "common/abi/nccl_abi.h"
 #include "common/ring.h"
 #include "tuner_plugin/decision.h"
 
@@ -34,7 +35,11 @@ class TunerComm {
   static constexpr uint64_t kNever = ~uint64_t(0);
   static constexpr size_t kCallLogSize = 1024;  // power of two
 
+  // One recorded call. `ordinal` numbers every call of `func` on this communicator from 0,
+  // recorded or not, which is what lines calls up with NCCL's per-function sequence numbers
+  // (docs/measurement-matching.md).
   struct CallRecord {
+    uint64_t ordinal;
     uint64_t nBytes;
     int16_t ctx;
     int8_t func;
@@ -96,7 +101,7 @@ class TunerComm {
   };
 
   void atSwitchPoint(uint64_t n);
-  void record(int ctx, int func, uint64_t nBytes, float** table);
+  void record(int ctx, int func, uint64_t ordinal, uint64_t nBytes, float** table);
 
   const uint64_t commId_;
   const uint64_t minBytes_;
@@ -109,6 +114,7 @@ class TunerComm {
   DecisionTable tables_[2];
   ExplorationCounters counters_;
   uint8_t seen_[kNumContexts] = {};
+  uint64_t funcCalls_[abi::kNumTunedFuncs] = {};  // calls per function, the next ordinal
 
   // Shared: the Dekker pair, and the logs (the calling thread pushes, the service thread pops).
   std::atomic<uint64_t> publishedCalls_{0};
