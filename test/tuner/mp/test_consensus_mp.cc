@@ -181,11 +181,12 @@ struct Workload {
         auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         while (shared->arrived.load() < phase * kRanks) {
           if (shared->departed.load() > 0) {
-            // The leader is gone: wait here until this rank's tuner has noticed (an event, not
-            // a delay; bounded far beyond the peer timeout), so that what the test checks, the
-            // followers' reaction, happened before they finish. Then run free.
+            // The leader is gone: wait here until this rank's tuner has noticed on every
+            // communicator (an event, not a delay; bounded far beyond the peer timeout), so that
+            // what the test checks, the followers' reaction, happened before they finish. Then
+            // run free. (A communicator that never joined does not notice: the bound ends it.)
             auto noticeBy = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-            while (LogCapture::count(-1, "lost the leader") == 0 &&
+            while (LogCapture::count(-1, "lost the leader") < size_t(kComms) &&
                    std::chrono::steady_clock::now() < noticeBy) {
               std::this_thread::sleep_for(std::chrono::milliseconds(1));
             }
