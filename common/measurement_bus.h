@@ -1,7 +1,8 @@
 // In-process measurement bus, keyed by communicator: the profiler publishes one sample per
 // completed collective; the tuner's learner drains them. Change points (a persistent shift in a
-// context's latency, or in a rail's bandwidth) are announced per communicator through an epoch
-// counter that subscribers poll, plus the latest notice.
+// context's latency, or in a rail's bandwidth) are queued per communicator as notices, which the
+// learner drains with the samples and hands to the bandit one by one; a full notice queue
+// counts the drop, and the learner then re-opens every context (nothing is lost silently).
 //
 // Threading: publish() runs on NCCL's proxy progress thread or the application thread and is
 // lock-free and allocation-free (a bounded ring per communicator, common/ring.h; a full ring
@@ -38,7 +39,7 @@ struct CollectiveSample {
 };
 
 struct ShiftNotice {
-  uint64_t epoch = 0;  // filled by the bus
+  uint64_t commId = 0;  // filled by the bus
   uint64_t atNs = 0;
   int32_t func = -1;   // -1: not tied to a collective context (e.g. a rail shift)
   uint64_t nBytes = 0;
@@ -51,6 +52,9 @@ class MeasurementBus {
  public:
   static constexpr int kMaxComms = 64;
   static constexpr size_t kRingCapacity = 1024;  // power of two
+  // Shifts are rare (a detector re-learns its baseline after each), so a few dozen pending
+  // notices mean the consumer stopped draining.
+  static constexpr size_t kShiftCapacity = 64;
   static MeasurementBus& instance();
 
   // Reference-counted per communicator; false when every slot is in use.
@@ -64,9 +68,13 @@ class MeasurementBus {
   uint64_t published(uint64_t commId) const;
   uint64_t dropped(uint64_t commId) const;
 
-  void reportShift(uint64_t commId, const ShiftNotice& notice);
-  uint64_t shiftEpoch(uint64_t commId) const;  // 0 until the first shift
-  bool latestShift(uint64_t commId, ShiftNotice* out) const;
+  // Queues a change point for the communicator's consumer; false (and counted) when the queue
+  // is full or the communicator is not attached.
+  bool reportShift(uint64_t commId, const ShiftNotice& notice);
+  // Pops up to `max` notices of `commId` (oldest first).
+  size_t drainShifts(uint64_t commId, ShiftNotice* out, size_t max);
+  uint64_t shiftsReported(uint64_t commId) const;  // queued since attach
+  uint64_t shiftsDropped(uint64_t commId) const;   // rejected by a full queue since attach
 
   void resetForTesting();
 
@@ -78,9 +86,9 @@ class MeasurementBus {
     std::unique_ptr<Ring<CollectiveSample>> ring;
     std::atomic<uint64_t> published{0};
     std::atomic<uint64_t> dropped{0};
-    std::atomic<uint64_t> shiftEpoch{0};
-    mutable std::mutex shiftMu;
-    ShiftNotice lastShift;
+    std::unique_ptr<Ring<ShiftNotice>> shifts;
+    std::atomic<uint64_t> shiftsReported{0};
+    std::atomic<uint64_t> shiftsDropped{0};
   };
   Slot* find(uint64_t commId) const;
 

@@ -89,17 +89,20 @@ bool Learner::step() {
     }
   }
 
-  // Change points reported by the profiler re-open exploration where they apply.
-  uint64_t epoch = bus.shiftEpoch(comm_->commId());
-  if (epoch != shiftEpoch_) {
-    bus::ShiftNotice notice;
-    if (epoch > shiftEpoch_ + 1 || !bus.latestShift(comm_->commId(), &notice)) {
-      reopenFor(-1, 0);  // several shifts since the last look: re-open everything
-    } else {
-      reopenFor(notice.func, notice.func >= 0 ? notice.nBytes : 0);
+  // Change points reported by the profiler re-open exploration where they apply, each notice
+  // on its own. Notices a full queue dropped cannot be placed: everything is re-opened.
+  bus::ShiftNotice notices[16];
+  for (size_t n; (n = bus.drainShifts(comm_->commId(), notices, 16)) > 0;) {
+    for (size_t i = 0; i < n; ++i) {
+      reopenFor(notices[i].func, notices[i].func >= 0 ? notices[i].nBytes : 0);
+      ++stats_.shifts;
     }
-    stats_.shifts += epoch - shiftEpoch_;
-    shiftEpoch_ = epoch;
+  }
+  const uint64_t dropped = bus.shiftsDropped(comm_->commId());
+  if (dropped != shiftsDropped_) {
+    reopenFor(-1, 0);
+    stats_.shifts += dropped - shiftsDropped_;
+    shiftsDropped_ = dropped;
   }
 
   // Only contexts that saw something new can decide differently (decide() is a function of the

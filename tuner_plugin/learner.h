@@ -55,7 +55,7 @@ class Learner {
   TunerComm* comm_;
   BanditPolicy policy_;
   bus::MeasurementMatcher matcher_{kCallsPerFunc};
-  uint64_t shiftEpoch_ = 0;
+  uint64_t shiftsDropped_ = 0;  // the bus's count when last looked at
   std::vector<uint8_t> live_;   // contexts whose live prior the policy has
   std::vector<uint8_t> dirty_;  // contexts whose decision may have changed since the last step
   std::map<int, BanditPolicy::ContextRecord> restored_;

@@ -113,3 +113,27 @@ TEST_CASE("learner: calls below the learning floor keep their ordinals", "[learn
   CHECK(f.learner.matchStats().realigned == 0);
   CHECK(f.samplesOf(contextIndex(abi::kFuncAllReduce, 4096, 1)) == 1);
 }
+
+TEST_CASE("learner: each shift notice re-opens its contexts; dropped notices re-open all",
+          "[learner][shifts]") {
+  Fixture f;
+  f.call(abi::kFuncAllReduce, 1 << 20, 1);
+  f.call(abi::kFuncAllGather, 1 << 20, 1);
+  f.learner.step();  // both contexts live
+  const uint64_t before = f.learner.policy().reopenCount();
+  bus::ShiftNotice n;
+  n.func = abi::kFuncAllReduce;
+  n.nBytes = 1 << 20;
+  REQUIRE(f.bus.reportShift(kComm, n));
+  f.learner.step();
+  CHECK(f.learner.policy().reopenCount() == before + 1);  // the AllReduce context only
+  CHECK(f.learner.stats().shifts == 1);
+  // More notices than the queue holds: the queued ones each re-open their context, and the
+  // dropped ones, which cannot be placed, re-open every context.
+  for (size_t i = 0; i < bus::MeasurementBus::kShiftCapacity + 3; ++i) f.bus.reportShift(kComm, n);
+  f.learner.step();
+  CHECK(f.learner.policy().reopenCount() == before + 1 + bus::MeasurementBus::kShiftCapacity + 2);
+  CHECK(f.learner.stats().shifts == 1 + bus::MeasurementBus::kShiftCapacity + 3);
+  f.learner.step();  // nothing new
+  CHECK(f.learner.stats().shifts == 1 + bus::MeasurementBus::kShiftCapacity + 3);
+}
