@@ -6,7 +6,8 @@
 //
 // Threading: publish() runs on NCCL's proxy progress thread or the application thread and is
 // lock-free and allocation-free (a bounded ring per communicator, common/ring.h; a full ring
-// drops the sample and counts it). attach()/detach() run at plugin init/finalize and may take a mutex.
+// drops the sample and counts it). attach()/detach() run at plugin init/finalize and may take
+// a mutex.
 // Per-rail bandwidth lives in common/rail_telemetry.h, which the net plugin (or the profiler,
 // for NCCL's own net plugins) feeds.
 #pragma once

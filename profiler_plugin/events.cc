@@ -50,7 +50,8 @@ void publishToBus(ProfilerContext* ctx, const CompletedColl& c) {
   // One clock per communicator for its whole life: the first completed collective decides
   // (GPU when its kernel channels carried timers), and samples timed otherwise are not
   // published, so the tuner never compares a GPU duration with a host one.
-  const bus::DurationClock clock = c.gpuTimed ? bus::DurationClock::kGpu : bus::DurationClock::kHost;
+  const bus::DurationClock clock =
+      c.gpuTimed ? bus::DurationClock::kGpu : bus::DurationClock::kHost;
   if (!ctx->clockRule.admitClock(clock)) {
     ctx->counters.otherClock.fetch_add(1, std::memory_order_relaxed);
     return;

@@ -104,7 +104,9 @@ TEST_CASE("measurement bus: per-communicator rings, drops when full, shifts", "[
   CHECK(got[1].ratio == 0.5);
   CHECK(got[0].commId == 11);
   CHECK(bus.drainShifts(11, got, 4) == 0);
-  for (size_t i = 0; i < bus::MeasurementBus::kShiftCapacity; ++i) CHECK(bus.reportShift(11, notice));
+  for (size_t i = 0; i < bus::MeasurementBus::kShiftCapacity; ++i) {
+    CHECK(bus.reportShift(11, notice));
+  }
   CHECK_FALSE(bus.reportShift(11, notice));
   CHECK(bus.shiftsDropped(11) == 1);
   CHECK_FALSE(bus.reportShift(999, notice));  // not attached
