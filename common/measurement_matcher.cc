@@ -15,9 +15,7 @@ size_t powerOfTwoAtLeast(size_t n) {
 }  // namespace
 
 MeasurementMatcher::MeasurementMatcher(size_t callsPerFunc)
-    : capacity_(powerOfTwoAtLeast(callsPerFunc)) {
-  if (capacity_ > 0) calls_.reset(new CallSlot[capacity_ * kFuncs]);
-}
+    : capacity_(powerOfTwoAtLeast(callsPerFunc)) {}
 
 bool MeasurementMatcher::admitClock(DurationClock clock) noexcept {
   const uint8_t want = uint8_t(1 + int(clock));
@@ -35,7 +33,7 @@ int MeasurementMatcher::clock() const noexcept {
 void MeasurementMatcher::reset() {
   clock_.store(0, std::memory_order_relaxed);
   for (FuncState& f : funcs_) f = FuncState();
-  for (size_t i = 0; i < capacity_ * kFuncs; ++i) calls_[i] = CallSlot();
+  calls_.reset();
   stats_ = Stats();
 }
 
@@ -44,7 +42,7 @@ MeasurementMatcher::CallSlot* MeasurementMatcher::slot(int func, int64_t ordinal
 }
 
 MeasurementMatcher::CallSlot* MeasurementMatcher::recorded(int func, int64_t ordinal) {
-  if (capacity_ == 0 || ordinal < 0) return nullptr;
+  if (!calls_ || ordinal < 0) return nullptr;
   CallSlot* s = slot(func, ordinal);
   return s->valid && s->ordinal == uint64_t(ordinal) ? s : nullptr;
 }
@@ -55,6 +53,8 @@ void MeasurementMatcher::addCall(int func, uint64_t ordinal, uint64_t nBytes, in
     ++stats_.callsRejected;
     return;
   }
+  // The window is made with the first call: only a communicator's leader records calls.
+  if (!calls_) calls_.reset(new CallSlot[capacity_ * kFuncs]);
   FuncState& f = funcs_[func];
   CallSlot* s = slot(func, int64_t(ordinal));
   if (s->valid && !s->used && int64_t(s->ordinal) > f.lastUsed) ++stats_.callsOverwritten;

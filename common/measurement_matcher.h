@@ -49,8 +49,9 @@ class MeasurementMatcher {
     uint64_t callsRejected = 0;     // addCall with a bad function or an ordinal going back
   };
 
-  // `callsPerFunc` recorded calls are remembered per function (rounded up to a power of two);
-  // 0 makes a clock rule only (the profiler's use), where every sample ends as kNoCall.
+  // `callsPerFunc` recorded calls are remembered per function (rounded up to a power of two;
+  // the window is allocated with the first call); 0 makes a clock rule only (the profiler's
+  // use), where every sample ends as kNoCall.
   explicit MeasurementMatcher(size_t callsPerFunc);
   MeasurementMatcher(const MeasurementMatcher&) = delete;
   MeasurementMatcher& operator=(const MeasurementMatcher&) = delete;

@@ -22,9 +22,11 @@ namespace autopilot::tuner {
 
 class Learner {
  public:
-  // Recorded calls remembered per function for matching (samples trail their calls by the
-  // bus's depth at most, 1024).
-  static constexpr size_t kCallsPerFunc = 4096;
+  // Recorded calls remembered per function for matching (24 bytes each, on the leader only): a
+  // sample trails its call by the collectives in flight (the profiler's pool, 512 by default)
+  // plus what waits on the bus (1024 at most); a call pushed out unused is counted
+  // (MeasurementMatcher::Stats::callsOverwritten).
+  static constexpr size_t kCallsPerFunc = 2048;
 
   struct Stats {
     uint64_t samples = 0;       // drained from the bus
