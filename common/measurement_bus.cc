@@ -28,17 +28,16 @@ bool MeasurementBus::attach(uint64_t commId) {
   for (int i = 0; i < kMaxComms; ++i) {
     Slot& s = slots_[(start + i) % kMaxComms];
     if (s.commId.load(std::memory_order_relaxed) != 0) continue;
-    if (!s.cells) s.cells.reset(new Cell[kRingCapacity]);
-    // A reused slot starts empty; samples of the previous owner still carry its commId and
-    // are filtered out by drain() if a late producer raced the reuse.
-    size_t h = s.head.load(std::memory_order_relaxed);
-    for (size_t k = 0; k < kRingCapacity; ++k) {
-      s.cells[(h + k) & (kRingCapacity - 1)].sequence.store(h + k, std::memory_order_relaxed);
-    }
-    s.tail.store(h, std::memory_order_relaxed);
+    if (!s.ring) s.ring = std::make_unique<Ring<CollectiveSample>>(kRingCapacity);
+    if (!s.shifts) s.shifts = std::make_unique<Ring<ShiftNotice>>(kShiftCapacity);
+    // A reused slot starts empty; samples and notices of the previous owner still carry its
+    // commId and are filtered out by the drains if a late producer raced the reuse.
+    s.ring->reset();
+    s.shifts->reset();
     s.published.store(0, std::memory_order_relaxed);
     s.dropped.store(0, std::memory_order_relaxed);
-    s.shiftEpoch.store(0, std::memory_order_relaxed);
+    s.shiftsReported.store(0, std::memory_order_relaxed);
+    s.shiftsDropped.store(0, std::memory_order_relaxed);
     s.refs = 1;
     s.commId.store(commId, std::memory_order_release);
     return true;
@@ -57,42 +56,20 @@ bool MeasurementBus::attached(uint64_t commId) const { return find(commId) != nu
 bool MeasurementBus::publish(const CollectiveSample& sample) {
   Slot* s = find(sample.commId);
   if (s == nullptr) return false;
-  // Bounded MPMC queue (Vyukov): each cell's sequence says whose turn it is.
-  size_t pos = s->head.load(std::memory_order_relaxed);
-  for (;;) {
-    Cell& cell = s->cells[pos & (kRingCapacity - 1)];
-    size_t seq = cell.sequence.load(std::memory_order_acquire);
-    intptr_t diff = intptr_t(seq) - intptr_t(pos);
-    if (diff == 0) {
-      if (s->head.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-        cell.sample = sample;
-        cell.sequence.store(pos + 1, std::memory_order_release);
-        s->published.fetch_add(1, std::memory_order_relaxed);
-        return true;
-      }
-    } else if (diff < 0) {
-      s->dropped.fetch_add(1, std::memory_order_relaxed);  // full: drop, never block or grow
-      return false;
-    } else {
-      pos = s->head.load(std::memory_order_relaxed);
-    }
+  if (!s->ring->push(sample)) {
+    s->dropped.fetch_add(1, std::memory_order_relaxed);  // full: drop, never block or grow
+    return false;
   }
+  s->published.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 size_t MeasurementBus::drain(uint64_t commId, CollectiveSample* out, size_t max) {
   Slot* s = find(commId);
   if (s == nullptr) return 0;
   size_t n = 0;
-  while (n < max) {
-    size_t pos = s->tail.load(std::memory_order_relaxed);
-    Cell& cell = s->cells[pos & (kRingCapacity - 1)];
-    size_t seq = cell.sequence.load(std::memory_order_acquire);
-    intptr_t diff = intptr_t(seq) - intptr_t(pos + 1);
-    if (diff < 0) break;  // empty
-    if (diff > 0) continue;  // another consumer moved on; reload
-    if (!s->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) continue;
-    CollectiveSample sample = cell.sample;
-    cell.sequence.store(pos + kRingCapacity, std::memory_order_release);
+  CollectiveSample sample;
+  while (n < max && s->ring->pop(&sample)) {
     if (sample.commId == commId) out[n++] = sample;
   }
   return n;
@@ -108,26 +85,38 @@ uint64_t MeasurementBus::dropped(uint64_t commId) const {
   return s ? s->dropped.load(std::memory_order_relaxed) : 0;
 }
 
-void MeasurementBus::reportShift(uint64_t commId, const ShiftNotice& notice) {
+bool MeasurementBus::reportShift(uint64_t commId, const ShiftNotice& notice) {
   Slot* s = find(commId);
-  if (s == nullptr) return;
-  std::lock_guard<std::mutex> lock(s->shiftMu);
-  s->lastShift = notice;
-  s->lastShift.epoch = s->shiftEpoch.load(std::memory_order_relaxed) + 1;
-  s->shiftEpoch.store(s->lastShift.epoch, std::memory_order_release);
-}
-
-uint64_t MeasurementBus::shiftEpoch(uint64_t commId) const {
-  Slot* s = find(commId);
-  return s ? s->shiftEpoch.load(std::memory_order_acquire) : 0;
-}
-
-bool MeasurementBus::latestShift(uint64_t commId, ShiftNotice* out) const {
-  Slot* s = find(commId);
-  if (s == nullptr || s->shiftEpoch.load(std::memory_order_acquire) == 0) return false;
-  std::lock_guard<std::mutex> lock(s->shiftMu);
-  *out = s->lastShift;
+  if (s == nullptr) return false;
+  ShiftNotice n = notice;
+  n.commId = commId;
+  if (!s->shifts->push(n)) {
+    s->shiftsDropped.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  s->shiftsReported.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+size_t MeasurementBus::drainShifts(uint64_t commId, ShiftNotice* out, size_t max) {
+  Slot* s = find(commId);
+  if (s == nullptr) return 0;
+  size_t n = 0;
+  ShiftNotice notice;
+  while (n < max && s->shifts->pop(&notice)) {
+    if (notice.commId == commId) out[n++] = notice;
+  }
+  return n;
+}
+
+uint64_t MeasurementBus::shiftsReported(uint64_t commId) const {
+  Slot* s = find(commId);
+  return s ? s->shiftsReported.load(std::memory_order_relaxed) : 0;
+}
+
+uint64_t MeasurementBus::shiftsDropped(uint64_t commId) const {
+  Slot* s = find(commId);
+  return s ? s->shiftsDropped.load(std::memory_order_relaxed) : 0;
 }
 
 void MeasurementBus::resetForTesting() {

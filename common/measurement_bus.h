@@ -1,11 +1,13 @@
 // In-process measurement bus, keyed by communicator: the profiler publishes one sample per
 // completed collective; the tuner's learner drains them. Change points (a persistent shift in a
-// context's latency, or in a rail's bandwidth) are announced per communicator through an epoch
-// counter that subscribers poll, plus the latest notice.
+// context's latency, or in a rail's bandwidth) are queued per communicator as notices, which the
+// learner drains with the samples and hands to the bandit one by one; a full notice queue
+// counts the drop, and the learner then re-opens every context (nothing is lost silently).
 //
 // Threading: publish() runs on NCCL's proxy progress thread or the application thread and is
-// lock-free and allocation-free (a bounded MPMC ring per communicator; a full ring drops the
-// sample and counts it). attach()/detach() run at plugin init/finalize and may take a mutex.
+// lock-free and allocation-free (a bounded ring per communicator, common/ring.h; a full ring
+// drops the sample and counts it). attach()/detach() run at plugin init/finalize and may take
+// a mutex.
 // Per-rail bandwidth lives in common/rail_telemetry.h, which the net plugin (or the profiler,
 // for NCCL's own net plugins) feeds.
 #pragma once
@@ -15,6 +17,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+
+#include "common/ring.h"
 
 namespace autopilot::bus {
 
@@ -36,7 +40,7 @@ struct CollectiveSample {
 };
 
 struct ShiftNotice {
-  uint64_t epoch = 0;  // filled by the bus
+  uint64_t commId = 0;  // filled by the bus
   uint64_t atNs = 0;
   int32_t func = -1;   // -1: not tied to a collective context (e.g. a rail shift)
   uint64_t nBytes = 0;
@@ -49,6 +53,9 @@ class MeasurementBus {
  public:
   static constexpr int kMaxComms = 64;
   static constexpr size_t kRingCapacity = 1024;  // power of two
+  // Shifts are rare (a detector re-learns its baseline after each), so a few dozen pending
+  // notices mean the consumer stopped draining.
+  static constexpr size_t kShiftCapacity = 64;
   static MeasurementBus& instance();
 
   // Reference-counted per communicator; false when every slot is in use.
@@ -62,28 +69,27 @@ class MeasurementBus {
   uint64_t published(uint64_t commId) const;
   uint64_t dropped(uint64_t commId) const;
 
-  void reportShift(uint64_t commId, const ShiftNotice& notice);
-  uint64_t shiftEpoch(uint64_t commId) const;  // 0 until the first shift
-  bool latestShift(uint64_t commId, ShiftNotice* out) const;
+  // Queues a change point for the communicator's consumer; false (and counted) when the queue
+  // is full or the communicator is not attached.
+  bool reportShift(uint64_t commId, const ShiftNotice& notice);
+  // Pops up to `max` notices of `commId` (oldest first).
+  size_t drainShifts(uint64_t commId, ShiftNotice* out, size_t max);
+  uint64_t shiftsReported(uint64_t commId) const;  // queued since attach
+  uint64_t shiftsDropped(uint64_t commId) const;   // rejected by a full queue since attach
 
   void resetForTesting();
 
  private:
-  struct Cell {
-    std::atomic<size_t> sequence;
-    CollectiveSample sample;
-  };
   struct Slot {
     std::atomic<uint64_t> commId{0};
     int refs = 0;  // guarded by mu_
-    std::unique_ptr<Cell[]> cells;
-    std::atomic<size_t> head{0};  // next enqueue position
-    std::atomic<size_t> tail{0};  // next dequeue position
+    // Made at the slot's first attach and kept: most processes use a few of the 64 slots.
+    std::unique_ptr<Ring<CollectiveSample>> ring;
     std::atomic<uint64_t> published{0};
     std::atomic<uint64_t> dropped{0};
-    std::atomic<uint64_t> shiftEpoch{0};
-    mutable std::mutex shiftMu;
-    ShiftNotice lastShift;
+    std::unique_ptr<Ring<ShiftNotice>> shifts;
+    std::atomic<uint64_t> shiftsReported{0};
+    std::atomic<uint64_t> shiftsDropped{0};
   };
   Slot* find(uint64_t commId) const;
 

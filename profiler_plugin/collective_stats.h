@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "profiler_plugin/shift_detector.h"
+#include "common/shift_detector.h"
 
 namespace autopilot::profiler {
 

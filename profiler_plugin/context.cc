@@ -52,7 +52,7 @@ void ProfilerContext::resetForReuse() {
         &counters.ceTimed, &counters.ceUntimed, &counters.cePoolFull, &counters.phases}) {
     counter->store(0, std::memory_order_relaxed);
   }
-  busClock.store(0, std::memory_order_relaxed);
+  clockRule.reset();
   state.reset();
 }
 
@@ -70,7 +70,7 @@ ProfilerContext* ContextRegistry::acquire(size_t collPool, size_t childPool,
     ProfilerContext* ctx = *it;
     if (ctx->colls.capacity() == FixedPool<CollRecord>::roundUp(collPool) &&
         ctx->proxyOps.capacity() == FixedPool<ProxyOpRecord>::roundUp(childPool) &&
-        ctx->completed.capacity() == BoundedQueue<CompletedColl>::roundUp(queueCapacity)) {
+        ctx->completed.capacity() == Ring<CompletedColl>::roundUp(queueCapacity)) {
       retired_.erase(it);
       ctx->resetForReuse();
       return ctx;

@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "common/measurement_bus.h"
-#include "profiler_plugin/bounded_queue.h"
+#include "common/measurement_matcher.h"
+#include "common/ring.h"
 #include "profiler_plugin/event_records.h"
 
 namespace autopilot::profiler {
@@ -114,15 +115,16 @@ struct ProfilerContext {
   bool traceSpans = false;     // queue per-channel / per-op spans for the trace
   int abiVersion = 5;          // the profiler version NCCL picked
   bool ceCudaTimed = false;    // copy-engine collectives timed with CUDA events (v6+, driver)
-  // The one clock this communicator's bus samples use: 0 undecided, else 1 + DurationClock.
-  std::atomic<uint8_t> busClock{0};
+  // The one clock this communicator's bus samples (and its exported durations) use: the clock
+  // rule of the measurement path, without call matching (that is the tuner's side).
+  bus::MeasurementMatcher clockRule{0};
 
   FixedPool<CollRecord> colls;
   FixedPool<ProxyOpRecord> proxyOps;
   FixedPool<NetRecord> nets;
   FixedPool<CeRecord> ces;  // copy-engine collectives in flight (timed by the service thread)
-  BoundedQueue<CompletedColl> completed;
-  BoundedQueue<TraceSpan> spans;
+  Ring<CompletedColl> completed;  // many producers (proxy, application threads)
+  Ring<TraceSpan> spans;
   ContextCounters counters;
 
   std::unique_ptr<ContextState> state;  // service side

@@ -50,12 +50,9 @@ void publishToBus(ProfilerContext* ctx, const CompletedColl& c) {
   // One clock per communicator for its whole life: the first completed collective decides
   // (GPU when its kernel channels carried timers), and samples timed otherwise are not
   // published, so the tuner never compares a GPU duration with a host one.
-  uint8_t want = uint8_t(1 + int(c.gpuTimed ? bus::DurationClock::kGpu : bus::DurationClock::kHost));
-  uint8_t have = ctx->busClock.load(std::memory_order_relaxed);
-  if (have == 0 && ctx->busClock.compare_exchange_strong(have, want, std::memory_order_relaxed)) {
-    have = want;
-  }
-  if (have != want) {
+  const bus::DurationClock clock =
+      c.gpuTimed ? bus::DurationClock::kGpu : bus::DurationClock::kHost;
+  if (!ctx->clockRule.admitClock(clock)) {
     ctx->counters.otherClock.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -67,7 +64,7 @@ void publishToBus(ProfilerContext* ctx, const CompletedColl& c) {
   s.proto = c.proto;
   s.nChannels = c.nChannels;
   s.nBytes = c.nBytes;
-  s.clock = c.gpuTimed ? bus::DurationClock::kGpu : bus::DurationClock::kHost;
+  s.clock = clock;
   s.durationNs = c.gpuTimed ? c.gpuEndNs - c.gpuStartNs : c.hostEndNs - c.hostStartNs;
   s.completedAtNs = c.hostEndNs;
   if (bus::MeasurementBus::instance().publish(s)) {
@@ -485,7 +482,7 @@ size_t pollCopyEngine(ProfilerContext* ctx, uint64_t nowNs, uint64_t staleNs) {
       // Like a kernel collective's Coll+KernelCh duration: onto the bus for the tuner. A
       // copy-engine collective has no algorithm or protocol (-1), so it never counts as a
       // kernel arm's measurement; and it never decides the communicator's clock alone.
-      if (ctx->busClock.load(std::memory_order_relaxed) != 0) publishToBus(ctx, c);
+      if (ctx->clockRule.clock() >= 0) publishToBus(ctx, c);
     } else {
       ctx->counters.ceUntimed.fetch_add(1, std::memory_order_relaxed);
     }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/rail_telemetry.h"
-#include "profiler_plugin/shift_detector.h"
+#include "common/shift_detector.h"
 
 namespace autopilot::profiler {
 

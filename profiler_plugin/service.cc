@@ -91,7 +91,7 @@ std::string uniquePath(std::string path, uint64_t commId, std::set<std::string>*
 }
 
 bool gpuClockOf(const ProfilerContext& ctx) {
-  return ctx.busClock.load(std::memory_order_relaxed) == 1 + int(bus::DurationClock::kGpu);
+  return ctx.clockRule.clock() == int(bus::DurationClock::kGpu);
 }
 
 }  // namespace
@@ -418,7 +418,7 @@ void ProfilerService::summaryLocked(const ProfilerContext& ctx, uint64_t nowNs) 
   const ContextState& st = *ctx.state;
   const ContextCounters& c = ctx.counters;
   auto rel = [&](uint64_t t) { return (double(t) - double(st.attachedAtNs)) / 1e9; };
-  uint8_t clock = ctx.busClock.load();
+  const int clock = ctx.clockRule.clock();
   AP_INFO(kFlags,
           "profiler summary: comm %s '%s' rank %d/%d: %llu collectives completed in %.1f s, "
           "%llu published to the tuner (%s clock); dropped: %llu pool-full, %llu queue-full, "
@@ -426,7 +426,7 @@ void ProfilerService::summaryLocked(const ProfilerContext& ctx, uint64_t nowNs) 
           hexId(ctx.commId).c_str(), ctx.name.c_str(), ctx.rank, ctx.nRanks,
           static_cast<unsigned long long>(c.collCompleted.load()), rel(nowNs),
           static_cast<unsigned long long>(c.busPublished.load()),
-          clock == 0 ? "no" : clock == 1 + int(bus::DurationClock::kGpu) ? "GPU" : "host",
+          clock < 0 ? "no" : clock == int(bus::DurationClock::kGpu) ? "GPU" : "host",
           static_cast<unsigned long long>(c.collPoolFull.load() + c.childPoolFull.load()),
           static_cast<unsigned long long>(c.completedQueueFull.load() + c.traceQueueFull.load()),
           static_cast<unsigned long long>(c.busRejected.load()),

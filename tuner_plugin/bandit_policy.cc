@@ -4,9 +4,22 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/shift_detector.h"
 #include "tuner_plugin/nccl_choice.h"
 
 namespace autopilot::tuner {
+namespace {
+
+// The incumbent's detector: a baseline from its first 8 samples (the profiler's 32 would leave a
+// freshly switched context unguarded for longer), shifts of at least 3 noise units (a floor of
+// 5%, so about 16% for a quiet arm) fire on the 5th sample after the step.
+ShiftDetectorConfig driftConfig() {
+  ShiftDetectorConfig c;
+  c.warmup = 8;
+  return c;
+}
+
+}  // namespace
 
 struct BanditPolicy::ContextState {
   float prior[kNumCells];
@@ -17,11 +30,10 @@ struct BanditPolicy::ContextState {
   int defaultCell = -1;
   int incumbent = -1;
   ArmStats arms[kNumCells];
-  // The incumbent's latest raw log-times in a row that sit on the same side of its estimate,
-  // beyond what noise explains: kDriftRun of them is a shift, not an outlier.
-  double driftSum = 0;
-  int driftRun = 0;
-  int driftSign = 0;
+  // Change points of the incumbent's raw times (a shift the profiler may not have reported, or
+  // where no profiler runs). Restarted whenever the incumbent changes or the context re-opens.
+  ShiftDetector drift{driftConfig()};
+  int driftCell = -1;  // the arm `drift` has been watching
   int playsSinceRefresh = 0;
   // The probe in the current decision and how many of its samples arrived since it was issued:
   // once the budget is spent, a new generation grants a fresh one.
@@ -36,10 +48,6 @@ struct BanditPolicy::ContextState {
 namespace {
 
 constexpr double kMinPriorUs = 1e-3;  // a zero cost (forced by someone else) still has a log
-constexpr int kDriftRun = 4;
-constexpr int kDriftMinSamples = 8;
-constexpr double kDriftMinLog = 0.15;  // ~16%: a shift, not noise
-
 bool validCell(int cell) { return cell >= 0 && cell < kNumCells; }
 
 double normalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
@@ -270,24 +278,17 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
     double limit = std::max(4 * sigma, 0.3);
     x = std::clamp(x, a.mean - limit, a.mean + limit);
   }
-  if (cell == s->incumbent && a.n >= kDriftMinSamples) {
-    // Drift of the incumbent itself (a shift the profiler may not have reported): judged on
-    // raw values, since Winsorising would hide a real level change.
-    double dev = raw - a.mean;
-    int sign = dev > 0 ? 1 : -1;
-    if (std::fabs(dev) > std::max(kDriftMinLog, 3 * sigma)) {
-      if (sign != s->driftSign) s->driftRun = 0, s->driftSum = 0;
-      s->driftSign = sign;
-      s->driftSum += raw;
-      if (++s->driftRun >= kDriftRun) {
-        double level = s->driftSum / s->driftRun;
-        reopen(ctx);
-        a.mean = level;
-        return;
-      }
-    } else {
-      s->driftRun = 0;
-      s->driftSum = 0;
+  if (cell == s->incumbent) {
+    // Judged on raw times, since Winsorising would hide a real level change.
+    if (s->driftCell != cell) {
+      s->drift.reset();
+      s->driftCell = cell;
+    }
+    Shift shift = s->drift.update(timeUs);
+    if (shift.fired) {
+      reopen(ctx);
+      a.mean = std::log(shift.baseline * shift.ratio);  // the new level, from the latest samples
+      return;
     }
   }
   addSample(&a, x);
@@ -336,8 +337,7 @@ void BanditPolicy::reopen(int ctx) {
       a = ArmStats{};  // back to the prior: plausible arms get probed again
     }
   }
-  s->driftRun = 0;
-  s->driftSum = 0;
+  s->drift.reset();
   s->playsSinceRefresh = 0;
 }
 
@@ -370,9 +370,7 @@ ContextDecision BanditPolicy::decide(int ctx) {
     }
   }
   if (best != I) {
-    s->incumbent = I = best;
-    s->driftRun = 0;
-    s->driftSum = 0;
+    s->incumbent = I = best;  // its detector restarts with its next sample
     s->playsSinceRefresh = 0;
   }
 

@@ -33,9 +33,10 @@
 //    probeBudget of all the time observed in collectives; a grant whose probes turn out worse
 //    than expected overshoots it by at most that grant. The budget is the leader's alone: the
 //    decisions it shapes are agreed like any other.
-//  - Continued learning: reopen() (a change point reported by the profiler, or the drift the
-//    policy sees itself on the incumbent) and a periodic refresh widen the other arms' posteriors
-//    again, which re-opens exploration for plausibly better arms only.
+//  - Continued learning: reopen() (a change point reported by the profiler, or one the policy
+//    detects itself on the incumbent's times with the library's change detector,
+//    common/shift_detector.h) and a periodic refresh widen the other arms' posteriors again,
+//    which re-opens exploration for plausibly better arms only.
 #pragma once
 
 #include <cstdint>

@@ -70,8 +70,7 @@ bool Learner::step() {
   TunerComm::CallRecord calls[256];
   for (size_t n; (n = comm_->drainCalls(calls, 256)) > 0;) {
     for (size_t i = 0; i < n; ++i) {
-      if (pending_.size() >= kMaxPendingCalls) pending_.pop_front();
-      pending_.push_back(calls[i]);
+      matcher_.addCall(calls[i].func, calls[i].ordinal, calls[i].nBytes, calls[i].ctx);
     }
   }
 
@@ -81,40 +80,29 @@ bool Learner::step() {
     for (size_t i = 0; i < n; ++i) {
       const bus::CollectiveSample& s = samples[i];
       ++stats_.samples;
-      if (clock_ < 0) clock_ = int(s.clock);
-      if (int(s.clock) != clock_) {
-        ++stats_.otherClock;
-        continue;
-      }
-      size_t k = 0;
-      while (k < pending_.size() &&
-             !(pending_[k].func == s.func && pending_[k].nBytes == s.nBytes)) {
-        ++k;
-      }
-      if (k == pending_.size() || s.algo < 0 || s.algo >= abi::kNumAlgorithms || s.proto < 0 ||
-          s.proto >= abi::kNumProtocols || s.durationNs == 0) {
-        ++stats_.unmatched;
-        continue;
-      }
-      int ctx = pending_[k].ctx;
-      pending_.erase(pending_.begin(), pending_.begin() + long(k) + 1);
+      int ctx = -1;
+      if (matcher_.match(s, &ctx) != bus::MeasurementMatcher::Outcome::kMatched) continue;
+      if (ctx < 0 || ctx >= kNumContexts) continue;
       policy_.observe(ctx, s.algo * abi::kNumProtocols + s.proto, double(s.durationNs) / 1000.0);
       dirty_[ctx] = 1;
       ++stats_.attributed;
     }
   }
 
-  // Change points reported by the profiler re-open exploration where they apply.
-  uint64_t epoch = bus.shiftEpoch(comm_->commId());
-  if (epoch != shiftEpoch_) {
-    bus::ShiftNotice notice;
-    if (epoch > shiftEpoch_ + 1 || !bus.latestShift(comm_->commId(), &notice)) {
-      reopenFor(-1, 0);  // several shifts since the last look: re-open everything
-    } else {
-      reopenFor(notice.func, notice.func >= 0 ? notice.nBytes : 0);
+  // Change points reported by the profiler re-open exploration where they apply, each notice
+  // on its own. Notices a full queue dropped cannot be placed: everything is re-opened.
+  bus::ShiftNotice notices[16];
+  for (size_t n; (n = bus.drainShifts(comm_->commId(), notices, 16)) > 0;) {
+    for (size_t i = 0; i < n; ++i) {
+      reopenFor(notices[i].func, notices[i].func >= 0 ? notices[i].nBytes : 0);
+      ++stats_.shifts;
     }
-    stats_.shifts += epoch - shiftEpoch_;
-    shiftEpoch_ = epoch;
+  }
+  const uint64_t dropped = bus.shiftsDropped(comm_->commId());
+  if (dropped != shiftsDropped_) {
+    reopenFor(-1, 0);
+    stats_.shifts += dropped - shiftsDropped_;
+    shiftsDropped_ = dropped;
   }
 
   // Only contexts that saw something new can decide differently (decide() is a function of the

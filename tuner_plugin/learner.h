@@ -2,20 +2,18 @@
 // (first cost table per context, one record per call) and what the profiler published on the
 // measurement bus into policy observations, and the policy's decisions into the desired table.
 //
-// Attribution of measurements. NCCL calls the tuner once per aggregate of grouped collectives,
-// while the profiler reports each collective: a measurement is attributed to the oldest pending
-// call with the same collective and the same nBytes (older unmatched calls are dropped: their
-// measurements were lost or belonged to an aggregate). Aggregates whose nBytes matches none of
-// their collectives are therefore never learned on; their decision stays NCCL's. The arm is the
-// (algorithm, protocol) the profiler says NCCL ran. One clock per communicator: the first
-// measurement's clock (GPU timer or host) is the only one used afterwards.
+// Attribution of measurements: bus::MeasurementMatcher lines each sample up with the call that
+// made its decision by NCCL's per-function sequence number, and keeps one clock per
+// communicator (docs/measurement-matching.md). Only exact matches are learned from: merged
+// aggregates of grouped collectives are recognised and skipped (their decision stays NCCL's).
+// The arm is the (algorithm, protocol) the profiler says NCCL ran.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <vector>
 
+#include "common/measurement_matcher.h"
 #include "tuner_plugin/bandit_policy.h"
 #include "tuner_plugin/decision.h"
 #include "tuner_plugin/tuner_comm.h"
@@ -24,13 +22,15 @@ namespace autopilot::tuner {
 
 class Learner {
  public:
-  static constexpr size_t kMaxPendingCalls = 4096;
+  // Recorded calls remembered per function for matching (24 bytes each, on the leader only): a
+  // sample trails its call by the collectives in flight (the profiler's pool, 512 by default)
+  // plus what waits on the bus (1024 at most); a call pushed out unused is counted
+  // (MeasurementMatcher::Stats::callsOverwritten).
+  static constexpr size_t kCallsPerFunc = 2048;
 
   struct Stats {
     uint64_t samples = 0;       // drained from the bus
     uint64_t attributed = 0;    // matched to a call and observed
-    uint64_t unmatched = 0;
-    uint64_t otherClock = 0;
     uint64_t shifts = 0;
     uint64_t restoredUsed = 0;
     uint64_t restoredDiscarded = 0;  // saved for another topology / NCCL version
@@ -49,15 +49,15 @@ class Learner {
   std::vector<BanditPolicy::ContextRecord> snapshot() const { return policy_.snapshot(); }
   const Stats& stats() const { return stats_; }
   const BanditPolicy& policy() const { return policy_; }
+  const bus::MeasurementMatcher::Stats& matchStats() const { return matcher_.stats(); }
 
  private:
   void reopenFor(int func, uint64_t nBytes);
 
   TunerComm* comm_;
   BanditPolicy policy_;
-  std::deque<TunerComm::CallRecord> pending_;
-  int clock_ = -1;
-  uint64_t shiftEpoch_ = 0;
+  bus::MeasurementMatcher matcher_{kCallsPerFunc};
+  uint64_t shiftsDropped_ = 0;  // the bus's count when last looked at
   std::vector<uint8_t> live_;   // contexts whose live prior the policy has
   std::vector<uint8_t> dirty_;  // contexts whose decision may have changed since the last step
   std::map<int, BanditPolicy::ContextRecord> restored_;

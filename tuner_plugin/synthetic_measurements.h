@@ -24,7 +24,10 @@ class SyntheticMeasurements {
                                                          std::string* error);
   // `original` is NCCL's table as passed (before the tuner's edits); `cell` the one NCCL will
   // run. Allocation-free; called on NCCL's thread.
-  void publish(uint64_t commId, int func, uint64_t nBytes, const float* original, int cell);
+  // `seqNumber`: the call's ordinal among this communicator's calls of `func`, which is the
+  // sequence number NCCL gives a lone collective.
+  void publish(uint64_t commId, int func, uint64_t seqNumber, uint64_t nBytes,
+               const float* original, int cell);
 
  private:
   double uniform();

@@ -41,10 +41,15 @@ void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float**
   publishedCalls_.store(n, std::memory_order_seq_cst);
   if (n >= switchAt_.load(std::memory_order_seq_cst)) atSwitchPoint(n);
 
+  // Every call of a tuned function takes the next ordinal, whether or not it is recorded, so
+  // that the learner can tell an unrecorded call from a missing one.
+  if (collType < 0 || collType >= abi::kNumTunedFuncs) return;
+  const uint64_t ordinal = funcCalls_[collType]++;
+
   if (numAlgo != abi::kNumAlgorithms || numProto != abi::kNumProtocols) return;
   const int ctx = contextIndex(collType, nBytes, numPipeOps);
   if (ctx < 0 || nBytes < minBytes_) return;
-  if (recording_.load(std::memory_order_relaxed)) record(ctx, collType, nBytes, table);
+  if (recording_.load(std::memory_order_relaxed)) record(ctx, collType, ordinal, nBytes, table);
 
   float* cells = reinterpret_cast<float*>(table);
   float original[kNumCells];
@@ -55,23 +60,18 @@ void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float**
     if (cell >= 0 && cells[cell] >= 0) force(cells, cell);
   }
   if (synthetic_ != nullptr) {
-    synthetic_->publish(commId_, collType, nBytes, original, ncclChoice(cells));
+    synthetic_->publish(commId_, collType, ordinal, nBytes, original, ncclChoice(cells));
   }
 }
 
-void TunerComm::record(int ctx, int func, uint64_t nBytes, float** table) {
+void TunerComm::record(int ctx, int func, uint64_t ordinal, uint64_t nBytes, float** table) {
   if (!seen_[ctx]) {
     seen_[ctx] = 1;
-    // Each context is announced once, so this log (one slot per context) never fills.
-    uint32_t head = newHead_.load(std::memory_order_relaxed);
+    // Each context is announced once, so this log (at least one slot per context) never fills.
     std::memcpy(priorTables_[ctx], table, sizeof(priorTables_[ctx]));
-    newContexts_[head % kNumContexts] = ctx;
-    newHead_.store(head + 1, std::memory_order_release);
+    newContexts_.push(ctx);
   }
-  uint64_t head = callHead_.load(std::memory_order_relaxed);
-  if (head - callTail_.load(std::memory_order_acquire) >= kCallLogSize) return;  // full: drop
-  callLog_[head % kCallLogSize] = CallRecord{nBytes, int16_t(ctx), int8_t(func)};
-  callHead_.store(head + 1, std::memory_order_release);
+  callLog_.push(CallRecord{ordinal, nBytes, int16_t(ctx), int8_t(func)});  // full: dropped
 }
 
 void TunerComm::atSwitchPoint(uint64_t n) {
@@ -191,26 +191,14 @@ bool TunerComm::frozen() const {
   return frozen_;
 }
 
-size_t TunerComm::drainCalls(CallRecord* out, size_t max) {
-  uint64_t tail = callTail_.load(std::memory_order_relaxed);
-  uint64_t head = callHead_.load(std::memory_order_acquire);
-  size_t n = 0;
-  while (tail != head && n < max) out[n++] = callLog_[tail++ % kCallLogSize];
-  callTail_.store(tail, std::memory_order_release);
-  return n;
-}
+size_t TunerComm::drainCalls(CallRecord* out, size_t max) { return callLog_.popMany(out, max); }
 
 size_t TunerComm::drainNewContexts(int* ctx, float (*tables)[kNumCells], size_t max) {
-  uint32_t tail = newTail_.load(std::memory_order_relaxed);
-  uint32_t head = newHead_.load(std::memory_order_acquire);
   size_t n = 0;
-  while (tail != head && n < max) {
-    int c = newContexts_[tail++ % kNumContexts];
-    ctx[n] = c;
-    std::memcpy(tables[n], priorTables_[c], sizeof(priorTables_[c]));
+  while (n < max && newContexts_.pop(&ctx[n])) {
+    std::memcpy(tables[n], priorTables_[ctx[n]], sizeof(priorTables_[ctx[n]]));
     ++n;
   }
-  newTail_.store(tail, std::memory_order_release);
   return n;
 }
 

@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "common/abi/nccl_abi.h"
+#include "common/ring.h"
 #include "tuner_plugin/decision.h"
 
 namespace autopilot::tuner {
@@ -33,7 +35,11 @@ class TunerComm {
   static constexpr uint64_t kNever = ~uint64_t(0);
   static constexpr size_t kCallLogSize = 1024;  // power of two
 
+  // One recorded call. `ordinal` numbers every call of `func` on this communicator from 0,
+  // recorded or not, which is what lines calls up with NCCL's per-function sequence numbers
+  // (docs/measurement-matching.md).
   struct CallRecord {
+    uint64_t ordinal;
     uint64_t nBytes;
     int16_t ctx;
     int8_t func;
@@ -95,7 +101,7 @@ class TunerComm {
   };
 
   void atSwitchPoint(uint64_t n);
-  void record(int ctx, int func, uint64_t nBytes, float** table);
+  void record(int ctx, int func, uint64_t ordinal, uint64_t nBytes, float** table);
 
   const uint64_t commId_;
   const uint64_t minBytes_;
@@ -108,16 +114,16 @@ class TunerComm {
   DecisionTable tables_[2];
   ExplorationCounters counters_;
   uint8_t seen_[kNumContexts] = {};
+  uint64_t funcCalls_[abi::kNumTunedFuncs] = {};  // calls per function, the next ordinal
 
-  // Shared: the Dekker pair, and the logs (single producer, single consumer).
+  // Shared: the Dekker pair, and the logs (the calling thread pushes, the service thread pops).
   std::atomic<uint64_t> publishedCalls_{0};
   std::atomic<uint64_t> switchAt_{kNever};
   std::atomic<bool> recording_{false};
-  CallRecord callLog_[kCallLogSize];
-  std::atomic<uint64_t> callHead_{0}, callTail_{0};
+  Ring<CallRecord, RingProducers::kSingle> callLog_{kCallLogSize};
+  // A context's prior table is written once, before its index is pushed (the push releases it).
   float priorTables_[kNumContexts][kNumCells];
-  int newContexts_[kNumContexts];
-  std::atomic<uint32_t> newHead_{0}, newTail_{0};
+  Ring<int, RingProducers::kSingle> newContexts_{kNumContexts};
 
   // Guarded by mu_ (the staged proposal and the verdict; never touched in the common case).
   mutable std::mutex mu_;

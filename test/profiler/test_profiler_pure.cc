@@ -1,4 +1,4 @@
-// Pure pieces of the profiler: NCCL name mapping, the rail monitor, the bounded queue and pool,
+// Pure pieces of the profiler: NCCL name mapping, the rail monitor, the record pool,
 // the export helpers, and the Prometheus exposition (checked by a strict format checker).
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,7 +14,6 @@
 #include "common/comm_tag.h"
 #include "common/safe_file.h"
 
-#include "profiler_plugin/bounded_queue.h"
 #include "profiler_plugin/context.h"
 #include "profiler_plugin/event_records.h"
 #include "profiler_plugin/export_util.h"
@@ -56,18 +55,7 @@ TEST_CASE("NCCL names map to the tuner's indices and back", "[names]") {
   CHECK(sizeBucket(2047) == 10);
 }
 
-TEST_CASE("bounded queue and pool: full means drop, never grow", "[pool]") {
-  BoundedQueue<int> q(5);
-  CHECK(q.capacity() == 8);
-  for (int i = 0; i < 8; ++i) CHECK(q.push(i));
-  CHECK_FALSE(q.push(99));
-  int v;
-  for (int i = 0; i < 8; ++i) {
-    REQUIRE(q.pop(&v));
-    CHECK(v == i);
-  }
-  CHECK_FALSE(q.pop(&v));
-
+TEST_CASE("record pool: full means drop, never grow", "[pool]") {
   FixedPool<NetRecord> pool(4);
   NetRecord* a[4];
   for (auto& p : a) REQUIRE((p = pool.acquire()) != nullptr);
@@ -75,30 +63,6 @@ TEST_CASE("bounded queue and pool: full means drop, never grow", "[pool]") {
   pool.release(a[2]);
   CHECK(pool.acquire() == a[2]);
   CHECK(pool.inUse() == 4);
-
-  // Producers and a consumer on separate threads: everything pushed is popped exactly once.
-  BoundedQueue<uint64_t> mq(1024);
-  std::atomic<uint64_t> sum{0}, popped{0};
-  constexpr uint64_t kPerThread = 100000;
-  std::thread consumer([&] {
-    uint64_t x;
-    while (popped.load() < 2 * kPerThread) {
-      if (mq.pop(&x)) {
-        sum += x;
-        ++popped;
-      }
-    }
-  });
-  auto produce = [&] {
-    for (uint64_t i = 1; i <= kPerThread; ++i) {
-      while (!mq.push(i)) std::this_thread::yield();
-    }
-  };
-  std::thread p1(produce), p2(produce);
-  p1.join();
-  p2.join();
-  consumer.join();
-  CHECK(sum.load() == 2 * kPerThread * (kPerThread + 1) / 2);
 }
 
 TEST_CASE("rail monitor: samples only active rails, flags state changes, detects a drop", "[rails]") {

@@ -393,15 +393,15 @@ TEST_CASE("a persistent latency jump is announced on the bus and journalled", "[
     gpu += 1000000;
   }
   profiler::ProfilerService::instance().runOnce();
-  CHECK(bus::MeasurementBus::instance().shiftEpoch(0x4004) == 0);
+  CHECK(bus::MeasurementBus::instance().shiftsReported(0x4004) == 0);
   for (int i = 0; i < 20; ++i) {
     r.collective(spec, gpu, 230000 + uint64_t((i * 7919) % 5000));
     gpu += 1000000;
   }
   profiler::ProfilerService::instance().runOnce();
-  CHECK(bus::MeasurementBus::instance().shiftEpoch(0x4004) == 1);
+  CHECK(bus::MeasurementBus::instance().shiftsReported(0x4004) == 1);
   bus::ShiftNotice n;
-  REQUIRE(bus::MeasurementBus::instance().latestShift(0x4004, &n));
+  REQUIRE(bus::MeasurementBus::instance().drainShifts(0x4004, &n, 1) == 1);
   CHECK(n.func == abi::kFuncAllReduce);
   CHECK(n.algo == abi::kAlgoRing);
   CHECK(n.proto == abi::kProtoSimple);
@@ -503,18 +503,18 @@ TEST_CASE("a rail's bandwidth drop is announced to every communicator", "[replay
     profiler::ProfilerService::instance().runOnce();
   };
   for (int i = 0; i < 60; ++i) round(1000000000ull + uint64_t(i % 7) * 10000000ull);
-  CHECK(bus::MeasurementBus::instance().shiftEpoch(0x6006) == 0);
+  CHECK(bus::MeasurementBus::instance().shiftsReported(0x6006) == 0);
   for (int i = 0; i < 10; ++i) round(350000000ull);
   for (uint64_t comm : {0x6006ull, 0x6007ull}) {
     bus::ShiftNotice n;
-    REQUIRE(bus::MeasurementBus::instance().latestShift(comm, &n));
+    REQUIRE(bus::MeasurementBus::instance().drainShifts(comm, &n, 1) == 1);
     CHECK(n.rail == rail);
     CHECK(n.func == -1);
     CHECK(n.ratio == Approx(0.35).epsilon(0.1));
   }
   // Idle intervals (no bytes) are not samples: no further shift however long.
   for (int i = 0; i < 100; ++i) profiler::ProfilerService::instance().runOnce();
-  CHECK(bus::MeasurementBus::instance().shiftEpoch(0x6006) == 1);
+  CHECK(bus::MeasurementBus::instance().shiftsReported(0x6006) == 1);
   p.sessions.clear();
   rails.resetForTesting();
 }

@@ -6,14 +6,14 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/shift_detector.h"
 #include "profiler_plugin/collective_stats.h"
-#include "profiler_plugin/shift_detector.h"
 
 using autopilot::profiler::ArmShift;
 using autopilot::profiler::CollectiveStats;
-using autopilot::profiler::Shift;
-using autopilot::profiler::ShiftDetector;
-using autopilot::profiler::ShiftDetectorConfig;
+using autopilot::Shift;
+using autopilot::ShiftDetector;
+using autopilot::ShiftDetectorConfig;
 
 namespace {
 

@@ -89,16 +89,30 @@ TEST_CASE("measurement bus: per-communicator rings, drops when full, shifts", "[
   while (size_t n = bus.drain(22, out, 16)) total += n;
   CHECK(total == bus::MeasurementBus::kRingCapacity);
 
-  CHECK(bus.shiftEpoch(11) == 0);
+  // Notices queue up and are drained one by one, in order; a full queue counts the drop.
+  bus::ShiftNotice got[4];
+  CHECK(bus.drainShifts(11, got, 4) == 0);
   bus::ShiftNotice notice;
   notice.func = 4;
   notice.ratio = 2.5;
-  bus.reportShift(11, notice);
-  CHECK(bus.shiftEpoch(11) == 1);
-  bus::ShiftNotice got;
-  REQUIRE(bus.latestShift(11, &got));
-  CHECK(got.ratio == 2.5);
-  CHECK(got.epoch == 1);
+  CHECK(bus.reportShift(11, notice));
+  notice.ratio = 0.5;
+  CHECK(bus.reportShift(11, notice));
+  CHECK(bus.shiftsReported(11) == 2);
+  REQUIRE(bus.drainShifts(11, got, 4) == 2);
+  CHECK(got[0].ratio == 2.5);
+  CHECK(got[1].ratio == 0.5);
+  CHECK(got[0].commId == 11);
+  CHECK(bus.drainShifts(11, got, 4) == 0);
+  for (size_t i = 0; i < bus::MeasurementBus::kShiftCapacity; ++i) {
+    CHECK(bus.reportShift(11, notice));
+  }
+  CHECK_FALSE(bus.reportShift(11, notice));
+  CHECK(bus.shiftsDropped(11) == 1);
+  CHECK_FALSE(bus.reportShift(999, notice));  // not attached
+  size_t drained = 0;
+  while (size_t n = bus.drainShifts(11, got, 4)) drained += n;
+  CHECK(drained == bus::MeasurementBus::kShiftCapacity);
 
   bus.detach(11);
   bus.detach(22);

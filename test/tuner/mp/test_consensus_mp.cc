@@ -185,7 +185,8 @@ struct Workload {
             // communicator (an event, not a delay; bounded far beyond the peer timeout), so
             // that what the test checks, the followers' reaction, happened before they finish.
             // The notices come one communicator at a time: waiting for the first only let a
-            // rank finalize one communicator still "ready". Then run free.
+            // rank finalize one communicator still "ready". Then run free. (A communicator
+            // that never joined does not notice: the bound ends the wait.)
             auto noticeBy = std::chrono::steady_clock::now() + std::chrono::seconds(10);
             while (LogCapture::count(-1, "lost the leader") < size_t(kComms) &&
                    std::chrono::steady_clock::now() < noticeBy) {

@@ -1,5 +1,8 @@
 // Change-point detection: is a stream of positive measurements (a context's latency, a rail's
-// bandwidth) persistently different from its baseline, or is it noise?
+// bandwidth) persistently different from its baseline, or is it noise? The one detector of the
+// library: the profiler runs one per (communicator, collective, size, algorithm, protocol) and
+// per rail, and the tuner's bandit one per context on the arm it exploits, which it must judge
+// wherever it runs, including the replay and the simulator, where no profiler is.
 //
 // Two-sided CUSUM on the logarithm of the values, in units of the baseline's noise scale:
 //  1. Warm-up: the first `warmup` values set the baseline: median of log(value), and noise scale
@@ -26,7 +29,7 @@
 #include <array>
 #include <cstdint>
 
-namespace autopilot::profiler {
+namespace autopilot {
 
 struct ShiftDetectorConfig {
   int warmup = 32;          // values to learn a baseline (at most kMaxWarmup)
@@ -78,4 +81,4 @@ class ShiftDetector {
   uint64_t shifts_ = 0, values_ = 0;
 };
 
-}  // namespace autopilot::profiler
+}  // namespace autopilot

@@ -1,9 +1,9 @@
-#include "profiler_plugin/shift_detector.h"
+#include "common/shift_detector.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace autopilot::profiler {
+namespace autopilot {
 
 ShiftDetector::ShiftDetector(ShiftDetectorConfig config) : config_(config) {
   config_.warmup = std::clamp(config_.warmup, 2, kMaxWarmup);
@@ -77,4 +77,4 @@ Shift ShiftDetector::update(double value) {
   return out;
 }
 
-}  // namespace autopilot::profiler
+}  // namespace autopilot
