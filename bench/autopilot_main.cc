@@ -5,9 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "autopilot_version.h"
+#include "bench/cli_args.h"
 #include "bench/commands.h"
 
 #include <algorithm>
@@ -65,30 +69,58 @@ void ensureLibraryOnSearchPath(char** argv) {
   execv(exe, argv);  // on failure carry on: RUNPATH still covers the common case
 }
 
-void usage(FILE* out) {
-  std::fprintf(out, "usage: autopilot <command> [options]\n\ncommands:\n");
-  for (const Command& c : autopilot::cli::commands()) {
-    std::fprintf(out, "  %-11s %s\n", c.name, c.summary);
+// The top level's usage line names the command, which CLI11 sees only as what remains.
+class TopLevelFormatter : public autopilot::cli::HelpFormatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: autopilot [--help | --version] COMMAND [OPTIONS]\n";
   }
-  std::fprintf(out, "\nnccl-autopilot %s\n", AUTOPILOT_VERSION_STRING);
+};
+
+std::string commandList() {
+  std::string out = "commands:\n";
+  char line[256];
+  for (const Command& c : autopilot::cli::commands()) {
+    std::snprintf(line, sizeof(line), "  %-11s %s\n", c.name, c.summary);
+    out += line;
+  }
+  return out + "\n'autopilot COMMAND --help' describes a command's options.\nnccl-autopilot " +
+         AUTOPILOT_VERSION_STRING;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   ensureLibraryOnSearchPath(argv);
-  if (argc < 2 || std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0) {
-    usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  CLI::App app{"", "autopilot"};
+  autopilot::cli::configure(app);
+  app.formatter(std::make_shared<TopLevelFormatter>());
+  // Everything from the command's name on is the command's own to parse.
+  app.prefix_command();
+  app.footer(commandList());
+  bool version = false;
+  app.add_flag("--version", version, "print the version and exit");
+  if (argc < 2) {
+    std::fputs(app.help().c_str(), stderr);
+    return autopilot::cli::kUsageError;
   }
-  if (std::strcmp(argv[1], "--version") == 0) {
+  if (std::optional<int> rc = autopilot::cli::parseArgs(app, argc, argv)) return *rc;
+  if (version) {
     std::printf("nccl-autopilot %s\n", AUTOPILOT_VERSION_STRING);
     return 0;
   }
-  for (const Command& c : autopilot::cli::commands()) {
-    if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);
+  std::vector<std::string> rest = app.remaining();
+  if (rest.empty()) {
+    std::fputs(app.help().c_str(), stderr);
+    return autopilot::cli::kUsageError;
   }
-  std::fprintf(stderr, "autopilot: unknown command '%s'\n\n", argv[1]);
-  usage(stderr);
-  return 2;
+  // remaining() holds the command and its arguments; argv holds the same strings in the same
+  // order at its tail, so the command gets argv's own pointers.
+  char** commandArgv = argv + (argc - int(rest.size()));
+  for (const Command& c : autopilot::cli::commands()) {
+    if (rest[0] == c.name) return c.run(int(rest.size()), commandArgv);
+  }
+  std::fprintf(stderr, "autopilot: unknown %s '%s' (see --help)\n",
+               rest[0].rfind('-', 0) == 0 ? "option" : "command", rest[0].c_str());
+  return autopilot::cli::kUsageError;
 }
