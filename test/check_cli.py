@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""CTest cli_args: the `autopilot` tool's command line, every subcommand.
+
+  check_cli.py AUTOPILOT
+
+For every command the tool lists: `--help` exits 0 with its usage on stdout; an unknown flag and
+bad values of representative flags exit 2 with one line on stderr that names the flag and the
+value, and nothing on stdout (no crash, no uncaught exception, no run with a half-read command
+line). A command the tool lists but this file does not know fails the test, so that a new
+command gets its cases here.
+"""
+import concurrent.futures
+import os
+import subprocess
+import sys
+import tempfile
+
+# Per command: (arguments, text the one-line error must contain besides the command's name).
+# Every case must fail while parsing: a value that slipped through would start the command, so
+# each run has a timeout and a test that starts a benchmark fails rather than waits.
+BAD = {
+    "attackbench": [
+        (["--seconds", "abc"], ["--seconds", "abc"]),
+        (["--seconds", "0"], ["--seconds", "'0'"]),
+        (["--seconds", "601"], ["--seconds", "601"]),
+        (["--follower"], ["--follower"]),
+    ],
+    "demo": [
+        (["--ranks", "abc"], ["--ranks", "abc"]),
+        (["--ranks", "1"], ["--ranks", "'1'"]),
+        (["--ranks", "4x"], ["--ranks", "4x"]),
+        (["--rails", "-5"], ["--rails", "-5"]),
+        (["--phase-seconds", "nan"], ["--phase-seconds", "nan"]),
+        (["--warmup-seconds", "-1"], ["--warmup-seconds", "-1"]),
+        (["--sizes", "65536,0"], ["--sizes", "'0'"]),
+        (["--sizes", "64k"], ["--sizes", "64k"]),
+        (["--mode", "fast"], ["--mode", "fast"]),
+        (["--json"], ["--json"]),
+    ],
+    "demo-rank": [
+        ([], ["--rank"]),
+        (["--rank", "x", "--nranks", "2", "--fd", "3", "--comm-id", "1", "--sizes", "8"],
+         ["--rank", "x"]),
+        (["--rank", "0", "--nranks", "2", "--fd", "3", "--comm-id", "0", "--sizes", "8"],
+         ["--comm-id", "'0'"]),
+    ],
+    "ibbench": [
+        (["--size", "abc"], ["--size", "abc"]),
+        (["--size", "-1"], ["--size", "-1"]),
+        (["--seconds", "nan"], ["--seconds", "nan"]),
+        (["--seconds", "-2"], ["--seconds", "-2"]),
+    ],
+    "info": [
+        (["--nccl", "1.0"], ["--nccl", "1.0"]),
+        (["--nccl"], ["--nccl"]),
+    ],
+    "netbench": [
+        (["--seconds", "abc"], ["--seconds", "abc"]),
+        (["--seconds", "0"], ["--seconds", "'0'"]),
+        (["--rail-mbit", "-1"], ["--rail-mbit", "-1"]),
+        (["--only", "nosuch"], ["--only", "nosuch"]),
+    ],
+    "params": [
+        (["stray"], ["stray"]),
+    ],
+    "profbench": [
+        (["--json"], ["--json"]),
+        (["extra"], ["extra"]),
+    ],
+    "replay": [
+        (["--calls", "abc", "x.csv"], ["--calls", "abc"]),
+        (["--runs", "0", "x.csv"], ["--runs", "'0'"]),
+        (["--seed", "-1", "x.csv"], ["--seed", "-1"]),
+        (["--noise", "2", "x.csv"], ["--noise", "'2'"]),
+        (["--probe-budget", "0.9", "x.csv"], ["--probe-budget", "0.9"]),
+        (["--min-bytes", "1e3", "x.csv"], ["--min-bytes", "1e3"]),
+        ([], ["FILE.csv"]),
+        (["--train", "a.csv"], ["--train", "--score"]),
+    ],
+    "simulate": [
+        (["--gpus", "0"], ["--gpus", "'0'"]),
+        (["--seeds", "abc"], ["--seeds", "abc"]),
+        (["--jobs", "-3"], ["--jobs", "-3"]),
+        (["--window-mib", "1.5"], ["--window-mib", "1.5"]),
+        (["--scenarios", "healthy,nosuch"], ["--scenarios", "nosuch"]),
+        (["--policies", "best"], ["--policies", "best"]),
+        (["--model", "gpt"], ["--model", "gpt"]),
+    ],
+    "tunerbench": [
+        (["--rounds", "abc"], ["--rounds", "abc"]),
+        (["--rounds", "0"], ["--rounds", "'0'"]),
+        (["--calls", "-5"], ["--calls", "-5"]),
+        (["--calls", "99999999999999999999"], ["--calls", "99999999999999999999"]),
+    ],
+}
+
+# Arguments a command needs before an unknown flag is reached (required options are checked
+# first).
+REQUIRED = {
+    "demo-rank": ["--rank", "0", "--nranks", "2", "--fd", "3", "--comm-id", "1", "--sizes", "8"],
+}
+
+failures = []
+
+
+def run(tool, args, cwd):
+    try:
+        return subprocess.run([tool] + args, capture_output=True, text=True, timeout=30, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        failures.append("autopilot %s: still running after 30 s (the command line was accepted "
+                        "and the command started?)" % " ".join(args))
+        return None
+
+
+def expect_usage_error(tool, cmd, args, needles, cwd):
+    shown = " ".join(([cmd] if cmd else []) + args)
+    r = run(tool, ([cmd] if cmd else []) + args, cwd)
+    if r is None:
+        return
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    problems = []
+    if r.returncode != 2:
+        problems.append("exit %d, wanted 2" % r.returncode)
+    if len(lines) != 1:
+        problems.append("%d lines on stderr, wanted 1" % len(lines))
+    if r.stdout:
+        problems.append("output on stdout")
+    text = " ".join(lines)
+    prefix = "autopilot %s:" % cmd if cmd else "autopilot:"
+    if not text.startswith(prefix):
+        problems.append("the message does not start with '%s'" % prefix)
+    for n in needles:
+        if n not in text:
+            problems.append("the message does not mention %s" % n)
+    if problems:
+        failures.append("autopilot %s: %s\n    stderr: %s" % (shown, "; ".join(problems),
+                                                           r.stderr.strip()[:400]))
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: check_cli.py AUTOPILOT")
+    tool = os.path.abspath(sys.argv[1])
+    cwd = tempfile.mkdtemp(prefix="ap-cli-")
+
+    top = run(tool, ["--help"], cwd)
+    if top is None or top.returncode != 0 or "Usage: autopilot" not in top.stdout:
+        sys.exit("FAIL: autopilot --help: %r" % (top and (top.returncode, top.stdout[:200])))
+    listed = []
+    in_list = False
+    for line in top.stdout.splitlines():
+        if line.startswith("commands:"):
+            in_list = True
+        elif in_list and line.startswith("  ") and line.split():
+            listed.append(line.split()[0])
+        elif in_list and not line.strip():
+            in_list = False
+    if len(listed) < 5:
+        failures.append("autopilot --help lists %d commands: %s" % (len(listed), listed))
+    for cmd in listed:
+        if cmd not in BAD:
+            failures.append("autopilot %s: no cases in check_cli.py; add them" % cmd)
+    for cmd in BAD:
+        if cmd not in listed:
+            failures.append("autopilot %s: not listed by autopilot --help" % cmd)
+
+    version = run(tool, ["--version"], cwd)
+    if version is not None and (version.returncode != 0 or "nccl-autopilot" not in version.stdout):
+        failures.append("autopilot --version: exit %d, %r" % (version.returncode, version.stdout))
+    bare = run(tool, [], cwd)
+    if bare is not None and (bare.returncode != 2 or "Usage: autopilot" not in bare.stderr):
+        failures.append("autopilot without a command: exit %d, wanted 2 and the usage on stderr"
+                        % bare.returncode)
+    expect_usage_error(tool, "", ["nosuch"], ["nosuch"], cwd)
+    expect_usage_error(tool, "", ["--bogus"], ["--bogus"], cwd)
+
+    cases = 0
+    jobs = []
+    for cmd in sorted(BAD):
+        for flag in ["--help", "-h"]:
+            r = run(tool, [cmd, flag], cwd)
+            if r is None:
+                continue
+            if r.returncode != 0 or not r.stdout.startswith("Usage: autopilot %s" % cmd):
+                failures.append("autopilot %s %s: exit %d, stdout %r" %
+                                (cmd, flag, r.returncode, r.stdout[:120]))
+            elif "--help" not in r.stdout or r.stderr:
+                failures.append("autopilot %s %s: no option list, or output on stderr" % (cmd, flag))
+        jobs.append((cmd, REQUIRED.get(cmd, []) + ["--no-such-flag"], ["--no-such-flag"]))
+        for args, needles in BAD[cmd]:
+            jobs.append((cmd, args, needles))
+            cases += 1
+    # Independent processes, mostly waiting on the loader: run a few at once.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        for f in [pool.submit(expect_usage_error, tool, c, a, n, cwd) for c, a, n in jobs]:
+            f.result()
+    leftovers = os.listdir(cwd)
+    if leftovers:
+        failures.append("a rejected command line still wrote files: %s" % leftovers)
+
+    if failures:
+        print("FAIL:\n" + "\n".join(failures))
+        return 1
+    print("ok: %d commands; --help, -h, an unknown flag and %d bad values" % (len(listed), cases))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
