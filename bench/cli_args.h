@@ -283,7 +283,7 @@ inline CLI::Validator integerList(uint64_t lo, uint64_t hi) {
 }
 
 // A comma-separated list of names, each one of `choices`.
-inline CLI::Validator choiceList(std::vector<std::string> choices) {
+inline CLI::Validator choiceList(std::vector<std::string> choices, bool requireOne = false) {
   std::string all;
   for (const std::string& c : choices) all += (all.empty() ? "" : ",") + c;
   return listOf([choices, all](const std::string& one) -> std::string {
@@ -291,7 +291,7 @@ inline CLI::Validator choiceList(std::vector<std::string> choices) {
       if (one == c) return "";
     }
     return detail::quoted(one) + " is not one of " + all;
-  }, /*requireOne=*/false);
+  }, requireOne);
 }
 
 }  // namespace autopilot::cli

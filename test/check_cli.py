@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""CTest cli_args: the `autopilot` tool's command line, every subcommand.
+"""CTest cli_args: the `autopilot` tool's command line, every subcommand (and ncclperf's).
 
-  check_cli.py AUTOPILOT
+  check_cli.py AUTOPILOT NCCLPERF
 
 For every command the tool lists: `--help` exits 0 with its usage on stdout; an unknown flag and
 bad values of representative flags exit 2 with one line on stderr that names the flag and the
@@ -94,6 +94,18 @@ BAD = {
     ],
 }
 
+# ncclperf, the GPU check's sweep binary, parses its command line the same way.
+NCCLPERF_BAD = [
+    (["--ranks", "9"], ["--ranks", "'9'"]),
+    (["--iters", "abc"], ["--iters", "abc"]),
+    (["--max-bytes", "64X"], ["--max-bytes", "64X"]),
+    (["--min-bytes", "-8"], ["--min-bytes", "-8"]),
+    (["--time-per-size", "0"], ["--time-per-size", "'0'"]),
+    (["--collectives", "all_reduce,alltoall"], ["--collectives", "alltoall"]),
+    (["--min-bytes", "1M", "--max-bytes", "64K"], ["--min-bytes", "--max-bytes"]),
+    (["--no-such-flag"], ["--no-such-flag"]),
+]
+
 # Arguments a command needs before an unknown flag is reached (required options are checked
 # first).
 REQUIRED = {
@@ -112,7 +124,7 @@ def run(tool, args, cwd):
         return None
 
 
-def expect_usage_error(tool, cmd, args, needles, cwd):
+def expect_usage_error(tool, cmd, args, needles, cwd, program="autopilot"):
     shown = " ".join(([cmd] if cmd else []) + args)
     r = run(tool, ([cmd] if cmd else []) + args, cwd)
     if r is None:
@@ -126,21 +138,22 @@ def expect_usage_error(tool, cmd, args, needles, cwd):
     if r.stdout:
         problems.append("output on stdout")
     text = " ".join(lines)
-    prefix = "autopilot %s:" % cmd if cmd else "autopilot:"
+    prefix = "%s %s:" % (program, cmd) if cmd else program + ":"
     if not text.startswith(prefix):
         problems.append("the message does not start with '%s'" % prefix)
     for n in needles:
         if n not in text:
             problems.append("the message does not mention %s" % n)
     if problems:
-        failures.append("autopilot %s: %s\n    stderr: %s" % (shown, "; ".join(problems),
-                                                           r.stderr.strip()[:400]))
+        failures.append("%s %s: %s\n    stderr: %s" % (program, shown, "; ".join(problems),
+                                                    r.stderr.strip()[:400]))
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: check_cli.py AUTOPILOT")
+    if len(sys.argv) != 3:
+        sys.exit("usage: check_cli.py AUTOPILOT NCCLPERF")
     tool = os.path.abspath(sys.argv[1])
+    ncclperf = os.path.abspath(sys.argv[2])
     cwd = tempfile.mkdtemp(prefix="ap-cli-")
 
     top = run(tool, ["--help"], cwd)
@@ -190,9 +203,17 @@ def main():
         for args, needles in BAD[cmd]:
             jobs.append((cmd, args, needles))
             cases += 1
+    r = run(ncclperf, ["--help"], cwd)
+    if r is not None and (r.returncode != 0 or not r.stdout.startswith("Usage: ncclperf")):
+        failures.append("ncclperf --help: exit %d, stdout %r" % (r.returncode, r.stdout[:120]))
+    for args, needles in NCCLPERF_BAD:
+        jobs.append((None, args, needles))
+        cases += 1
     # Independent processes, mostly waiting on the loader: run a few at once.
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-        for f in [pool.submit(expect_usage_error, tool, c, a, n, cwd) for c, a, n in jobs]:
+        for f in [pool.submit(expect_usage_error, tool, c, a, n, cwd) if c is not None else
+                  pool.submit(expect_usage_error, ncclperf, "", a, n, cwd, "ncclperf")
+                  for c, a, n in jobs]:
             f.result()
     leftovers = os.listdir(cwd)
     if leftovers:
@@ -201,7 +222,8 @@ def main():
     if failures:
         print("FAIL:\n" + "\n".join(failures))
         return 1
-    print("ok: %d commands; --help, -h, an unknown flag and %d bad values" % (len(listed), cases))
+    print("ok: %d commands and ncclperf; --help, -h, an unknown flag and %d bad values"
+          % (len(listed), cases))
     return 0
 
 
