@@ -2,6 +2,7 @@
 // every benchmark are subcommands; each lives in its own file in this folder.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,8 +14,6 @@
 #include "autopilot_version.h"
 #include "bench/cli_args.h"
 #include "bench/commands.h"
-
-#include <algorithm>
 
 namespace autopilot::cli {
 namespace {
@@ -69,14 +68,6 @@ void ensureLibraryOnSearchPath(char** argv) {
   execv(exe, argv);  // on failure carry on: RUNPATH still covers the common case
 }
 
-// The top level's usage line names the command, which CLI11 sees only as what remains.
-class TopLevelFormatter : public autopilot::cli::HelpFormatter {
- public:
-  std::string make_usage(const CLI::App*, std::string) const override {
-    return "Usage: autopilot [--help | --version] COMMAND [OPTIONS]\n";
-  }
-};
-
 std::string commandList() {
   std::string out = "commands:\n";
   char line[256];
@@ -92,26 +83,24 @@ std::string commandList() {
 
 int main(int argc, char** argv) {
   ensureLibraryOnSearchPath(argv);
-  CLI::App app{"", "autopilot"};
-  autopilot::cli::configure(app);
-  app.formatter(std::make_shared<TopLevelFormatter>());
+  autopilot::cli::Args args("autopilot", "");
   // Everything from the command's name on is the command's own to parse.
-  app.prefix_command();
-  app.footer(commandList());
+  args.topLevel("autopilot [--help | --version] COMMAND [OPTIONS]");
+  args.footer(commandList());
   bool version = false;
-  app.add_flag("--version", version, "print the version and exit");
+  args.addFlag("--version", version, "print the version and exit");
   if (argc < 2) {
-    std::fputs(app.help().c_str(), stderr);
+    std::fputs(args.help().c_str(), stderr);
     return autopilot::cli::kUsageError;
   }
-  if (std::optional<int> rc = autopilot::cli::parseArgs(app, argc, argv)) return *rc;
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   if (version) {
     std::printf("nccl-autopilot %s\n", AUTOPILOT_VERSION_STRING);
     return 0;
   }
-  std::vector<std::string> rest = app.remaining();
+  std::vector<std::string> rest = args.remaining();
   if (rest.empty()) {
-    std::fputs(app.help().c_str(), stderr);
+    std::fputs(args.help().c_str(), stderr);
     return autopilot::cli::kUsageError;
   }
   // remaining() holds the command and its arguments; argv holds the same strings in the same

@@ -93,34 +93,32 @@ constexpr size_t kMaxCollectiveBytes = size_t(1) << 30;
 
 // Returns the exit code when the command should stop here (--help, a bad command line).
 std::optional<int> parse(int argc, char** argv, DemoOptions* o) {
-  CLI::App app{"The main job: a GPU-free mini-cluster on this machine runs the closed loop (net +\n"
-               "profiler + tuner plugins) and a static configuration through healthy, degraded,\n"
-               "failed and healed phases, and compares them.",
-               "autopilot demo"};
-  cli::configure(app);
-  cli::addInt(app, "--ranks", o->ranks, 2, 16, "rank processes");
-  cli::addInt(app, "--rails", o->rails, 2, 8, "rails (NICs) per rank");
-  cli::addInt(app, "--rail-mbit", o->railMbit, 1, 1000000, "line rate of each rail, Mbit/s");
-  cli::addInt(app, "--degraded-mbit", o->degradedMbit, 1, 1000000,
-              "rate of the degraded rail, Mbit/s");
-  cli::addReal(app, "--phase-seconds", o->phaseSeconds, cli::Interval::positive(),
+  cli::Args args(
+      "autopilot demo",
+      "The main job: a GPU-free mini-cluster on this machine runs the closed loop (net +\n"
+      "profiler + tuner plugins) and a static configuration through healthy, degraded,\n"
+      "failed and healed phases, and compares them.");
+  args.addInt("--ranks", o->ranks, 2, 16, "rank processes");
+  args.addInt("--rails", o->rails, 2, 8, "rails (NICs) per rank");
+  args.addInt("--rail-mbit", o->railMbit, 1, 1000000, "line rate of each rail, Mbit/s");
+  args.addInt("--degraded-mbit", o->degradedMbit, 1, 1000000, "rate of the degraded rail, Mbit/s");
+  args.addReal("--phase-seconds", o->phaseSeconds, cli::Interval::positive(),
                "length of each phase");
-  cli::addReal(app, "--warmup-seconds", o->warmupSeconds, cli::Interval::atLeast(0),
+  args.addReal("--warmup-seconds", o->warmupSeconds, cli::Interval::atLeast(0),
                "warm-up before the compared phases");
-  app.add_option("--sizes", o->sizes, "collective sizes in bytes, comma-separated")
-      ->type_name("LIST")
-      ->capture_default_str()
-      ->check(cli::integerList(1, kMaxCollectiveBytes));
-  cli::addChoice(app, "--mode", o->mode, {"both", "closed", "static"},
+  args.addIntList("--sizes", o->sizes, 1, kMaxCollectiveBytes,
+                  "collective sizes in bytes, comma-separated")
+      .showDefault();
+  args.addChoice("--mode", o->mode, {"both", "closed", "static"},
                  "closed loop, static configuration, or both");
-  app.add_option("--out", o->outDir, "trace, plot, logs")->type_name("DIR")->capture_default_str();
-  app.add_option("--json", o->json, "the phase table as JSON")->type_name("FILE");
-  app.add_flag("--quick", o->quick, "short run for tests (2.5 s phases, small sizes)");
-  app.add_flag("--no-netns", o->noNetns,
+  args.addText("--out", o->outDir, "trace, plot, logs").typeName("DIR").showDefault();
+  args.addText("--json", o->json, "the phase table as JSON").typeName("FILE");
+  args.addFlag("--quick", o->quick, "short run for tests (2.5 s phases, small sizes)");
+  args.addFlag("--no-netns", o->noNetns,
                "loopback rails paced inside the plugin, faults simulated (as without root)");
   bool noPlot = false;
-  app.add_flag("--no-plot", noPlot, "skip the PNG plot");
-  if (std::optional<int> rc = cli::parseArgs(app, argc, argv)) return rc;
+  args.addFlag("--no-plot", noPlot, "skip the PNG plot");
+  if (std::optional<int> rc = args.parse(argc, argv)) return rc;
   o->plot = !noPlot;
   if (o->quick) {
     o->phaseSeconds = std::min(o->phaseSeconds, 2.5);

@@ -2,9 +2,9 @@
 // and print what NCCL would see: which file and versioned symbol each plugin resolves to,
 // whether the three share one instance, the net devices, and every parameter with its source
 // (taken from what the library itself logged at init).
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <cctype>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -70,23 +70,21 @@ const char* layoutOf(PluginKind kind, int version) {
 
 int cmdInfo(int argc, char** argv) {
   std::string nccl;
-  CLI::App app{
+  cli::Args args(
+      "autopilot info",
       "Loads libnccl-*-autopilot.so the way NCCL does (NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN,\n"
       "NCCL_PROFILER_PLUGIN; 'autopilot' where unset), runs one communicator's plugin\n"
-      "init/finalize and prints what NCCL would see. NCCL_DEBUG=INFO echoes the log.",
-      "autopilot info"};
-  configure(app);
-  app.add_option("--nccl", nccl,
-                 "reproduce that NCCL release's loader (2.19 .. 2.32; default the newest): which "
-                 "symbol and layout it would pick for each plugin")
-      ->type_name("X.Y")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
+      "init/finalize and prints what NCCL would see. NCCL_DEBUG=INFO echoes the log.");
+  args.addChecked(
+          "--nccl", nccl,
+          [](const std::string& text) -> std::string {
             if (host::findNcclRelease(text) != nullptr) return "";
             return "unknown NCCL release '" + text + "' (2.19 .. 2.32)";
           },
-          ""));
-  if (std::optional<int> rc = parseArgs(app, argc, argv)) return *rc;
+          "reproduce that NCCL release's loader (2.19 .. 2.32; default the newest): which "
+          "symbol and layout it would pick for each plugin")
+      .typeName("X.Y");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   LogCapture::configureEchoFromEnv();
   std::string netName, tunerName, profilerName;
   std::string netEnv = describeEnv(PluginKind::kNet, &netName);

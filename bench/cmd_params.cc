@@ -12,12 +12,12 @@ namespace {
 
 int cmdParams(int argc, char** argv) {
   bool markdown = false;
-  CLI::App app{"Every NCCL_AUTOPILOT_* parameter the library declares: type, value, where the value\n"
-               "came from (default or environment), and its documentation.",
-               "autopilot params"};
-  configure(app);
-  app.add_flag("--markdown", markdown, "README's parameter table instead");
-  if (std::optional<int> rc = parseArgs(app, argc, argv)) return *rc;
+  cli::Args args(
+      "autopilot params",
+      "Every NCCL_AUTOPILOT_* parameter the library declares: type, value, where the value\n"
+      "came from (default or environment), and its documentation.");
+  args.addFlag("--markdown", markdown, "README's parameter table instead");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   if (markdown) {
     std::fputs(params::markdownTable().c_str(), stdout);
     return 0;

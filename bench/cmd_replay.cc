@@ -115,56 +115,57 @@ int cmdReplay(int argc, char** argv) {
   std::vector<std::string> files;
   std::string jsonPath, trainPath, scorePath;
   bool check = false, perContext = false, noShare = false;
-  CLI::App app{
+  cli::Args args(
+      "autopilot replay",
       "   or: autopilot replay --train A.csv --score B.csv [options]\n"
       "Plays the tuner policy against forced-arm measurements (nccl-tests times per system,\n"
       "collective, forced algorithm/protocol and size, as CSV, e.g. the data set\n"
       "../shared/data/forced-arm/). The cost-table prior comes from NAME.topo.json next to the\n"
       "CSV, else in --topo-dir, else in the sidecars shipped with the tool (--flat ignores\n"
       "them). Noise: from NAME_auto_repeats.csv when present, else lognormal with --noise.\n"
-      "Learned losses are the worst over --runs runs.",
-      "autopilot replay"};
-  configure(app);
-  app.add_option("files", files, "forced-arm measurements")->type_name("FILE.csv");
-  app.add_option("--json", jsonPath, "the results as JSON")->type_name("FILE");
-  app.add_option("--topo-dir", options.topoDir, "where NAME.topo.json sidecars are looked up")
-      ->type_name("DIR");
-  app.add_flag("--flat", options.flatPrior, "ignore the topology sidecars (a flat prior)");
-  app.add_flag("--no-share", noShare,
+      "Learned losses are the worst over --runs runs.");
+  args.addPositionals("files", files, "forced-arm measurements").typeName("FILE.csv");
+  args.addText("--json", jsonPath, "the results as JSON").typeName("FILE");
+  args.addText("--topo-dir", options.topoDir, "where NAME.topo.json sidecars are looked up")
+      .typeName("DIR");
+  args.addFlag("--flat", options.flatPrior, "ignore the topology sidecars (a flat prior)");
+  args.addFlag("--no-share", noShare,
                "contexts of a (system, collective, placement) do not share what they learn "
                "across sizes");
-  addInt(app, "--calls", options.callsPerContext, 1, 1 << 30, "calls replayed per context");
-  addInt(app, "--runs", options.runs, 1, 1 << 20, "independent runs (seeds)");
-  addInt(app, "--seed", options.seed, uint64_t(0), std::numeric_limits<uint64_t>::max(),
-         "seed of the first run");
-  addReal(app, "--noise", options.statedNoise, Interval::rightOpen(0, 2),
-          "lognormal sigma of the noise where no repeats file exists");
+  args.addInt("--calls", options.callsPerContext, 1, 1 << 30, "calls replayed per context");
+  args.addInt("--runs", options.runs, 1, 1 << 20, "independent runs (seeds)");
+  args.addInt("--seed", options.seed, uint64_t(0), std::numeric_limits<uint64_t>::max(),
+              "seed of the first run");
+  args.addReal("--noise", options.statedNoise, Interval::rightOpen(0, 2),
+               "lognormal sigma of the noise where no repeats file exists");
   // The plugin's own bounds for NCCL_AUTOPILOT_TUNER_MIN_BYTES and _PROBE_BUDGET.
-  addInt(app, "--min-bytes", options.minBytes, uint64_t(0), uint64_t(1) << 50,
-         "sizes below keep NCCL's choice, as NCCL_AUTOPILOT_TUNER_MIN_BYTES");
-  addReal(app, "--probe-budget", options.policy.probeBudget, Interval::closed(0, 0.5),
-          "probes' extra time as a fraction of all time, as NCCL_AUTOPILOT_TUNER_PROBE_BUDGET");
-  app.add_option("--train", trainPath,
-                 "transfer across scales of a system: B (--score) alone, then B with the ratio "
-                 "errors learned on A (per collective, size, placement, configuration) as its "
-                 "prior; decisions on B still come from B's own measurements")
-      ->type_name("A.csv");
-  app.add_option("--score", scorePath, "see --train")->type_name("B.csv");
-  app.add_flag("--check", check, "fail unless the targets below hold");
-  app.add_flag("--per-context", perContext, "one line per context");
-  app.footer(
+  args.addInt("--min-bytes", options.minBytes, uint64_t(0), uint64_t(1) << 50,
+              "sizes below keep NCCL's choice, as NCCL_AUTOPILOT_TUNER_MIN_BYTES");
+  args.addReal(
+      "--probe-budget", options.policy.probeBudget, Interval::closed(0, 0.5),
+      "probes' extra time as a fraction of all time, as NCCL_AUTOPILOT_TUNER_PROBE_BUDGET");
+  args.addText("--train", trainPath,
+               "transfer across scales of a system: B (--score) alone, then B with the ratio "
+               "errors learned on A (per collective, size, placement, configuration) as its "
+               "prior; decisions on B still come from B's own measurements")
+      .typeName("A.csv");
+  args.addText("--score", scorePath, "see --train").typeName("B.csv");
+  args.addFlag("--check", check, "fail unless the targets below hold");
+  args.addFlag("--per-context", perContext, "one line per context");
+  args.footer(
       "A row whose system ends with \"; channels forced to N\" (N in 1..64) is the arm (algo,\n"
       "proto, N channels) of the system named without that suffix.\n"
       "--check fails unless, over all files: 0 contexts lose > 10%, mean < 0.5%, p99 < 3%; on\n"
       "every file where the default loses > 10% somewhere: 0 contexts lose > 10%, mean < 1%,\n"
       "p99 < 5%; and no context is worse than the default by more than 1%. The regret is\n"
       "reported, not checked.");
-  if (std::optional<int> rc = parseArgs(app, argc, argv)) return *rc;
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   if (noShare) options.shareAcrossSizes = false;
   if (!trainPath.empty() || !scorePath.empty()) {
     if (trainPath.empty() || scorePath.empty() || !files.empty()) {
-      std::fprintf(stderr, "autopilot replay: --train and --score go together, without FILE.csv "
-                           "(see --help)\n");
+      std::fprintf(stderr,
+                   "autopilot replay: --train and --score go together, without FILE.csv "
+                   "(see --help)\n");
       return kUsageError;
     }
     return transfer(trainPath, scorePath, options);

@@ -226,23 +226,22 @@ int cmdTunerbench(int argc, char** argv) {
   int rounds = 30, callsPerRound = 20000;
   std::string jsonPath;
   bool quick = false, instructions = false, instructionsChild = false;
-  CLI::App app{
+  cli::Args args(
+      "autopilot tunerbench",
       "getCollInfo cost of our tuner (learning on, learned decisions in force) vs an empty tuner\n"
       "(libnccl-empty.so next to the library), alternating rounds in one process, through the\n"
-      "loader harness.",
-      "autopilot tunerbench"};
-  configure(app);
-  app.add_flag("--quick", quick, "a short run for smoke tests (3 rounds of 2000 calls)");
-  addInt(app, "--rounds", rounds, 1, 1 << 20, "rounds of each tuner, alternating");
-  addInt(app, "--calls", callsPerRound, 1, 1 << 30, "getCollInfo calls per round");
-  app.add_option("--json", jsonPath, "the results as JSON")->type_name("FILE");
-  app.add_flag("--instructions", instructions,
+      "loader harness.");
+  args.addFlag("--quick", quick, "a short run for smoke tests (3 rounds of 2000 calls)");
+  args.addInt("--rounds", rounds, 1, 1 << 20, "rounds of each tuner, alternating");
+  args.addInt("--calls", callsPerRound, 1, 1 << 30, "getCollInfo calls per round");
+  args.addText("--json", jsonPath, "the results as JSON").typeName("FILE");
+  args.addFlag("--instructions", instructions,
                "instead, count instructions per call above empty under valgrind's callgrind "
                "against a budget from the time target (exit 1 over it, 77 without valgrind)");
-  app.add_flag("--instructions-child", instructionsChild,
+  args.addFlag("--instructions-child", instructionsChild,
                "run as the process that --instructions starts under valgrind")
-      ->group(kInternalGroup);
-  if (std::optional<int> rc = parseArgs(app, argc, argv)) return *rc;
+      .internal();
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   if (quick) {
     rounds = 3;
     callsPerRound = 2000;

@@ -231,22 +231,18 @@ class Rank {
 int cmdDemoRank(int argc, char** argv) {
   RankOptions o;
   std::string sizes;
-  CLI::App app{"One rank of `autopilot demo`, which starts it with these options.",
-               "autopilot demo-rank"};
-  cli::configure(app);
-  cli::addInt(app, "--rank", o.rank, 0, 1 << 20, "this rank")->required();
-  cli::addInt(app, "--nranks", o.nRanks, 2, 1 << 20, "ranks of the job")->required();
-  cli::addInt(app, "--fd", o.fd, 0, 1 << 20, "socket to the orchestrator")->required();
-  cli::addInt(app, "--comm-id", o.commId, uint64_t(1), ~uint64_t(0), "communicator id",
-              cli::Radix::kAny)
-      ->required();
-  cli::addInt(app, "--rails", o.topology.rails, 1, 1 << 10, "rails per rank");
-  cli::addInt(app, "--rail-mbit", o.topology.railMbit, 1, 1 << 30, "rate of each rail, Mbit/s");
-  app.add_option("--sizes", sizes, "collective sizes in bytes, comma-separated")
-      ->type_name("LIST")
-      ->check(cli::integerList(1, ~uint64_t(0)))
-      ->required();
-  if (std::optional<int> rc = cli::parseArgs(app, argc, argv)) return *rc;
+  cli::Args args("autopilot demo-rank",
+                 "One rank of `autopilot demo`, which starts it with these options.");
+  args.addInt("--rank", o.rank, 0, 1 << 20, "this rank").required();
+  args.addInt("--nranks", o.nRanks, 2, 1 << 20, "ranks of the job").required();
+  args.addInt("--fd", o.fd, 0, 1 << 20, "socket to the orchestrator").required();
+  args.addInt("--comm-id", o.commId, uint64_t(1), ~uint64_t(0), "communicator id", cli::Radix::kAny)
+      .required();
+  args.addInt("--rails", o.topology.rails, 1, 1 << 10, "rails per rank");
+  args.addInt("--rail-mbit", o.topology.railMbit, 1, 1 << 30, "rate of each rail, Mbit/s");
+  args.addIntList("--sizes", sizes, 1, ~uint64_t(0), "collective sizes in bytes, comma-separated")
+      .required();
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   o.sizes = parseSizes(sizes);
   o.topology.nRanks = o.nRanks;
   if (o.rank < 0 || o.nRanks < 2 || o.fd < 0 || o.commId == 0 || o.sizes.empty()) {

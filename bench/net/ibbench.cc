@@ -225,37 +225,35 @@ int cmdIbbench(int argc, char** argv) {
   Options opt;
   std::string hca, peerHca;
   bool quick = false;
-  CLI::App app{
+  cli::Args args(
+      "autopilot ibbench",
       "Per RDMA NIC (port), then all together: the net plugin's verbs transport between two\n"
-      "processes of this host against perftest's ib_write_bw on the same NIC(s).",
-      "autopilot ibbench"};
-  cli::configure(app);
-  app.add_option("--hca", hca,
-                 "ports 'dev:port' or devices, comma-separated (default: every active port)")
-      ->type_name("LIST");
-  app.add_option("--peer-hca", peerHca,
-                 "pairs each with another port as the receiving end (default: the same port, "
-                 "loopback)")
-      ->type_name("LIST");
-  CLI::Option* seconds =
-      cli::addReal(app, "--seconds", opt.seconds, cli::Interval::positive(),
-                   "per row (0.5 .. 600; values outside are clamped)");
-  CLI::Option* size = cli::addInt(app, "--size", opt.messageBytes, size_t(1), ~size_t(0),
-                                  "message bytes (decimal or 0x hex; 4096 .. 1 GiB, values "
-                                  "outside are clamped)",
-                                  cli::Radix::kAny);
-  app.add_flag("--quick", quick, "1 s per row, 1 MiB messages (--seconds and --size still apply)");
+      "processes of this host against perftest's ib_write_bw on the same NIC(s).");
+  args.addText("--hca", hca,
+               "ports 'dev:port' or devices, comma-separated (default: every active port)")
+      .typeName("LIST");
+  args.addText("--peer-hca", peerHca,
+               "pairs each with another port as the receiving end (default: the same port, "
+               "loopback)")
+      .typeName("LIST");
+  cli::Opt seconds = args.addReal("--seconds", opt.seconds, cli::Interval::positive(),
+                                  "per row (0.5 .. 600; values outside are clamped)");
+  cli::Opt size = args.addInt("--size", opt.messageBytes, size_t(1), ~size_t(0),
+                              "message bytes (decimal or 0x hex; 4096 .. 1 GiB, values "
+                              "outside are clamped)",
+                              cli::Radix::kAny);
+  args.addFlag("--quick", quick, "1 s per row, 1 MiB messages (--seconds and --size still apply)");
   bool noPerftest = false;
-  app.add_flag("--no-perftest", noPerftest, "ours only");
-  app.add_option("--json", opt.json, "the results as JSON")->type_name("FILE");
-  app.footer("Exit code 77: no RDMA port.");
-  if (std::optional<int> rc = cli::parseArgs(app, argc, argv)) return *rc;
+  args.addFlag("--no-perftest", noPerftest, "ours only");
+  args.addText("--json", opt.json, "the results as JSON").typeName("FILE");
+  args.footer("Exit code 77: no RDMA port.");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   if (!hca.empty()) opt.hca = net::core::splitList(hca);
   if (!peerHca.empty()) opt.peerHca = net::core::splitList(peerHca);
   opt.perftest = !noPerftest;
   if (quick) {
-    if (seconds->count() == 0) opt.seconds = 1;
-    if (size->count() == 0) opt.messageBytes = 1 << 20;
+    if (!seconds.given()) opt.seconds = 1;
+    if (!size.given()) opt.messageBytes = 1 << 20;
   }
   opt.seconds = std::clamp(opt.seconds, 0.5, 600.0);
   opt.messageBytes = std::clamp<size_t>(opt.messageBytes, 4096, size_t(1) << 30);

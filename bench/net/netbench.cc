@@ -14,8 +14,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -573,43 +573,42 @@ bool writeJson(const std::string& path, const std::vector<Scenario>& all, const 
 }
 
 // What --only selects (each with what it is compared with).
-const std::vector<std::string> kScenarioNames = {"rail_vs_iperf3", "four_rails", "rail_down",
-                                                 "degraded_rail", "degraded_rail_equal_split",
-                                                 "pingpong"};
+const std::vector<std::string> kScenarioNames = {
+    "rail_vs_iperf3", "four_rails", "rail_down", "degraded_rail", "degraded_rail_equal_split",
+    "pingpong"};
 
 int cmdNetbench(int argc, char** argv) {
   Options opt;
-  CLI::App app{
+  cli::Args args(
+      "autopilot netbench",
       "Runs the net plugin over veth rails between two network namespaces (needs root) and\n"
       "compares it with iperf3, the physical limit of shaped rails, our own equal-split mode,\n"
-      "and a plain TCP ping-pong, all measured in the same run.",
-      "autopilot netbench"};
-  cli::configure(app);
-  app.add_flag("--quick", opt.quick,
+      "and a plain TCP ping-pong, all measured in the same run.");
+  args.addFlag("--quick", opt.quick,
                "CI's run (2.5 s per scenario, rails at 250 Mbit/s so that the rails, not a loaded "
                "host's CPUs, are the limit; --seconds and --rail-mbit still apply)");
-  app.add_option("--json", opt.json, "the results as JSON")->type_name("FILE");
-  app.add_flag("--verify", opt.verify,
+  args.addText("--json", opt.json, "the results as JSON").typeName("FILE");
+  args.addFlag("--verify", opt.verify,
                "exit 1 unless every scenario ran without error, lost nothing and met its enforced "
                "bound (README's target with slack for a loaded machine; both are printed)");
-  CLI::Option* seconds =
-      cli::addReal(app, "--seconds", opt.seconds, cli::Interval::positive(),
+  cli::Opt seconds =
+      args.addReal("--seconds", opt.seconds, cli::Interval::positive(),
                    "per throughput scenario (0.3 .. 600; values outside are clamped)");
-  CLI::Option* rate =
-      cli::addReal(app, "--rail-mbit", opt.railMbit, cli::Interval::positive(),
+  cli::Opt rate =
+      args.addReal("--rail-mbit", opt.railMbit, cli::Interval::positive(),
                    "the rate a shaped rail gets (the degraded one a quarter; 8 .. 100000, values "
                    "outside are clamped)")
-          ->type_name("M");
-  cli::addChoice(app, "--only", opt.only, kScenarioNames,
+          .typeName("M");
+  args.addChoice("--only", opt.only, kScenarioNames,
                  "run just this scenario (and what it is compared with)");
-  app.footer("Exit code 77: cannot run here (not root, no ip/tc).");
-  if (std::optional<int> rc = cli::parseArgs(app, argc, argv)) return *rc;
+  args.footer("Exit code 77: cannot run here (not root, no ip/tc).");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   if (opt.quick) {
     // Rails at 1 Gbit/s make four of them CPU-bound on a loaded 2-core host (the two polling
     // processes, the copies and tbf share the cores with whatever else runs), and the figures
     // then measure the load, not the striping. At 250 Mbit/s the rails are the limit.
-    if (seconds->count() == 0) opt.seconds = 2.5;
-    if (rate->count() == 0) opt.railMbit = 250;
+    if (!seconds.given()) opt.seconds = 2.5;
+    if (!rate.given()) opt.railMbit = 250;
     opt.pingIterations = 3000;
   }
   opt.seconds = std::clamp(opt.seconds, 0.3, 600.0);

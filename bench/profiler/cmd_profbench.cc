@@ -386,25 +386,24 @@ int countInstructions(const Options& opt) {
 
 int cmdProfbench(int argc, char** argv) {
   Options opt;
-  CLI::App app{
+  cli::Args args(
+      "autopilot profbench",
       "Overhead of the profiler plugin above an empty one, on NCCL 2.28.9's v5 callback\n"
       "sequence of a blocking 16-channel all-reduce (" +
           std::to_string(kCallbacksPerAllReduce) +
           " callbacks), default mask and with\n"
           "every export on, and through the v7 table (NCCL 2.31+, tagged calls); resident\n"
-          "memory over 10 million callbacks.",
-      "autopilot profbench"};
-  configure(app);
-  app.add_flag("--quick", opt.quick, "seconds, for CI");
-  app.add_option("--json", opt.jsonPath, "the results as JSON")->type_name("FILE");
-  app.add_flag("--instructions", opt.instructions,
+          "memory over 10 million callbacks.");
+  args.addFlag("--quick", opt.quick, "seconds, for CI");
+  args.addText("--json", opt.jsonPath, "the results as JSON").typeName("FILE");
+  args.addFlag("--instructions", opt.instructions,
                "instead, count the instructions above the empty plugin under valgrind's "
                "callgrind and check them against budgets derived from the time targets (exit 1 "
                "over budget, 77 without valgrind)");
-  app.add_flag("--instructions-child", opt.instructionsChild,
+  args.addFlag("--instructions-child", opt.instructionsChild,
                "run as the process that --instructions starts under valgrind")
-      ->group(kInternalGroup);
-  if (std::optional<int> rc = parseArgs(app, argc, argv)) return *rc;
+      .internal();
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   std::string empty = libDir() + "/libnccl-empty.so";
   if (opt.instructionsChild) {
     if (!callgrind::underValgrind()) return 2;

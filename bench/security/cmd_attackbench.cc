@@ -18,8 +18,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -269,20 +269,18 @@ int cmdAttackbench(int argc, char** argv) {
   double seconds = 5;
   std::string json, follower;
   bool check = false;
-  CLI::App app{
+  cli::Args args(
+      "autopilot attackbench",
       "Hostile clients against the tuner's TCP rendezvous and a net listener of the real\n"
-      "library while NCCL-like calls run; prints memory and delays.",
-      "autopilot attackbench"};
-  cli::configure(app);
-  cli::addReal(app, "--seconds", seconds, cli::Interval::leftOpen(0, 600), "length of the attack");
-  app.add_option("--json", json, "the results as JSON")->type_name("FILE");
-  app.add_flag("--check", check,
-               "enforce the memory bound and that the real follower still joins");
-  app.add_option("--follower", follower,
-                 "run as the follower rank that this command starts in a child process")
-      ->type_name("COMM:NRANKS:RANK:WAIT_MS:EXPECT")
-      ->group(cli::kInternalGroup);
-  if (std::optional<int> rc = cli::parseArgs(app, argc, argv)) return *rc;
+      "library while NCCL-like calls run; prints memory and delays.");
+  args.addReal("--seconds", seconds, cli::Interval::leftOpen(0, 600), "length of the attack");
+  args.addText("--json", json, "the results as JSON").typeName("FILE");
+  args.addFlag("--check", check, "enforce the memory bound and that the real follower still joins");
+  args.addText("--follower", follower,
+               "run as the follower rank that this command starts in a child process")
+      .typeName("COMM:NRANKS:RANK:WAIT_MS:EXPECT")
+      .internal();
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   if (!follower.empty()) {
     unsigned long long comm = 0;
     int nRanks = 0, rank = 0, waitMs = 0;

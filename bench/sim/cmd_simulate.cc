@@ -281,50 +281,45 @@ int cmdSimulate(int argc, char** argv) {
   Options o;
   std::string models = "dense", scenarios, policies = "static,nccl-2.30,ours";
   int windowMib = 0;
-  CLI::App app{
+  cli::Args args(
+      "autopilot simulate",
       "Our rail striper, failure detector, rail health, failback scheduler and tuner policy on\n"
       "a simulated cluster (SimGrid), against static equal split and NCCL 2.30's IB resiliency,\n"
-      "under NIC faults; one training step per (scenario, policy, seed).",
-      "autopilot simulate"};
-  cli::configure(app);
-  app.add_flag("--quick", o.quick, "64 GPUs (8 nodes x 8 GPUs x 8 NICs), 2 seeds, the checks (CI)");
-  cli::addInt(app, "--gpus", o.gpus, 1, 1 << 20,
+      "under NIC faults; one training step per (scenario, policy, seed).");
+  args.addFlag("--quick", o.quick, "64 GPUs (8 nodes x 8 GPUs x 8 NICs), 2 seeds, the checks (CI)");
+  args.addInt("--gpus", o.gpus, 1, 1 << 20,
               "GPUs of the built-in rail-optimized H100 fabric (8 per node; --quick: 64)");
-  app.add_option("--topo", o.topo,
-                 "fabric from a .topo.json with a \"fabric\" member (docs/simulate.md)")
-      ->type_name("FILE");
-  app.add_option("--model", models, "dense (Llama-70B class), moe (Mixtral-8x22B class)")
-      ->type_name("LIST")
-      ->capture_default_str()
-      ->check(cli::choiceList({"dense", "moe"}));
-  app.add_option("--scenarios", scenarios, "comma-separated (default all: " + [] {
-    std::string all;
-    for (const std::string& s : allScenarios()) all += (all.empty() ? "" : ",") + s;
-    return all;
-  }() + ")")
-      ->type_name("LIST")
-      ->check(cli::choiceList(allScenarios()));
-  app.add_option("--policies", policies, "comma-separated (nccl: the same as nccl-2.30)")
-      ->type_name("LIST")
-      ->capture_default_str()
-      ->check(cli::choiceList({"static", "nccl-2.30", "nccl", "ours"}));
-  cli::addInt(app, "--seeds", o.seeds, 1, 1 << 20,
+  args.addText("--topo", o.topo,
+               "fabric from a .topo.json with a \"fabric\" member (docs/simulate.md)")
+      .typeName("FILE");
+  args.addChoiceList("--model", models, {"dense", "moe"},
+                     "dense (Llama-70B class), moe (Mixtral-8x22B class)")
+      .showDefault();
+  std::string allNames;
+  for (const std::string& s : allScenarios()) allNames += (allNames.empty() ? "" : ",") + s;
+  args.addChoiceList("--scenarios", scenarios, allScenarios(),
+                     "comma-separated (default all: " + allNames + ")");
+  args.addChoiceList("--policies", policies, {"static", "nccl-2.30", "nccl", "ours"},
+                     "comma-separated (nccl: the same as nccl-2.30)")
+      .showDefault();
+  args.addInt("--seeds", o.seeds, 1, 1 << 20,
               "random onsets and faulty NICs per scenario (--quick: 2 for 3)");
-  cli::addInt(app, "--jobs", o.jobs, 1, 4096, "runs in parallel");
+  args.addInt("--jobs", o.jobs, 1, 4096, "runs in parallel");
   bool noChecks = false;
-  app.add_flag("--no-checks", noChecks, "skip the reproduction checks");
-  app.add_flag("--checks-only", o.checksOnly, "only the reproduction checks");
-  cli::addInt(app, "--chunks-per-rail", o.chunksPerRail, 1, 1 << 20,
+  args.addFlag("--no-checks", noChecks, "skip the reproduction checks");
+  args.addFlag("--checks-only", o.checksOnly, "only the reproduction checks");
+  args.addInt("--chunks-per-rail", o.chunksPerRail, 1, 1 << 20,
               "simulation granularity of a ring step");
-  cli::addInt(app, "--window-mib", windowMib, 1, 1 << 20,
+  args.addInt("--window-mib", windowMib, 1, 1 << 20,
               "the striper's in-flight cap per rail (default 4; above the chunk size)")
-      ->default_str("");
-  app.add_option("--json", o.json, "the results as JSON")->type_name("FILE");
-  app.add_option("--plot", o.plot, "step time per scenario and policy (PNG, python3-matplotlib)")
-      ->type_name("FILE");
-  app.footer("Exit codes: 0 ok, 1 a reproduction check failed, 2 bad usage, 77 built without "
-             "SimGrid.");
-  if (std::optional<int> rc = cli::parseArgs(app, argc, argv)) return *rc;
+      .hideDefault();
+  args.addText("--json", o.json, "the results as JSON").typeName("FILE");
+  args.addText("--plot", o.plot, "step time per scenario and policy (PNG, python3-matplotlib)")
+      .typeName("FILE");
+  args.footer(
+      "Exit codes: 0 ok, 1 a reproduction check failed, 2 bad usage, 77 built without "
+      "SimGrid.");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   o.checks = !noChecks;
   o.models = split(models);
   o.scenarios = split(scenarios);

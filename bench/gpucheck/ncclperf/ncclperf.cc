@@ -128,17 +128,9 @@ bool parseSize(const std::string& text, size_t* out) {
   return *out > 0;
 }
 
-// A --min-bytes / --max-bytes value: rewritten to plain bytes for CLI11.
-CLI::Option* addSize(CLI::App& app, const std::string& name, size_t& var, const std::string& help) {
-  CLI::Validator v(
-      [](std::string& text) -> std::string {
-        size_t bytes = 0;
-        if (!parseSize(text, &bytes)) return "'" + text + "' is not a size (N, NK, NM or NG; > 0)";
-        text = std::to_string(bytes);
-        return "";
-      },
-      "");
-  return app.add_option(name, var, help)->transform(v)->type_name("BYTES")->capture_default_str();
+std::string checkSize(const std::string& text) {
+  size_t bytes = 0;
+  return parseSize(text, &bytes) ? "" : "'" + text + "' is not a size (N, NK, NM or NG; > 0)";
 }
 
 // The GPU check's values (bench/gpucheck/gpu_check.py, value()): small integers, exact sums.
@@ -326,39 +318,43 @@ class Rank {
 
 int main(int argc, char** argv) {
   Options o;
-  using autopilot::cli::addInt;
-  using autopilot::cli::addReal;
   using autopilot::cli::Interval;
-  CLI::App app{
+  autopilot::cli::Args args(
+      "ncclperf",
       "One GPU, several processes, one per 'node': all-reduce, all-gather, reduce-scatter and\n"
-      "broadcast over a size sweep, every result checked.",
-      "ncclperf"};
-  autopilot::cli::configure(app);
-  addInt(app, "--ranks", o.ranks, 2, 8, "processes (NCCL ranks) on GPU 0");
-  addSize(app, "--min-bytes", o.minBytes, "smallest size");
-  addSize(app, "--max-bytes", o.maxBytes, "largest size");
-  addInt(app, "--factor", o.factor, 2, 1 << 20, "size step (multiplier)");
-  addInt(app, "--iters", o.iters, 1, 1 << 30, "timed iterations per size, at most");
-  addInt(app, "--min-iters", o.minIters, 1, 1 << 30, "timed iterations per size, at least");
-  addInt(app, "--warmup", o.warmup, 0, 1 << 30, "untimed iterations per size");
-  addReal(app, "--time-per-size", o.timePerSize, Interval::positive(),
-          "seconds of timed iterations aimed at per size (between --min-iters and --iters)");
+      "broadcast over a size sweep, every result checked.");
+  args.addInt("--ranks", o.ranks, 2, 8, "processes (NCCL ranks) on GPU 0");
+  std::string minBytes = "8", maxBytes = "256M";
+  args.addChecked("--min-bytes", minBytes, checkSize, "smallest size")
+      .typeName("BYTES")
+      .showDefault();
+  args.addChecked("--max-bytes", maxBytes, checkSize, "largest size")
+      .typeName("BYTES")
+      .showDefault();
+  args.addInt("--factor", o.factor, 2, 1 << 20, "size step (multiplier)");
+  args.addInt("--iters", o.iters, 1, 1 << 30, "timed iterations per size, at most");
+  args.addInt("--min-iters", o.minIters, 1, 1 << 30, "timed iterations per size, at least");
+  args.addInt("--warmup", o.warmup, 0, 1 << 30, "untimed iterations per size");
+  args.addReal("--time-per-size", o.timePerSize, Interval::positive(),
+               "seconds of timed iterations aimed at per size (between --min-iters and --iters)");
   std::string collectives = "all_reduce,all_gather,reduce_scatter,broadcast";
-  app.add_option("--collectives", collectives, "comma-separated")
-      ->type_name("LIST")
-      ->capture_default_str()
-      ->check(autopilot::cli::choiceList(
-          {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}, /*requireOne=*/true));
-  addReal(app, "--budget-s", o.budgetSeconds, Interval::atLeast(0),
-          "sizes starting later than this after the start are skipped (0: no limit)");
-  app.add_option("--json", o.json, "the rows; %r in FILE: each rank's, else rank 0's only")
-      ->type_name("FILE");
-  app.add_option("--nccl", o.nccl, "NCCL library")->type_name("LIB")->capture_default_str();
-  app.add_option("--cudart", o.cudart, "CUDA runtime library (default: libcudart.so.13, .12, .so)")
-      ->type_name("LIB");
-  app.footer("Exit: 0 every result correct, 1 a wrong result or an NCCL/CUDA error, 2 bad\n"
-             "arguments, 77 no GPU or no NCCL.");
-  if (std::optional<int> rc = autopilot::cli::parseArgs(app, argc, argv)) return *rc;
+  args.addChoiceList("--collectives", collectives,
+                     {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}, "comma-separated",
+                     /*requireOne=*/true)
+      .showDefault();
+  args.addReal("--budget-s", o.budgetSeconds, Interval::atLeast(0),
+               "sizes starting later than this after the start are skipped (0: no limit)");
+  args.addText("--json", o.json, "the rows; %r in FILE: each rank's, else rank 0's only")
+      .typeName("FILE");
+  args.addText("--nccl", o.nccl, "NCCL library").typeName("LIB").showDefault();
+  args.addText("--cudart", o.cudart, "CUDA runtime library (default: libcudart.so.13, .12, .so)")
+      .typeName("LIB");
+  args.footer(
+      "Exit: 0 every result correct, 1 a wrong result or an NCCL/CUDA error, 2 bad\n"
+      "arguments, 77 no GPU or no NCCL.");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
+  parseSize(minBytes, &o.minBytes);
+  parseSize(maxBytes, &o.maxBytes);
   o.collectives.clear();
   for (size_t at = 0; at < collectives.size();) {
     size_t comma = std::min(collectives.find(',', at), collectives.size());
@@ -366,8 +362,9 @@ int main(int argc, char** argv) {
     at = comma + 1;
   }
   if (o.minBytes > o.maxBytes || o.minIters > o.iters) {
-    std::fprintf(stderr, "ncclperf: --min-bytes above --max-bytes or --min-iters above --iters "
-                         "(see --help)\n");
+    std::fprintf(stderr,
+                 "ncclperf: --min-bytes above --max-bytes or --min-iters above --iters "
+                 "(see --help)\n");
     return autopilot::cli::kUsageError;
   }
 
