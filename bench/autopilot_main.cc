@@ -2,15 +2,18 @@
 // every benchmark are subcommands; each lives in its own file in this folder.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "autopilot_version.h"
+#include "bench/cli_args.h"
 #include "bench/commands.h"
-
-#include <algorithm>
 
 namespace autopilot::cli {
 namespace {
@@ -65,30 +68,48 @@ void ensureLibraryOnSearchPath(char** argv) {
   execv(exe, argv);  // on failure carry on: RUNPATH still covers the common case
 }
 
-void usage(FILE* out) {
-  std::fprintf(out, "usage: autopilot <command> [options]\n\ncommands:\n");
+std::string commandList() {
+  std::string out = "commands:\n";
+  char line[256];
   for (const Command& c : autopilot::cli::commands()) {
-    std::fprintf(out, "  %-11s %s\n", c.name, c.summary);
+    std::snprintf(line, sizeof(line), "  %-11s %s\n", c.name, c.summary);
+    out += line;
   }
-  std::fprintf(out, "\nnccl-autopilot %s\n", AUTOPILOT_VERSION_STRING);
+  return out + "\n'autopilot COMMAND --help' describes a command's options.\nnccl-autopilot " +
+         AUTOPILOT_VERSION_STRING;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   ensureLibraryOnSearchPath(argv);
-  if (argc < 2 || std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0) {
-    usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  autopilot::cli::Args args("autopilot", "");
+  // Everything from the command's name on is the command's own to parse.
+  args.topLevel("autopilot [--help | --version] COMMAND [OPTIONS]");
+  args.footer(commandList());
+  bool version = false;
+  args.addFlag("--version", version, "print the version and exit");
+  if (argc < 2) {
+    std::fputs(args.help().c_str(), stderr);
+    return autopilot::cli::kUsageError;
   }
-  if (std::strcmp(argv[1], "--version") == 0) {
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
+  if (version) {
     std::printf("nccl-autopilot %s\n", AUTOPILOT_VERSION_STRING);
     return 0;
   }
-  for (const Command& c : autopilot::cli::commands()) {
-    if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);
+  std::vector<std::string> rest = args.remaining();
+  if (rest.empty()) {
+    std::fputs(args.help().c_str(), stderr);
+    return autopilot::cli::kUsageError;
   }
-  std::fprintf(stderr, "autopilot: unknown command '%s'\n\n", argv[1]);
-  usage(stderr);
-  return 2;
+  // remaining() holds the command and its arguments; argv holds the same strings in the same
+  // order at its tail, so the command gets argv's own pointers.
+  char** commandArgv = argv + (argc - int(rest.size()));
+  for (const Command& c : autopilot::cli::commands()) {
+    if (rest[0] == c.name) return c.run(int(rest.size()), commandArgv);
+  }
+  std::fprintf(stderr, "autopilot: unknown %s '%s' (see --help)\n",
+               rest[0].rfind('-', 0) == 0 ? "option" : "command", rest[0].c_str());
+  return autopilot::cli::kUsageError;
 }

@@ -20,11 +20,13 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/cli_args.h"
 #include "bench/commands.h"
 #include "bench/demo/cluster.h"
 #include "bench/demo/collectives.h"
@@ -85,63 +87,39 @@ int phaseAt(const DemoOptions& o, double s) {
   return kWarmup;
 }
 
-void usage() {
-  std::printf(
-      "usage: autopilot demo [options]\n"
-      "  --ranks N          rank processes (default 4)\n"
-      "  --rails N          rails (NICs) per rank (default 3)\n"
-      "  --rail-mbit M      line rate of each rail, Mbit/s (default 250)\n"
-      "  --degraded-mbit M  rate of the degraded rail (default 25)\n"
-      "  --phase-seconds S  length of each phase (default 7)\n"
-      "  --warmup-seconds S warm-up before the compared phases (default 4)\n"
-      "  --sizes LIST       collective sizes in bytes (default 262144,1048576,4194304)\n"
-      "  --mode both|closed|static\n"
-      "  --out DIR          trace, plot, logs (default demo-out)\n"
-      "  --json FILE        the phase table as JSON\n"
-      "  --quick            short run for tests (2 s phases, small sizes)\n"
-      "  --no-plot          skip the PNG plot\n");
-}
+// The largest collective --sizes accepts: each rank holds a few buffers of up to nRanks times
+// this (all-gather), and the demo is meant for one machine.
+constexpr size_t kMaxCollectiveBytes = size_t(1) << 30;
 
-bool parse(int argc, char** argv, DemoOptions* o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      usage();
-      std::exit(0);
-    } else if (a == "--ranks") {
-      o->ranks = std::stoi(next());
-    } else if (a == "--rails") {
-      o->rails = std::stoi(next());
-    } else if (a == "--rail-mbit") {
-      o->railMbit = std::stoi(next());
-    } else if (a == "--degraded-mbit") {
-      o->degradedMbit = std::stoi(next());
-    } else if (a == "--phase-seconds") {
-      o->phaseSeconds = std::stod(next());
-    } else if (a == "--warmup-seconds") {
-      o->warmupSeconds = std::stod(next());
-    } else if (a == "--sizes") {
-      o->sizes = next();
-    } else if (a == "--mode") {
-      o->mode = next();
-    } else if (a == "--out") {
-      o->outDir = next();
-    } else if (a == "--json") {
-      o->json = next();
-    } else if (a == "--quick") {
-      o->quick = true;
-    } else if (a == "--no-netns") {
-      o->noNetns = true;
-    } else if (a == "--no-plot") {
-      o->plot = false;
-    } else {
-      throw std::runtime_error("unknown option " + a);
-    }
-  }
+// Returns the exit code when the command should stop here (--help, a bad command line).
+std::optional<int> parse(int argc, char** argv, DemoOptions* o) {
+  cli::Args args(
+      "autopilot demo",
+      "The main job: a GPU-free mini-cluster on this machine runs the closed loop (net +\n"
+      "profiler + tuner plugins) and a static configuration through healthy, degraded,\n"
+      "failed and healed phases, and compares them.");
+  args.addInt("--ranks", o->ranks, 2, 16, "rank processes");
+  args.addInt("--rails", o->rails, 2, 8, "rails (NICs) per rank");
+  args.addInt("--rail-mbit", o->railMbit, 1, 1000000, "line rate of each rail, Mbit/s");
+  args.addInt("--degraded-mbit", o->degradedMbit, 1, 1000000, "rate of the degraded rail, Mbit/s");
+  args.addReal("--phase-seconds", o->phaseSeconds, cli::Interval::positive(),
+               "length of each phase");
+  args.addReal("--warmup-seconds", o->warmupSeconds, cli::Interval::atLeast(0),
+               "warm-up before the compared phases");
+  args.addIntList("--sizes", o->sizes, 1, kMaxCollectiveBytes,
+                  "collective sizes in bytes, comma-separated")
+      .showDefault();
+  args.addChoice("--mode", o->mode, {"both", "closed", "static"},
+                 "closed loop, static configuration, or both");
+  args.addText("--out", o->outDir, "trace, plot, logs").typeName("DIR").showDefault();
+  args.addText("--json", o->json, "the phase table as JSON").typeName("FILE");
+  args.addFlag("--quick", o->quick, "short run for tests (2.5 s phases, small sizes)");
+  args.addFlag("--no-netns", o->noNetns,
+               "loopback rails paced inside the plugin, faults simulated (as without root)");
+  bool noPlot = false;
+  args.addFlag("--no-plot", noPlot, "skip the PNG plot");
+  if (std::optional<int> rc = args.parse(argc, argv)) return rc;
+  o->plot = !noPlot;
   if (o->quick) {
     o->phaseSeconds = std::min(o->phaseSeconds, 2.5);
     o->warmupSeconds = std::min(o->warmupSeconds, 1.0);
@@ -155,12 +133,7 @@ bool parse(int argc, char** argv, DemoOptions* o) {
   // closed loop went 2.5 s without a completion there. Phase changes wait for the verdict
   // (runJob), so it may exceed what is left of a phase; only a stopped job pays for its length.
   o->stallSeconds = std::max(6.0, o->phaseSeconds);
-  if (o->ranks < 2 || o->ranks > 16 || o->rails < 2 || o->rails > 8 || o->railMbit <= 0 ||
-      o->degradedMbit <= 0 || o->phaseSeconds <= 0 || o->warmupSeconds < 0 ||
-      (o->mode != "both" && o->mode != "closed" && o->mode != "static")) {
-    throw std::runtime_error("invalid options (see --help)");
-  }
-  return true;
+  return std::nullopt;
 }
 
 // Removes what an earlier run left in a mode's folder (logs, traces, metrics), so that the
@@ -586,12 +559,7 @@ void writePlot(const DemoOptions& o, const std::vector<const ModeRecord*>& recor
 
 int cmdDemo(int argc, char** argv) {
   DemoOptions o;
-  try {
-    parse(argc, argv, &o);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "autopilot demo: %s\n", e.what());
-    return 2;
-  }
+  if (std::optional<int> rc = parse(argc, argv, &o)) return *rc;
   mkdir(o.outDir.c_str(), 0755);
   std::unique_ptr<VethCluster> cluster;
   std::string why;

@@ -2,13 +2,15 @@
 // and print what NCCL would see: which file and versioned symbol each plugin resolves to,
 // whether the three share one instance, the net devices, and every parameter with its source
 // (taken from what the library itself logged at init).
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cctype>
+#include <optional>
 #include <string>
 
 #include "autopilot_version.h"
+#include "bench/cli_args.h"
 #include "bench/commands.h"
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"
@@ -68,29 +70,21 @@ const char* layoutOf(PluginKind kind, int version) {
 
 int cmdInfo(int argc, char** argv) {
   std::string nccl;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
-      std::printf(
-          "usage: autopilot info [--nccl X.Y]\n"
-          "Loads libnccl-*-autopilot.so the way NCCL does (NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN,\n"
-          "NCCL_PROFILER_PLUGIN; 'autopilot' where unset), runs one communicator's plugin\n"
-          "init/finalize and prints what NCCL would see. NCCL_DEBUG=INFO echoes the log.\n"
-          "--nccl X.Y reproduces that NCCL release's loader (2.19 .. 2.32; default the newest):\n"
-          "which symbol and layout it would pick for each plugin.\n");
-      return 0;
-    }
-    if (std::strcmp(argv[i], "--nccl") == 0 && i + 1 < argc) {
-      nccl = argv[++i];
-      if (host::findNcclRelease(nccl) == nullptr) {
-        std::fprintf(stderr, "autopilot info: unknown NCCL release '%s' (2.19 .. 2.32)\n",
-                     nccl.c_str());
-        return 2;
-      }
-    } else {
-      std::fprintf(stderr, "autopilot info: unknown argument '%s' (see --help)\n", argv[i]);
-      return 2;
-    }
-  }
+  cli::Args args(
+      "autopilot info",
+      "Loads libnccl-*-autopilot.so the way NCCL does (NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN,\n"
+      "NCCL_PROFILER_PLUGIN; 'autopilot' where unset), runs one communicator's plugin\n"
+      "init/finalize and prints what NCCL would see. NCCL_DEBUG=INFO echoes the log.");
+  args.addChecked(
+          "--nccl", nccl,
+          [](const std::string& text) -> std::string {
+            if (host::findNcclRelease(text) != nullptr) return "";
+            return "unknown NCCL release '" + text + "' (2.19 .. 2.32)";
+          },
+          "reproduce that NCCL release's loader (2.19 .. 2.32; default the newest): which "
+          "symbol and layout it would pick for each plugin")
+      .typeName("X.Y");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   LogCapture::configureEchoFromEnv();
   std::string netName, tunerName, profilerName;
   std::string netEnv = describeEnv(PluginKind::kNet, &netName);

@@ -1,7 +1,8 @@
 // `autopilot params [--markdown]`: the parameter registry, as the library declares it.
 #include <cstdio>
-#include <cstring>
+#include <optional>
 
+#include "bench/cli_args.h"
 #include "bench/commands.h"
 #include "common/params.h"
 
@@ -10,7 +11,13 @@ namespace autopilot::cli {
 namespace {
 
 int cmdParams(int argc, char** argv) {
-  bool markdown = argc > 1 && std::strcmp(argv[1], "--markdown") == 0;
+  bool markdown = false;
+  cli::Args args(
+      "autopilot params",
+      "Every NCCL_AUTOPILOT_* parameter the library declares: type, value, where the value\n"
+      "came from (default or environment), and its documentation.");
+  args.addFlag("--markdown", markdown, "README's parameter table instead");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   if (markdown) {
     std::fputs(params::markdownTable().c_str(), stdout);
     return 0;

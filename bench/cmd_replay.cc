@@ -7,9 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/cli_args.h"
 #include "bench/commands.h"
 #include "bench/replay/replay_engine.h"
 
@@ -76,36 +79,6 @@ bool isRepeatsFile(const std::string& path) {
          path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-int usage(FILE* to) {
-  std::fprintf(to,
-               "usage: autopilot replay FILE.csv... [--json FILE] [--topo-dir DIR] [--flat]\n"
-               "                        [--calls N] [--runs R] [--seed S] [--noise SIGMA]\n"
-               "                        [--min-bytes N] [--probe-budget F] [--no-share]\n"
-               "                        [--per-context] [--check]\n"
-               "       autopilot replay --train A.csv --score B.csv [options]\n"
-               "Plays the tuner policy against forced-arm measurements (nccl-tests times per\n"
-               "system, collective, forced algorithm/protocol and size, as CSV, e.g. the data\n"
-               "set ../shared/data/forced-arm/). The cost-table prior comes from NAME.topo.json\n"
-               "next to the CSV, else in --topo-dir, else in the sidecars shipped with the tool\n"
-               "(--flat ignores them). Noise: from NAME_auto_repeats.csv when present, else\n"
-               "lognormal with --noise (default 0.03). --runs independent runs; learned losses\n"
-               "are the worst over runs. Sizes below --min-bytes (default 0, the plugin's\n"
-               "NCCL_AUTOPILOT_TUNER_MIN_BYTES) keep NCCL's choice, as in the plugin.\n"
-               "--probe-budget: probes' extra time as a fraction of all time (default 0.01,\n"
-               "NCCL_AUTOPILOT_TUNER_PROBE_BUDGET). --no-share: contexts of a (system,\n"
-               "collective, placement) do not share what they learn across sizes.\n"
-               "A row whose system ends with \"; channels forced to N\" (N in 1..64) is the\n"
-               "arm (algo, proto, N channels) of the system named without that suffix.\n"
-               "--train A --score B: transfer across scales of a system: B alone, then B with\n"
-               "the ratio errors learned on A (per collective, size, placement, configuration)\n"
-               "as its prior; decisions on B still come from B's own measurements.\n"
-               "--check fails unless, over all files: 0 contexts lose > 10%%, mean < 0.5%%,\n"
-               "p99 < 3%%; on every file where the default loses > 10%% somewhere: 0 contexts\n"
-               "lose > 10%%, mean < 1%%, p99 < 5%%; and no context is worse than the default by\n"
-               "more than 1%%. The regret is reported, not checked.\n");
-  return to == stdout ? 0 : 2;
-}
-
 // --train A --score B: B replayed alone, then with the corrections learned on A as its prior.
 int transfer(const std::string& trainPath, const std::string& scorePath,
              replay::ReplayOptions options) {
@@ -141,45 +114,65 @@ int cmdReplay(int argc, char** argv) {
   options.builtinTopoDir = builtinTopologyDir();
   std::vector<std::string> files;
   std::string jsonPath, trainPath, scorePath;
-  bool check = false, perContext = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&](const char* what) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "replay: %s needs a value\n", what);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") return usage(stdout);
-    if (a == "--json") jsonPath = next("--json");
-    else if (a == "--topo-dir") options.topoDir = next("--topo-dir");
-    else if (a == "--flat") options.flatPrior = true;
-    else if (a == "--no-share") options.shareAcrossSizes = false;
-    else if (a == "--calls") options.callsPerContext = std::atoi(next("--calls"));
-    else if (a == "--runs") options.runs = std::atoi(next("--runs"));
-    else if (a == "--seed") options.seed = std::strtoull(next("--seed"), nullptr, 10);
-    else if (a == "--noise") options.statedNoise = std::atof(next("--noise"));
-    else if (a == "--min-bytes") options.minBytes = std::strtoull(next("--min-bytes"), nullptr, 10);
-    else if (a == "--probe-budget") options.policy.probeBudget = std::atof(next("--probe-budget"));
-    else if (a == "--train") trainPath = next("--train");
-    else if (a == "--score") scorePath = next("--score");
-    else if (a == "--check") check = true;
-    else if (a == "--per-context") perContext = true;
-    else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "replay: unknown option %s\n", a.c_str());
-      return usage(stderr);
-    } else {
-      files.push_back(a);
-    }
-  }
+  bool check = false, perContext = false, noShare = false;
+  cli::Args args(
+      "autopilot replay",
+      "   or: autopilot replay --train A.csv --score B.csv [options]\n"
+      "Plays the tuner policy against forced-arm measurements (nccl-tests times per system,\n"
+      "collective, forced algorithm/protocol and size, as CSV, e.g. the data set\n"
+      "../shared/data/forced-arm/). The cost-table prior comes from NAME.topo.json next to the\n"
+      "CSV, else in --topo-dir, else in the sidecars shipped with the tool (--flat ignores\n"
+      "them). Noise: from NAME_auto_repeats.csv when present, else lognormal with --noise.\n"
+      "Learned losses are the worst over --runs runs.");
+  args.addPositionals("files", files, "forced-arm measurements").typeName("FILE.csv");
+  args.addText("--json", jsonPath, "the results as JSON").typeName("FILE");
+  args.addText("--topo-dir", options.topoDir, "where NAME.topo.json sidecars are looked up")
+      .typeName("DIR");
+  args.addFlag("--flat", options.flatPrior, "ignore the topology sidecars (a flat prior)");
+  args.addFlag("--no-share", noShare,
+               "contexts of a (system, collective, placement) do not share what they learn "
+               "across sizes");
+  args.addInt("--calls", options.callsPerContext, 1, 1 << 30, "calls replayed per context");
+  args.addInt("--runs", options.runs, 1, 1 << 20, "independent runs (seeds)");
+  args.addInt("--seed", options.seed, uint64_t(0), std::numeric_limits<uint64_t>::max(),
+              "seed of the first run");
+  args.addReal("--noise", options.statedNoise, Interval::rightOpen(0, 2),
+               "lognormal sigma of the noise where no repeats file exists");
+  // The plugin's own bounds for NCCL_AUTOPILOT_TUNER_MIN_BYTES and _PROBE_BUDGET.
+  args.addInt("--min-bytes", options.minBytes, uint64_t(0), uint64_t(1) << 50,
+              "sizes below keep NCCL's choice, as NCCL_AUTOPILOT_TUNER_MIN_BYTES");
+  args.addReal(
+      "--probe-budget", options.policy.probeBudget, Interval::closed(0, 0.5),
+      "probes' extra time as a fraction of all time, as NCCL_AUTOPILOT_TUNER_PROBE_BUDGET");
+  args.addText("--train", trainPath,
+               "transfer across scales of a system: B (--score) alone, then B with the ratio "
+               "errors learned on A (per collective, size, placement, configuration) as its "
+               "prior; decisions on B still come from B's own measurements")
+      .typeName("A.csv");
+  args.addText("--score", scorePath, "see --train").typeName("B.csv");
+  args.addFlag("--check", check, "fail unless the targets below hold");
+  args.addFlag("--per-context", perContext, "one line per context");
+  args.footer(
+      "A row whose system ends with \"; channels forced to N\" (N in 1..64) is the arm (algo,\n"
+      "proto, N channels) of the system named without that suffix.\n"
+      "--check fails unless, over all files: 0 contexts lose > 10%, mean < 0.5%, p99 < 3%; on\n"
+      "every file where the default loses > 10% somewhere: 0 contexts lose > 10%, mean < 1%,\n"
+      "p99 < 5%; and no context is worse than the default by more than 1%. The regret is\n"
+      "reported, not checked.");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
+  if (noShare) options.shareAcrossSizes = false;
   if (!trainPath.empty() || !scorePath.empty()) {
-    if (trainPath.empty() || scorePath.empty() || !files.empty()) return usage(stderr);
+    if (trainPath.empty() || scorePath.empty() || !files.empty()) {
+      std::fprintf(stderr,
+                   "autopilot replay: --train and --score go together, without FILE.csv "
+                   "(see --help)\n");
+      return kUsageError;
+    }
     return transfer(trainPath, scorePath, options);
   }
-  if (files.empty() || options.callsPerContext < 1 || options.runs < 1 ||
-      !(options.statedNoise >= 0 && options.statedNoise < 2)) {
-    return usage(stderr);
+  if (files.empty()) {
+    std::fprintf(stderr, "autopilot replay: no FILE.csv given (see --help)\n");
+    return kUsageError;
   }
 
   std::printf("%-44s %4s | %-20s | %-20s | %8s  %s\n", "", "", "NCCL default", "after learning",

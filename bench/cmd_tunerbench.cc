@@ -26,10 +26,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/cli_args.h"
 #include "bench/commands.h"
 #include "bench/profiler/callgrind_phases.h"
 #include "common/host/log_capture.h"
@@ -220,38 +222,30 @@ int countInstructions(const std::string& jsonPath) {
   return ok ? 0 : 1;
 }
 
-int usage(FILE* to) {
-  std::fprintf(to,
-               "usage: autopilot tunerbench [--quick] [--rounds N] [--calls N] [--json FILE]\n"
-               "getCollInfo cost of our tuner (learning on, learned decisions in force) vs an\n"
-               "empty tuner (libnccl-empty.so next to the library), alternating rounds in one\n"
-               "process, through the loader harness. --quick: a short run for smoke tests.\n"
-               "--instructions: instead, count instructions per call above empty under\n"
-               "valgrind's callgrind against a budget from the time target (exit 1 over it,\n"
-               "77 without valgrind).\n");
-  return to == stdout ? 0 : 2;
-}
-
 int cmdTunerbench(int argc, char** argv) {
   int rounds = 30, callsPerRound = 20000;
   std::string jsonPath;
   bool quick = false, instructions = false, instructionsChild = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") return usage(stdout);
-    if (a == "--quick") quick = true;
-    else if (a == "--instructions") instructions = true;
-    else if (a == "--instructions-child") instructionsChild = true;
-    else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
-    else if (a == "--calls" && i + 1 < argc) callsPerRound = std::atoi(argv[++i]);
-    else if (a == "--json" && i + 1 < argc) jsonPath = argv[++i];
-    else return usage(stderr);
-  }
+  cli::Args args(
+      "autopilot tunerbench",
+      "getCollInfo cost of our tuner (learning on, learned decisions in force) vs an empty tuner\n"
+      "(libnccl-empty.so next to the library), alternating rounds in one process, through the\n"
+      "loader harness.");
+  args.addFlag("--quick", quick, "a short run for smoke tests (3 rounds of 2000 calls)");
+  args.addInt("--rounds", rounds, 1, 1 << 20, "rounds of each tuner, alternating");
+  args.addInt("--calls", callsPerRound, 1, 1 << 30, "getCollInfo calls per round");
+  args.addText("--json", jsonPath, "the results as JSON").typeName("FILE");
+  args.addFlag("--instructions", instructions,
+               "instead, count instructions per call above empty under valgrind's callgrind "
+               "against a budget from the time target (exit 1 over it, 77 without valgrind)");
+  args.addFlag("--instructions-child", instructionsChild,
+               "run as the process that --instructions starts under valgrind")
+      .internal();
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   if (quick) {
     rounds = 3;
     callsPerRound = 2000;
   }
-  if (rounds < 1 || callsPerRound < 1) return usage(stderr);
   if (instructions) return countInstructions(jsonPath);
   if (instructionsChild && !callgrind::underValgrind()) return 2;
 

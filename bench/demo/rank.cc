@@ -12,9 +12,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/cli_args.h"
 #include "bench/commands.h"
 #include "bench/demo/collectives.h"
 #include "bench/demo/demo_topology.h"
@@ -228,16 +230,20 @@ class Rank {
 
 int cmdDemoRank(int argc, char** argv) {
   RankOptions o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--rank") o.rank = std::atoi(v.c_str());
-    else if (k == "--nranks") o.nRanks = std::atoi(v.c_str());
-    else if (k == "--fd") o.fd = std::atoi(v.c_str());
-    else if (k == "--comm-id") o.commId = std::strtoull(v.c_str(), nullptr, 0);
-    else if (k == "--rails") o.topology.rails = std::atoi(v.c_str());
-    else if (k == "--rail-mbit") o.topology.railMbit = std::atoi(v.c_str());
-    else if (k == "--sizes") o.sizes = parseSizes(v);
-  }
+  std::string sizes;
+  cli::Args args("autopilot demo-rank",
+                 "One rank of `autopilot demo`, which starts it with these options.");
+  args.addInt("--rank", o.rank, 0, 1 << 20, "this rank").required();
+  args.addInt("--nranks", o.nRanks, 2, 1 << 20, "ranks of the job").required();
+  args.addInt("--fd", o.fd, 0, 1 << 20, "socket to the orchestrator").required();
+  args.addInt("--comm-id", o.commId, uint64_t(1), ~uint64_t(0), "communicator id", cli::Radix::kAny)
+      .required();
+  args.addInt("--rails", o.topology.rails, 1, 1 << 10, "rails per rank");
+  args.addInt("--rail-mbit", o.topology.railMbit, 1, 1 << 30, "rate of each rail, Mbit/s");
+  args.addIntList("--sizes", sizes, 1, ~uint64_t(0), "collective sizes in bytes, comma-separated")
+      .required();
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
+  o.sizes = parseSizes(sizes);
   o.topology.nRanks = o.nRanks;
   if (o.rank < 0 || o.nRanks < 2 || o.fd < 0 || o.commId == 0 || o.sizes.empty()) {
     std::fprintf(stderr, "demo-rank is started by `autopilot demo`\n");

@@ -16,10 +16,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/cli_args.h"
 #include "bench/commands.h"
 #include "bench/net/pair.h"
 #include "net_plugin/core/rail_selection.h"
@@ -219,42 +221,39 @@ bool writeJson(const std::string& path, const std::vector<Row>& rows, const Opti
   return bool(f);
 }
 
-int usage() {
-  std::printf(
-      "usage: autopilot ibbench [--hca LIST] [--peer-hca LIST] [--seconds S] [--size BYTES]\n"
-      "                         [--quick] [--no-perftest] [--json FILE]\n"
-      "Per RDMA NIC (port), then all together: the net plugin's verbs transport between two\n"
-      "processes of this host against perftest's ib_write_bw on the same NIC(s). LIST: ports\n"
-      "'dev:port' or devices, comma-separated (default: every active port); --peer-hca pairs\n"
-      "each with another port as the receiving end (default: the same port, loopback).\n"
-      "Exit code 77: no RDMA port.\n");
-  return 0;
-}
-
 int cmdIbbench(int argc, char** argv) {
   Options opt;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") return usage();
-    if (a == "--hca" && i + 1 < argc) {
-      opt.hca = net::core::splitList(argv[++i]);
-    } else if (a == "--peer-hca" && i + 1 < argc) {
-      opt.peerHca = net::core::splitList(argv[++i]);
-    } else if (a == "--seconds" && i + 1 < argc) {
-      opt.seconds = std::atof(argv[++i]);
-    } else if (a == "--size" && i + 1 < argc) {
-      opt.messageBytes = size_t(std::strtoull(argv[++i], nullptr, 0));
-    } else if (a == "--quick") {
-      opt.seconds = 1;
-      opt.messageBytes = 1 << 20;
-    } else if (a == "--no-perftest") {
-      opt.perftest = false;
-    } else if (a == "--json" && i + 1 < argc) {
-      opt.json = argv[++i];
-    } else {
-      std::fprintf(stderr, "ibbench: unknown argument %s\n", a.c_str());
-      return 2;
-    }
+  std::string hca, peerHca;
+  bool quick = false;
+  cli::Args args(
+      "autopilot ibbench",
+      "Per RDMA NIC (port), then all together: the net plugin's verbs transport between two\n"
+      "processes of this host against perftest's ib_write_bw on the same NIC(s).");
+  args.addText("--hca", hca,
+               "ports 'dev:port' or devices, comma-separated (default: every active port)")
+      .typeName("LIST");
+  args.addText("--peer-hca", peerHca,
+               "pairs each with another port as the receiving end (default: the same port, "
+               "loopback)")
+      .typeName("LIST");
+  cli::Opt seconds = args.addReal("--seconds", opt.seconds, cli::Interval::positive(),
+                                  "per row (0.5 .. 600; values outside are clamped)");
+  cli::Opt size = args.addInt("--size", opt.messageBytes, size_t(1), ~size_t(0),
+                              "message bytes (decimal or 0x hex; 4096 .. 1 GiB, values "
+                              "outside are clamped)",
+                              cli::Radix::kAny);
+  args.addFlag("--quick", quick, "1 s per row, 1 MiB messages (--seconds and --size still apply)");
+  bool noPerftest = false;
+  args.addFlag("--no-perftest", noPerftest, "ours only");
+  args.addText("--json", opt.json, "the results as JSON").typeName("FILE");
+  args.footer("Exit code 77: no RDMA port.");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
+  if (!hca.empty()) opt.hca = net::core::splitList(hca);
+  if (!peerHca.empty()) opt.peerHca = net::core::splitList(peerHca);
+  opt.perftest = !noPerftest;
+  if (quick) {
+    if (!seconds.given()) opt.seconds = 1;
+    if (!size.given()) opt.messageBytes = 1 << 20;
   }
   opt.seconds = std::clamp(opt.seconds, 0.5, 600.0);
   opt.messageBytes = std::clamp<size_t>(opt.messageBytes, 4096, size_t(1) << 30);

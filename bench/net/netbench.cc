@@ -14,8 +14,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,9 +23,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/cli_args.h"
 #include "bench/commands.h"
 #include "bench/net/netns.h"
 #include "bench/net/pair.h"
@@ -570,52 +572,43 @@ bool writeJson(const std::string& path, const std::vector<Scenario>& all, const 
   return bool(f);
 }
 
-int usage() {
-  std::printf(
-      "usage: autopilot netbench [--quick] [--json FILE] [--verify] [--seconds S]\n"
-      "                          [--rail-mbit M] [--only NAME]\n"
-      "Runs the net plugin over veth rails between two network namespaces (needs root) and\n"
-      "compares it with iperf3, the physical limit of shaped rails, our own equal-split mode,\n"
-      "and a plain TCP ping-pong, all measured in the same run. --rail-mbit: the rate a shaped\n"
-      "rail gets (default 1000; the degraded one a quarter). --quick: CI's run (2.5 s per\n"
-      "scenario, rails at 250 Mbit/s so that the rails, not a loaded host's CPUs, are the limit).\n"
-      "--verify: exit 1 unless every scenario ran without error, lost nothing and met its\n"
-      "enforced bound (README's target with slack for a loaded machine; both are printed).\n"
-      "Exit code 77: cannot run here (not root, no ip/tc).\n");
-  return 0;
-}
+// What --only selects (each with what it is compared with).
+const std::vector<std::string> kScenarioNames = {
+    "rail_vs_iperf3", "four_rails", "rail_down", "degraded_rail", "degraded_rail_equal_split",
+    "pingpong"};
 
 int cmdNetbench(int argc, char** argv) {
   Options opt;
-  bool seconds = false, rate = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") return usage();
-    if (a == "--quick") {
-      opt.quick = true;
-    } else if (a == "--verify") {
-      opt.verify = true;
-    } else if (a == "--json" && i + 1 < argc) {
-      opt.json = argv[++i];
-    } else if (a == "--only" && i + 1 < argc) {
-      opt.only = argv[++i];
-    } else if (a == "--rail-mbit" && i + 1 < argc) {
-      opt.railMbit = std::atof(argv[++i]);
-      rate = true;
-    } else if (a == "--seconds" && i + 1 < argc) {
-      opt.seconds = std::atof(argv[++i]);
-      seconds = true;
-    } else {
-      std::fprintf(stderr, "netbench: unknown argument %s\n", a.c_str());
-      return 2;
-    }
-  }
+  cli::Args args(
+      "autopilot netbench",
+      "Runs the net plugin over veth rails between two network namespaces (needs root) and\n"
+      "compares it with iperf3, the physical limit of shaped rails, our own equal-split mode,\n"
+      "and a plain TCP ping-pong, all measured in the same run.");
+  args.addFlag("--quick", opt.quick,
+               "CI's run (2.5 s per scenario, rails at 250 Mbit/s so that the rails, not a loaded "
+               "host's CPUs, are the limit; --seconds and --rail-mbit still apply)");
+  args.addText("--json", opt.json, "the results as JSON").typeName("FILE");
+  args.addFlag("--verify", opt.verify,
+               "exit 1 unless every scenario ran without error, lost nothing and met its enforced "
+               "bound (README's target with slack for a loaded machine; both are printed)");
+  cli::Opt seconds =
+      args.addReal("--seconds", opt.seconds, cli::Interval::positive(),
+                   "per throughput scenario (0.3 .. 600; values outside are clamped)");
+  cli::Opt rate =
+      args.addReal("--rail-mbit", opt.railMbit, cli::Interval::positive(),
+                   "the rate a shaped rail gets (the degraded one a quarter; 8 .. 100000, values "
+                   "outside are clamped)")
+          .typeName("M");
+  args.addChoice("--only", opt.only, kScenarioNames,
+                 "run just this scenario (and what it is compared with)");
+  args.footer("Exit code 77: cannot run here (not root, no ip/tc).");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   if (opt.quick) {
     // Rails at 1 Gbit/s make four of them CPU-bound on a loaded 2-core host (the two polling
     // processes, the copies and tbf share the cores with whatever else runs), and the figures
     // then measure the load, not the striping. At 250 Mbit/s the rails are the limit.
-    if (!seconds) opt.seconds = 2.5;
-    if (!rate) opt.railMbit = 250;
+    if (!seconds.given()) opt.seconds = 2.5;
+    if (!rate.given()) opt.railMbit = 250;
     opt.pingIterations = 3000;
   }
   opt.seconds = std::clamp(opt.seconds, 0.3, 600.0);

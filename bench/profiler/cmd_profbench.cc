@@ -24,9 +24,11 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/cli_args.h"
 #include "bench/commands.h"
 #include "bench/profiler/callgrind_phases.h"
 #include "common/host/log_capture.h"
@@ -384,29 +386,24 @@ int countInstructions(const Options& opt) {
 
 int cmdProfbench(int argc, char** argv) {
   Options opt;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) {
-      opt.quick = true;
-    } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
-      opt.jsonPath = argv[++i];
-    } else if (std::strcmp(argv[i], "--instructions") == 0) {
-      opt.instructions = true;
-    } else if (std::strcmp(argv[i], "--instructions-child") == 0) {
-      opt.instructionsChild = true;
-    } else {
-      std::printf(
-          "usage: autopilot profbench [--quick] [--json FILE]\n"
-          "Overhead of the profiler plugin above an empty one, on NCCL 2.28.9's v5 callback\n"
-          "sequence of a blocking 16-channel all-reduce (%d callbacks), default mask and with\n"
+  cli::Args args(
+      "autopilot profbench",
+      "Overhead of the profiler plugin above an empty one, on NCCL 2.28.9's v5 callback\n"
+      "sequence of a blocking 16-channel all-reduce (" +
+          std::to_string(kCallbacksPerAllReduce) +
+          " callbacks), default mask and with\n"
           "every export on, and through the v7 table (NCCL 2.31+, tagged calls); resident\n"
-          "memory over 10 million callbacks. --quick: seconds, for CI.\n"
-          "--instructions: instead, count the instructions above the empty plugin under\n"
-          "valgrind's callgrind and check them against budgets derived from the time targets\n"
-          "(exit 1 over budget, 77 without valgrind).\n",
-          kCallbacksPerAllReduce);
-      return std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
-    }
-  }
+          "memory over 10 million callbacks.");
+  args.addFlag("--quick", opt.quick, "seconds, for CI");
+  args.addText("--json", opt.jsonPath, "the results as JSON").typeName("FILE");
+  args.addFlag("--instructions", opt.instructions,
+               "instead, count the instructions above the empty plugin under valgrind's "
+               "callgrind and check them against budgets derived from the time targets (exit 1 "
+               "over budget, 77 without valgrind)");
+  args.addFlag("--instructions-child", opt.instructionsChild,
+               "run as the process that --instructions starts under valgrind")
+      .internal();
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   std::string empty = libDir() + "/libnccl-empty.so";
   if (opt.instructionsChild) {
     if (!callgrind::underValgrind()) return 2;

@@ -18,16 +18,18 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/cli_args.h"
 #include "bench/commands.h"
 #include "bench/net/endpoint.h"
 #include "common/host/log_capture.h"
@@ -264,42 +266,30 @@ int waitFollower(int pid) {
 }
 
 int cmdAttackbench(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "--follower") {
+  double seconds = 5;
+  std::string json, follower;
+  bool check = false;
+  cli::Args args(
+      "autopilot attackbench",
+      "Hostile clients against the tuner's TCP rendezvous and a net listener of the real\n"
+      "library while NCCL-like calls run; prints memory and delays.");
+  args.addReal("--seconds", seconds, cli::Interval::leftOpen(0, 600), "length of the attack");
+  args.addText("--json", json, "the results as JSON").typeName("FILE");
+  args.addFlag("--check", check, "enforce the memory bound and that the real follower still joins");
+  args.addText("--follower", follower,
+               "run as the follower rank that this command starts in a child process")
+      .typeName("COMM:NRANKS:RANK:WAIT_MS:EXPECT")
+      .internal();
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
+  if (!follower.empty()) {
     unsigned long long comm = 0;
     int nRanks = 0, rank = 0, waitMs = 0;
     char expect[16] = {};
-    if (std::sscanf(argv[2], "%llu:%d:%d:%d:%15s", &comm, &nRanks, &rank, &waitMs, expect) != 5) {
-      return 2;
+    if (std::sscanf(follower.c_str(), "%llu:%d:%d:%d:%15s", &comm, &nRanks, &rank, &waitMs,
+                    expect) != 5) {
+      return cli::kUsageError;
     }
     return runFollower(comm, nRanks, rank, waitMs, expect);
-  }
-  double seconds = 5;
-  std::string json;
-  bool check = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--seconds" && i + 1 < argc) {
-      char* end = nullptr;
-      seconds = std::strtod(argv[++i], &end);
-      if (*end != '\0' || !(seconds > 0 && seconds <= 600)) {
-        std::fprintf(stderr, "attackbench: --seconds wants a number in (0, 600]\n");
-        return 2;
-      }
-    } else if (a == "--json" && i + 1 < argc) {
-      json = argv[++i];
-    } else if (a == "--check") {
-      check = true;
-    } else if (a == "--help" || a == "-h") {
-      std::printf(
-          "usage: autopilot attackbench [--seconds S] [--json FILE] [--check]\n"
-          "Hostile clients against the tuner's TCP rendezvous and a net listener of the real\n"
-          "library while NCCL-like calls run; prints memory and delays, --check enforces the\n"
-          "memory bound and that the real follower still joins.\n");
-      return 0;
-    } else {
-      std::fprintf(stderr, "attackbench: unknown argument '%s' (see --help)\n", a.c_str());
-      return 2;
-    }
   }
   const int basePort = 30000 + int(getpid() % 300) * 64;
   const uint64_t commId = 0xa77ac;

@@ -14,10 +14,12 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/cli_args.h"
 #include "bench/commands.h"
 #include "bench/sim/sim_spec.h"
 
@@ -45,30 +47,6 @@ struct Options {
   int chunksPerRail = 4;
   uint64_t windowBytes = 0;
 };
-
-void usage(FILE* out) {
-  std::fprintf(out,
-      "usage: autopilot simulate [options]\n"
-      "  Our rail striper, failure detector, rail health, failback scheduler and tuner policy\n"
-      "  on a simulated cluster (SimGrid), against static equal split and NCCL 2.30's IB\n"
-      "  resiliency, under NIC faults; one training step per (scenario, policy, seed).\n"
-      "options:\n"
-      "  --quick            64 GPUs (8 nodes x 8 GPUs x 8 NICs), 2 seeds, the checks (CI)\n"
-      "  --gpus N           GPUs of the built-in rail-optimized H100 fabric (8 per node; 1024)\n"
-      "  --topo FILE        fabric from a .topo.json with a \"fabric\" member (docs/simulate.md)\n"
-      "  --model LIST       dense (Llama-70B class), moe (Mixtral-8x22B class); default dense\n"
-      "  --scenarios LIST   healthy,gray50,gray10,nic-down,fail-heal,flap,spine,multi (all)\n"
-      "  --policies LIST    static,nccl-2.30,ours (all)\n"
-      "  --seeds N          random onsets and faulty NICs per scenario (3)\n"
-      "  --jobs N           runs in parallel (1)\n"
-      "  --no-checks        skip the reproduction checks\n"
-      "  --checks-only      only the reproduction checks\n"
-      "  --chunks-per-rail N  simulation granularity of a ring step (4)\n"
-      "  --window-mib N     the striper's in-flight cap per rail (4; above the chunk size)\n"
-      "  --json FILE        the results as JSON\n"
-      "  --plot FILE        step time per scenario and policy (PNG, python3-matplotlib)\n"
-      "Exit codes: 0 ok, 1 a reproduction check failed, 2 bad usage, 77 built without SimGrid.\n");
-}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -301,81 +279,57 @@ std::string jsonEscape(const std::string& s) {
 
 int cmdSimulate(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "autopilot simulate: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    auto positive = [&](const std::string& v) {
-      int n = std::atoi(v.c_str());
-      if (n < 1) {
-        std::fprintf(stderr, "autopilot simulate: %s must be a positive integer\n", a.c_str());
-        std::exit(2);
-      }
-      return n;
-    };
-    if (a == "-h" || a == "--help") {
-      usage(stdout);
-      return 0;
-    } else if (a == "--quick") {
-      o.quick = true;
-    } else if (a == "--gpus") {
-      o.gpus = positive(next());
-    } else if (a == "--topo") {
-      o.topo = next();
-    } else if (a == "--model") {
-      o.models = split(next());
-    } else if (a == "--scenarios") {
-      o.scenarios = split(next());
-    } else if (a == "--policies") {
-      o.policies.clear();
-      for (const std::string& p : split(next())) {
-        if (p == "static") o.policies.push_back(PolicyKind::kStatic);
-        else if (p == "nccl-2.30" || p == "nccl") o.policies.push_back(PolicyKind::kNcclResilient);
-        else if (p == "ours") o.policies.push_back(PolicyKind::kOurs);
-        else {
-          std::fprintf(stderr, "autopilot simulate: unknown policy '%s'\n", p.c_str());
-          return 2;
-        }
-      }
-    } else if (a == "--seeds") {
-      o.seeds = positive(next());
-    } else if (a == "--jobs") {
-      o.jobs = positive(next());
-    } else if (a == "--no-checks") {
-      o.checks = false;
-    } else if (a == "--checks-only") {
-      o.checksOnly = true;
-    } else if (a == "--chunks-per-rail") {
-      o.chunksPerRail = positive(next());
-    } else if (a == "--window-mib") {
-      o.windowBytes = uint64_t(positive(next())) << 20;
-    } else if (a == "--json") {
-      o.json = next();
-    } else if (a == "--plot") {
-      o.plot = next();
-    } else {
-      std::fprintf(stderr, "autopilot simulate: unknown option '%s'\n", a.c_str());
-      usage(stderr);
-      return 2;
-    }
+  std::string models = "dense", scenarios, policies = "static,nccl-2.30,ours";
+  int windowMib = 0;
+  cli::Args args(
+      "autopilot simulate",
+      "Our rail striper, failure detector, rail health, failback scheduler and tuner policy on\n"
+      "a simulated cluster (SimGrid), against static equal split and NCCL 2.30's IB resiliency,\n"
+      "under NIC faults; one training step per (scenario, policy, seed).");
+  args.addFlag("--quick", o.quick, "64 GPUs (8 nodes x 8 GPUs x 8 NICs), 2 seeds, the checks (CI)");
+  args.addInt("--gpus", o.gpus, 1, 1 << 20,
+              "GPUs of the built-in rail-optimized H100 fabric (8 per node; --quick: 64)");
+  args.addText("--topo", o.topo,
+               "fabric from a .topo.json with a \"fabric\" member (docs/simulate.md)")
+      .typeName("FILE");
+  args.addChoiceList("--model", models, {"dense", "moe"},
+                     "dense (Llama-70B class), moe (Mixtral-8x22B class)")
+      .showDefault();
+  std::string allNames;
+  for (const std::string& s : allScenarios()) allNames += (allNames.empty() ? "" : ",") + s;
+  args.addChoiceList("--scenarios", scenarios, allScenarios(),
+                     "comma-separated (default all: " + allNames + ")");
+  args.addChoiceList("--policies", policies, {"static", "nccl-2.30", "nccl", "ours"},
+                     "comma-separated (nccl: the same as nccl-2.30)")
+      .showDefault();
+  args.addInt("--seeds", o.seeds, 1, 1 << 20,
+              "random onsets and faulty NICs per scenario (--quick: 2 for 3)");
+  args.addInt("--jobs", o.jobs, 1, 4096, "runs in parallel");
+  bool noChecks = false;
+  args.addFlag("--no-checks", noChecks, "skip the reproduction checks");
+  args.addFlag("--checks-only", o.checksOnly, "only the reproduction checks");
+  args.addInt("--chunks-per-rail", o.chunksPerRail, 1, 1 << 20,
+              "simulation granularity of a ring step");
+  args.addInt("--window-mib", windowMib, 1, 1 << 20,
+              "the striper's in-flight cap per rail (default 4; above the chunk size)")
+      .hideDefault();
+  args.addText("--json", o.json, "the results as JSON").typeName("FILE");
+  args.addText("--plot", o.plot, "step time per scenario and policy (PNG, python3-matplotlib)")
+      .typeName("FILE");
+  args.footer(
+      "Exit codes: 0 ok, 1 a reproduction check failed, 2 bad usage, 77 built without "
+      "SimGrid.");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
+  o.checks = !noChecks;
+  o.models = split(models);
+  o.scenarios = split(scenarios);
+  o.policies.clear();
+  for (const std::string& p : split(policies)) {
+    o.policies.push_back(p == "static" ? PolicyKind::kStatic
+                         : p == "ours" ? PolicyKind::kOurs
+                                       : PolicyKind::kNcclResilient);
   }
-  for (const std::string& s : o.scenarios) {
-    if (std::find(allScenarios().begin(), allScenarios().end(), s) == allScenarios().end()) {
-      std::fprintf(stderr, "autopilot simulate: unknown scenario '%s'\n", s.c_str());
-      return 2;
-    }
-  }
-  for (const std::string& m : o.models) {
-    if (m != "dense" && m != "moe") {
-      std::fprintf(stderr, "autopilot simulate: unknown model '%s' (dense, moe)\n", m.c_str());
-      return 2;
-    }
-  }
+  if (windowMib > 0) o.windowBytes = uint64_t(windowMib) << 20;
 #ifndef AUTOPILOT_HAVE_SIMGRID
   std::fprintf(stderr,
                "autopilot simulate: this build has no SimGrid (libsimgrid-dev was not found when "

@@ -14,14 +14,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bench/cli_args.h"
 
 namespace {
 
@@ -105,21 +110,27 @@ struct Options {
   std::string json, nccl = "libnccl.so.2", cudart;
 };
 
-bool parseSize(const char* s, size_t* out) {
+// Sizes as the GPU check writes them: bytes, or K/M/G (binary) suffixed.
+bool parseSize(const std::string& text, size_t* out) {
+  const char* s = text.c_str();
   char* end = nullptr;
+  errno = 0;
   unsigned long long v = std::strtoull(s, &end, 10);
-  if (end == s) return false;
+  if (end == s || *s == '-' || errno == ERANGE) return false;
   std::string unit(end);
-  if (unit == "K" || unit == "k")
-    v <<= 10;
-  else if (unit == "M" || unit == "m")
-    v <<= 20;
-  else if (unit == "G" || unit == "g")
-    v <<= 30;
-  else if (!unit.empty())
-    return false;
-  *out = size_t(v);
-  return v > 0;
+  int shift = unit == "K" || unit == "k"   ? 10
+              : unit == "M" || unit == "m" ? 20
+              : unit == "G" || unit == "g" ? 30
+              : unit.empty()               ? 0
+                                           : -1;
+  if (shift < 0 || v > (~0ull >> shift)) return false;
+  *out = size_t(v << shift);
+  return *out > 0;
+}
+
+std::string checkSize(const std::string& text) {
+  size_t bytes = 0;
+  return parseSize(text, &bytes) ? "" : "'" + text + "' is not a size (N, NK, NM or NG; > 0)";
 }
 
 // The GPU check's values (bench/gpucheck/gpu_check.py, value()): small integers, exact sums.
@@ -303,68 +314,59 @@ class Rank {
   Comm comm_ = nullptr;
 };
 
-int usage(const char* why) {
-  std::fprintf(stderr,
-               "ncclperf: %s\nusage: ncclperf [--ranks N] [--min-bytes 8] [--max-bytes 256M] "
-               "[--factor 4] [--iters 20] [--min-iters 3] [--warmup 2] [--time-per-size S] "
-               "[--collectives a,b] [--budget-s S] [--json FILE] [--nccl LIB] [--cudart LIB]\n",
-               why);
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") return usage("one GPU, several processes, one per 'node'"), 0;
-    if (i + 1 >= argc) return usage(("missing value for " + a).c_str());
-    const char* v = argv[++i];
-    bool ok = true;
-    if (a == "--ranks")
-      ok = (o.ranks = std::atoi(v)) >= 2 && o.ranks <= 8;
-    else if (a == "--min-bytes")
-      ok = parseSize(v, &o.minBytes);
-    else if (a == "--max-bytes")
-      ok = parseSize(v, &o.maxBytes);
-    else if (a == "--factor")
-      ok = (o.factor = std::atoi(v)) >= 2;
-    else if (a == "--iters")
-      ok = (o.iters = std::atoi(v)) >= 1;
-    else if (a == "--min-iters")
-      ok = (o.minIters = std::atoi(v)) >= 1;
-    else if (a == "--warmup")
-      ok = (o.warmup = std::atoi(v)) >= 0;
-    else if (a == "--time-per-size")
-      ok = (o.timePerSize = std::atof(v)) > 0;
-    else if (a == "--budget-s")
-      ok = (o.budgetSeconds = std::atof(v)) >= 0;
-    else if (a == "--json")
-      o.json = v;
-    else if (a == "--nccl")
-      o.nccl = v;
-    else if (a == "--cudart")
-      o.cudart = v;
-    else if (a == "--collectives") {
-      o.collectives.clear();
-      std::string list = v;
-      for (size_t at = 0; at <= list.size();) {
-        size_t comma = list.find(',', at);
-        std::string c =
-            list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-        if (c != "all_reduce" && c != "all_gather" && c != "reduce_scatter" && c != "broadcast")
-          return usage(("unknown collective " + c).c_str());
-        o.collectives.push_back(c);
-        if (comma == std::string::npos) break;
-        at = comma + 1;
-      }
-    } else
-      return usage(("unknown option " + a).c_str());
-    if (!ok) return usage(("bad value for " + a).c_str());
+  using autopilot::cli::Interval;
+  autopilot::cli::Args args(
+      "ncclperf",
+      "One GPU, several processes, one per 'node': all-reduce, all-gather, reduce-scatter and\n"
+      "broadcast over a size sweep, every result checked.");
+  args.addInt("--ranks", o.ranks, 2, 8, "processes (NCCL ranks) on GPU 0");
+  std::string minBytes = "8", maxBytes = "256M";
+  args.addChecked("--min-bytes", minBytes, checkSize, "smallest size")
+      .typeName("BYTES")
+      .showDefault();
+  args.addChecked("--max-bytes", maxBytes, checkSize, "largest size")
+      .typeName("BYTES")
+      .showDefault();
+  args.addInt("--factor", o.factor, 2, 1 << 20, "size step (multiplier)");
+  args.addInt("--iters", o.iters, 1, 1 << 30, "timed iterations per size, at most");
+  args.addInt("--min-iters", o.minIters, 1, 1 << 30, "timed iterations per size, at least");
+  args.addInt("--warmup", o.warmup, 0, 1 << 30, "untimed iterations per size");
+  args.addReal("--time-per-size", o.timePerSize, Interval::positive(),
+               "seconds of timed iterations aimed at per size (between --min-iters and --iters)");
+  std::string collectives = "all_reduce,all_gather,reduce_scatter,broadcast";
+  args.addChoiceList("--collectives", collectives,
+                     {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}, "comma-separated",
+                     /*requireOne=*/true)
+      .showDefault();
+  args.addReal("--budget-s", o.budgetSeconds, Interval::atLeast(0),
+               "sizes starting later than this after the start are skipped (0: no limit)");
+  args.addText("--json", o.json, "the rows; %r in FILE: each rank's, else rank 0's only")
+      .typeName("FILE");
+  args.addText("--nccl", o.nccl, "NCCL library").typeName("LIB").showDefault();
+  args.addText("--cudart", o.cudart, "CUDA runtime library (default: libcudart.so.13, .12, .so)")
+      .typeName("LIB");
+  args.footer(
+      "Exit: 0 every result correct, 1 a wrong result or an NCCL/CUDA error, 2 bad\n"
+      "arguments, 77 no GPU or no NCCL.");
+  if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
+  parseSize(minBytes, &o.minBytes);
+  parseSize(maxBytes, &o.maxBytes);
+  o.collectives.clear();
+  for (size_t at = 0; at < collectives.size();) {
+    size_t comma = std::min(collectives.find(',', at), collectives.size());
+    if (comma > at) o.collectives.push_back(collectives.substr(at, comma - at));
+    at = comma + 1;
   }
-  if (o.minBytes > o.maxBytes || o.minIters > o.iters)
-    return usage("inconsistent sizes or iterations");
+  if (o.minBytes > o.maxBytes || o.minIters > o.iters) {
+    std::fprintf(stderr,
+                 "ncclperf: --min-bytes above --max-bytes or --min-iters above --iters "
+                 "(see --help)\n");
+    return autopilot::cli::kUsageError;
+  }
 
   // The parent only opens the libraries to report the version; CUDA is first touched in the
   // children (a CUDA context does not survive fork()).
