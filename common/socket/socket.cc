@@ -22,7 +22,7 @@ void Fd::reset(int fd) {
   fd_ = fd;
 }
 
-void Fd::abort() {
+void Fd::closeWithReset() {
   if (fd_ >= 0) {
     linger l{1, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof(l));

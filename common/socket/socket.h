@@ -37,7 +37,7 @@ class Fd {
   void reset(int fd = -1);
   // Closes with an immediate reset (SO_LINGER 0) instead of an orderly shutdown: used when a
   // rail is declared failed, so that a peer still reading it sees an error, not a silent end.
-  void abort();
+  void closeWithReset();
 
  private:
   int fd_ = -1;

@@ -15,7 +15,7 @@ void RailLink::attach(Fd fd, uint32_t generation) {
 
 void RailLink::detach(bool abort) {
   if (abort) {
-    fd_.abort();
+    fd_.closeWithReset();
   } else {
     fd_.reset();
   }
