@@ -102,10 +102,19 @@ class SendEngine : public CommBase {
   // first one what its measured peers deliver (a guess too high would fail a rail that is
   // merely as slow as the others; far too low would hide a dead one for long).
   double detectorBandwidth(int r) const;
-  // Whether an idle rail q should carry a liveness ping while rail r stalls (stall started at
-  // `stallStartNs`): not yet pinged in this stall, or the last ping is getting old (evidence
-  // must be recent to count, RailHealth::stallBlamesRail).
-  bool livenessDue(uint64_t lastPingNs, uint64_t stallStartNs, uint64_t nowNs) const;
+  // Rail r stalls and no other rail shows the peer alive: every other live rail that is idle
+  // (`idle(q)`: a rail carrying data shows the peer's life through its own progress) and due
+  // (`lastPingNs(q)`: not pinged in this stall, or the last ping is getting old, since
+  // evidence must be recent to count, RailHealth::stallBlamesRail) gets a ping (`ping(q)`).
+  template <typename Idle, typename LastPing, typename Ping>
+  void pingIdleRails(int r, uint64_t nowNs, Idle&& idle, LastPing&& lastPingNs, Ping&& ping) {
+    const uint64_t stallStart = health_.failure(r).stallStartNs();
+    for (int q = 0; q < nRails_; ++q) {
+      if (q != r && health_.live(q) && idle(q) && livenessDue(lastPingNs(q), stallStart, nowNs)) {
+        ping(q);
+      }
+    }
+  }
   // The periodic part of the health check: rail states from measured bandwidth (every
   // kEvaluateNs), then the comm fails when no rail has been left for the peer timeout while
   // sends are pending.
@@ -129,8 +138,10 @@ class SendEngine : public CommBase {
   uint64_t nextEvaluateNs_ = 0;
 
  private:
-  uint32_t railFailures_ = 0;  // numbers the rail failures, for SendRequest::failoverMark
   double measuredPeerBandwidth(int r) const;
+  bool livenessDue(uint64_t lastPingNs, uint64_t stallStartNs, uint64_t nowNs) const;
+
+  uint32_t railFailures_ = 0;  // numbers the rail failures, for SendRequest::failoverMark
 };
 
 // "1.5 MiB" or "300 B", for logs.

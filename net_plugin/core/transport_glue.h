@@ -3,6 +3,7 @@
 // re-entrant connect() that NCCL calls with the same handle until a comm comes out.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,6 +37,21 @@ inline void describeDeviceLayout(const NetDevice& d, int dev, DeviceProperties* 
     props->railId = int16_t(dev);
   }
   props->planeId = abi::kNetIdUndef;
+}
+
+// The rails a connection on `device` uses: the device's first rails, as many as the peer
+// offers (`peerRails`) and at most `maxRails`, into `railIds`. 0 (logged, as part of `what`:
+// "listen", "connect") when the device does not exist.
+inline int connectionRails(DeviceTable& table, int device, int peerRails, int maxRails,
+                           int* railIds, const char* what) {
+  const NetDevice* d = table.device(device);
+  if (d == nullptr) {
+    AP_WARN(abi::subsys::kNet, "%s: device %d does not exist", what, device);
+    return 0;
+  }
+  int n = std::min({int(d->rails.size()), peerRails, maxRails});
+  for (int i = 0; i < n; ++i) railIds[i] = d->rails[size_t(i)];
+  return n;
 }
 
 inline abi::Result makeVirtualDevice(DeviceTable& table, const abi::NetVDevicePropsV12& props,

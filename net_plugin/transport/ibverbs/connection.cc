@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "net_plugin/core/comm_config.h"
 #include "net_plugin/core/pending_admission.h"
+#include "net_plugin/core/transport_glue.h"
 #include "net_plugin/transport/tcp/acceptor.h"
 #include "net_plugin/transport/tcp/discovery.h"
 #include "net_plugin/transport/tcp/handle.h"
@@ -38,25 +39,15 @@ bool controlAddress(tcp::SockAddr* out, std::string* error) {
   return true;
 }
 
-int deviceRails(int device, int* out) {
-  const core::NetDevice* dev = IbRails::instance().devices().device(device);
-  if (dev == nullptr) return -1;
-  int n = std::min<int>(int(dev->rails.size()), wire::kMaxRails);
-  for (int i = 0; i < n; ++i) out[i] = dev->rails[size_t(i)];
-  return n;
-}
-
 // ---------------------------------------------------------------------------- ListenComm
 
 ListenComm::ListenComm(uint64_t commId, int device, int trafficClass)
     : CommBase(kMagic), commId_(commId), device_(device), trafficClass_(trafficClass) {}
 
 abi::Result ListenComm::listen(void* handle) {
-  nRails_ = deviceRails(device_, railIds_);
-  if (nRails_ <= 0) {
-    AP_WARN(kFlags, "listen: device %d does not exist", device_);
-    return abi::kInvalidArgument;
-  }
+  nRails_ = core::connectionRails(IbRails::instance().devices(), device_, wire::kMaxRails,
+                                  wire::kMaxRails, railIds_, "listen");
+  if (nRails_ <= 0) return abi::kInvalidArgument;
   wire::Handle h;
   std::string error;
   tcp::SockAddr addr;
@@ -253,14 +244,9 @@ abi::Result Connector::start(const uint8_t* handle) {
                       .c_str());
     return abi::kInvalidUsage;
   }
-  int local[wire::kMaxRails];
-  int nLocal = deviceRails(device_, local);
-  if (nLocal <= 0) {
-    AP_WARN(kFlags, "connect: device %d does not exist", device_);
-    return abi::kInvalidArgument;
-  }
-  nRails_ = std::min<int>(nLocal, peer_.railCount);
-  std::copy(local, local + nRails_, railIds_);
+  nRails_ = core::connectionRails(IbRails::instance().devices(), device_, peer_.railCount,
+                                  wire::kMaxRails, railIds_, "connect");
+  if (nRails_ <= 0) return abi::kInvalidArgument;
   if (!tcp::randomBytes(&connectionId_, sizeof(connectionId_))) return abi::kSystemError;
   connectionId_ |= 1;  // never 0
   std::string error;

@@ -102,7 +102,5 @@ class Connector {
 
 // The address the control listener binds (port 0); false with a reason when there is none.
 bool controlAddress(tcp::SockAddr* out, std::string* error);
-// The device's rails (global indices), at most a connection's worth; -1 for a bad device.
-int deviceRails(int device, int* out);
 
 }  // namespace autopilot::net::ib

@@ -14,6 +14,7 @@
 #include "common/params.h"
 #include "common/rail_telemetry.h"
 #include "net_plugin/core/device_grouping.h"
+#include "net_plugin/core/fault_injector.h"
 #include "net_plugin/core/rail_selection.h"
 #include "net_plugin/transport/ibverbs/port_attributes.h"
 #include "net_plugin/transport/ibverbs/wire.h"
@@ -260,6 +261,38 @@ void IbRails::discover() {
             unsigned(r.lid), 128 << int(r.activeMtu), r.speedMbps, r.standby ? " (standby)" : "");
   }
   if (rails_.empty()) AP_INFO(kFlags, "ibverbs transport: no usable RDMA port");
+}
+
+void PortWatch::start(int global) {
+  global_ = global;
+  catchUp();
+  reset_ = core::FaultInjector::instance().qpResetSequence(global);
+}
+
+bool PortWatch::resetSinceLook() {
+  uint32_t now = core::FaultInjector::instance().qpResetSequence(global_);
+  bool news = now != reset_;
+  reset_ = now;
+  return news;
+}
+
+bool PortWatch::downSinceLook() {
+  uint32_t now = IbRails::instance().events().downEvents(global_);
+  bool news = now != down_;
+  down_ = now;
+  return news;
+}
+
+bool PortWatch::upSinceLook() {
+  uint32_t now = IbRails::instance().events().upEvents(global_);
+  bool news = now != up_;
+  up_ = now;
+  return news;
+}
+
+void PortWatch::catchUp() {
+  down_ = IbRails::instance().events().downEvents(global_);
+  up_ = IbRails::instance().events().upEvents(global_);
 }
 
 }  // namespace autopilot::net::ib

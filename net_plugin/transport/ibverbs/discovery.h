@@ -83,4 +83,23 @@ class IbRails {
   PortEvents events_;
 };
 
+// One comm's view of the process-wide events of one rail's port (down, up) and of simulated
+// queue-pair resets: each event is news to every comm once. Both ends of a connection watch
+// their rails with it.
+class PortWatch {
+ public:
+  // Events before now are not news.
+  void start(int global);
+  // True once per event since the last look.
+  bool resetSinceLook();
+  bool downSinceLook();
+  bool upSinceLook();
+  // The port's down and up events so far are old news (the rail was just rebuilt).
+  void catchUp();
+
+ private:
+  int global_ = -1;
+  uint32_t down_ = 0, up_ = 0, reset_ = 0;
+};
+
 }  // namespace autopilot::net::ib

@@ -70,7 +70,6 @@ RecvComm::RecvComm(RecvCommSetup& setup)
       fifoAddress_(setup.fifoAddress),
       cts_(new CtsState[kSlots]),
       flushes_(new FlushReq[kFlushes]) {
-  IbRails& ib = IbRails::instance();
   uint64_t now = monotonicNs();
   for (int r = 0; r < nRails_; ++r) {
     RailSetup& rs = setup.rails[size_t(r)];
@@ -78,8 +77,7 @@ RecvComm::RecvComm(RecvCommSetup& setup)
     railIds_[r] = rs.global;
     rail.global = rs.global;
     rail.fifoKey = rs.remoteKey;
-    rail.seenDown = ib.events().downEvents(rs.global);
-    rail.seenReset = core::FaultInjector::instance().qpResetSequence(rs.global);
+    rail.port.start(rs.global);
     if (rs.qp && rs.qp->connected()) {
       rail.qp = std::move(rs.qp);
       health_.connected(r, now);
@@ -338,7 +336,7 @@ bool RecvComm::landed(int r, const ibv_wc& c, uint64_t nowNs) {
   }
   if (!health_.live(r)) {
     // A re-created rail: the sender verified it with its probe write before sending data.
-    rails_[r].seenDown = IbRails::instance().events().downEvents(rails_[r].global);
+    rails_[r].port.catchUp();
     health_.rejoin(r, nowNs);
   }
   health_.failure(r).onProgress(nowNs);

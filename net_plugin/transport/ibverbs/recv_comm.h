@@ -84,8 +84,7 @@ class RecvComm final : public core::RecvEngine {
     int global = -1;
     uint32_t generation = 1;
     uint32_t fifoKey = 0;    // the sender's FIFO on this rail
-    uint32_t seenDown = 0;   // port-down events already acted on
-    uint32_t seenReset = 0;  // simulated QP resets already acted on
+    PortWatch port;
     int recvsPosted = 0;
     int ctsInFlight = 0;
     std::unique_ptr<RailQp> flushQp;  // connected to itself, created at the first flush

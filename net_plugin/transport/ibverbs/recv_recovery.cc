@@ -90,22 +90,14 @@ void RecvComm::replace(const wire::ControlMessage& m, uint64_t nowNs) {
 }
 
 void RecvComm::checkHealth(uint64_t nowNs) {
-  auto& events = IbRails::instance().events();
-  auto& injector = core::FaultInjector::instance();
   for (int r = 0; r < nRails_; ++r) {
     Rail& rail = rails_[r];
-    uint32_t reset = injector.qpResetSequence(rail.global);
-    if (reset != rail.seenReset) {
-      rail.seenReset = reset;
-      if (health_.live(r)) {
-        failRail(r, nowNs, "SIMULATED queue pair reset", false);  // the peer is not told
-        continue;
-      }
+    if (rail.port.resetSinceLook() && health_.live(r)) {
+      failRail(r, nowNs, "SIMULATED queue pair reset", false);  // the peer is not told
+      continue;
     }
     if (!health_.live(r)) continue;
-    uint32_t down = events.downEvents(rail.global);
-    if (down != rail.seenDown) {
-      rail.seenDown = down;
+    if (rail.port.downSinceLook()) {
       failRail(r, nowNs, "port down (asynchronous event)");
       continue;
     }

@@ -62,19 +62,14 @@ SendComm::SendComm(SendCommSetup setup)
       area_(std::move(setup.area)),
       probeAddress_(setup.probeAddress),
       targets_(new Target[pool_.size()]) {
-  IbRails& ib = IbRails::instance();
   uint64_t now = monotonicNs();
-  auto& events = ib.events();
-  auto& injector = core::FaultInjector::instance();
   for (int r = 0; r < nRails_; ++r) {
     RailSetup& rs = setup.rails[size_t(r)];
     Rail& rail = rails_[r];
     railIds_[r] = rs.global;
     rail.global = rs.global;
     rail.probeKey = rs.remoteKey;
-    rail.seenDown = events.downEvents(rs.global);
-    rail.seenUp = events.upEvents(rs.global);
-    rail.seenReset = injector.qpResetSequence(rs.global);
+    rail.port.start(rs.global);
     rail.nominalBytesPerSec = nominalBytesPerSec(rs.global);
     if (rs.qp && rs.qp->connected()) {
       rail.qp = std::move(rs.qp);

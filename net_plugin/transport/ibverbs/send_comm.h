@@ -104,9 +104,7 @@ class SendComm final : public core::SendEngine {
     int global = -1;
     uint32_t generation = 1;
     uint32_t probeKey = 0;      // the receiver's probe area on this rail
-    uint32_t seenDown = 0;      // port-down events already acted on
-    uint32_t seenUp = 0;
-    uint32_t seenReset = 0;     // simulated QP resets already acted on
+    PortWatch port;
     Failback failback = Failback::kIdle;
     uint64_t attemptDeadlineNs = 0;
     uint64_t attempts = 0;

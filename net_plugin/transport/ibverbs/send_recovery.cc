@@ -25,22 +25,21 @@ using core::formatBytes;
 }  // namespace
 
 void SendComm::requestLiveness(int r, uint64_t nowNs) {
-  const uint64_t stallStart = health_.failure(r).stallStartNs();
-  for (int q = 0; q < nRails_; ++q) {
-    Rail& rail = rails_[q];
-    // Only idle rails: a rail carrying data shows the peer's life through its completions.
-    // Evidence must be recent to count (RailHealth::stallBlamesRail): ping again when the last
-    // answer is getting old.
-    if (q == r || !health_.live(q) || !rail.qp || tracker_.queued(q) != 0 ||
-        rail.livenessOutstanding || !livenessDue(rail.livenessSentNs, stallStart, nowNs)) {
-      continue;
-    }
-    if (rail.qp->postWrite(workId(Work::kLiveness), area_->data() + kProbeSourceAt, 8,
-                           area_->memory().lkey[q], probeAddress_, rail.probeKey) == 0) {
-      rail.livenessOutstanding = true;
-      rail.livenessSentNs = nowNs;
-    }
-  }
+  pingIdleRails(
+      r, nowNs,
+      [&](int q) {
+        const Rail& rail = rails_[q];
+        return rail.qp && tracker_.queued(q) == 0 && !rail.livenessOutstanding;
+      },
+      [&](int q) { return rails_[q].livenessSentNs; },
+      [&](int q) {
+        Rail& rail = rails_[q];
+        if (rail.qp->postWrite(workId(Work::kLiveness), area_->data() + kProbeSourceAt, 8,
+                               area_->memory().lkey[q], probeAddress_, rail.probeKey) == 0) {
+          rail.livenessOutstanding = true;
+          rail.livenessSentNs = nowNs;
+        }
+      });
 }
 
 void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer) {
@@ -146,29 +145,19 @@ void SendComm::rejoin(int r, uint64_t nowNs) {
   Rail& rail = rails_[r];
   if (rail.failback != Failback::kProbing) return;
   rail.failback = Failback::kIdle;
-  IbRails& ib = IbRails::instance();
-  rail.seenDown = ib.events().downEvents(rail.global);
-  rail.seenUp = ib.events().upEvents(rail.global);
+  rail.port.catchUp();
   rejoinRail(r, nowNs, rail.nominalBytesPerSec);
 }
 
 void SendComm::checkHealth(uint64_t nowNs) {
-  IbRails& ib = IbRails::instance();
-  auto& events = ib.events();
-  auto& injector = core::FaultInjector::instance();
+  auto& events = IbRails::instance().events();
   for (int r = 0; r < nRails_; ++r) {
     Rail& rail = rails_[r];
-    uint32_t reset = injector.qpResetSequence(rail.global);
-    if (reset != rail.seenReset) {
-      rail.seenReset = reset;
-      if (health_.live(r)) {
-        failRail(r, nowNs, "SIMULATED queue pair reset", false);  // the peer is not told
-        continue;
-      }
+    if (rail.port.resetSinceLook() && health_.live(r)) {
+      failRail(r, nowNs, "SIMULATED queue pair reset", false);  // the peer is not told
+      continue;
     }
-    uint32_t up = events.upEvents(rail.global);
-    if (up != rail.seenUp) {
-      rail.seenUp = up;
+    if (rail.port.upSinceLook()) {
       health_.failback(r).expedite(nowNs);  // the link is back: try now, not at the backoff
     }
     if (!health_.live(r)) {
@@ -189,9 +178,7 @@ void SendComm::checkHealth(uint64_t nowNs) {
       }
       continue;
     }
-    uint32_t down = events.downEvents(rail.global);
-    if (down != rail.seenDown) {
-      rail.seenDown = down;
+    if (rail.port.downSinceLook()) {
       failRail(r, nowNs, "port down (asynchronous event)");
       continue;
     }

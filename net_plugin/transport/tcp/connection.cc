@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "net_plugin/core/comm_config.h"
 #include "net_plugin/core/fault_injector.h"
+#include "net_plugin/core/transport_glue.h"
 #include "net_plugin/transport/tcp/discovery.h"
 #include "net_plugin/transport/tcp/recv_comm.h"
 
@@ -14,15 +15,6 @@ namespace autopilot::net::tcp {
 namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
-
-// The device's rails (indices into the process's rail list), at most a connection's worth.
-int deviceRails(int device, int* out) {
-  const core::NetDevice* dev = TcpRails::instance().devices().device(device);
-  if (dev == nullptr) return -1;
-  int n = std::min<int>(int(dev->rails.size()), wire::kMaxRails);
-  for (int i = 0; i < n; ++i) out[i] = dev->rails[size_t(i)];
-  return n;
-}
 
 RailSetup railSetup(int globalIndex) {
   const TcpRail& rail = TcpRails::instance().rails()[size_t(globalIndex)];
@@ -48,11 +40,9 @@ ListenComm::ListenComm(uint64_t commId, int device)
 ListenComm::~ListenComm() = default;
 
 abi::Result ListenComm::listen(void* handle) {
-  nRails_ = deviceRails(device_, railIds_);
-  if (nRails_ <= 0) {
-    AP_WARN(kFlags, "listen: device %d does not exist", device_);
-    return abi::kInvalidArgument;
-  }
+  nRails_ = core::connectionRails(TcpRails::instance().devices(), device_, wire::kMaxRails,
+                                  wire::kMaxRails, railIds_, "listen");
+  if (nRails_ <= 0) return abi::kInvalidArgument;
   const auto& rails = TcpRails::instance().rails();
   SockAddr addrs[wire::kMaxRails];
   for (int r = 0; r < nRails_; ++r) addrs[r] = rails[size_t(railIds_[r])].address;
@@ -151,14 +141,9 @@ abi::Result Connector::start(const uint8_t* handle) {
             wire::decodeErrorText(e));
     return abi::kInvalidUsage;
   }
-  int local[wire::kMaxRails];
-  int nLocal = deviceRails(device_, local);
-  if (nLocal <= 0) {
-    AP_WARN(kFlags, "connect: device %d does not exist", device_);
-    return abi::kInvalidArgument;
-  }
-  nRails_ = std::min(nLocal, peer_.railCount);
-  std::copy(local, local + nRails_, railIds_);
+  nRails_ = core::connectionRails(TcpRails::instance().devices(), device_, peer_.railCount,
+                                  wire::kMaxRails, railIds_, "connect");
+  if (nRails_ <= 0) return abi::kInvalidArgument;
   if (!randomBytes(&connectionId_, sizeof(connectionId_))) return abi::kSystemError;
   connectionId_ |= 1;  // never 0
   uint64_t now = monotonicNs();

@@ -22,27 +22,28 @@ using core::formatBytes;
 }  // namespace
 
 void SendComm::requestLiveness(int r, uint64_t nowNs) {
-  const uint64_t stallStart = health_.failure(r).stallStartNs();
-  for (int q = 0; q < nRails_; ++q) {
-    Rail& rail = rails_[q];
-    // Only idle rails: a rail carrying data shows the peer's life through its acknowledgements,
-    // and a ping must never land inside a half-written DATA frame.
-    if (q == r || !health_.live(q) || !rail.link.up() || simulatedDown(q) ||
-        tracker_.posted(q) != tracker_.queued(q) || rail.link.partialBytes != 0 ||
-        !livenessDue(rail.pingSentNs, stallStart, nowNs)) {
-      continue;
-    }
-    uint8_t ping[wire::kFrameHeaderBytes];
-    size_t n = wire::encodeLiveness(wire::FrameType::kPing, nowNs, ping);
-    iovec iov{ping, n};
-    IoResult res = writeVec(rail.link.fd(), &iov, 1);
-    if (res.status == Io::kOk && res.bytes == n) {
-      rail.pingSentNs = nowNs;
-    } else if (res.status == Io::kOk && res.bytes > 0) {
-      // A partial 32-byte write on an idle socket: the stream is no longer framed. Start over.
-      failRail(q, nowNs, "write: partial liveness ping");
-    }
-  }
+  pingIdleRails(
+      r, nowNs,
+      [&](int q) {
+        // A ping must never land inside a half-written DATA frame.
+        const Rail& rail = rails_[q];
+        return rail.link.up() && !simulatedDown(q) && tracker_.posted(q) == tracker_.queued(q) &&
+               rail.link.partialBytes == 0;
+      },
+      [&](int q) { return rails_[q].pingSentNs; },
+      [&](int q) {
+        Rail& rail = rails_[q];
+        uint8_t ping[wire::kFrameHeaderBytes];
+        size_t n = wire::encodeLiveness(wire::FrameType::kPing, nowNs, ping);
+        iovec iov{ping, n};
+        IoResult res = writeVec(rail.link.fd(), &iov, 1);
+        if (res.status == Io::kOk && res.bytes == n) {
+          rail.pingSentNs = nowNs;
+        } else if (res.status == Io::kOk && res.bytes > 0) {
+          // A partial 32-byte write on an idle socket: the stream is no longer framed.
+          failRail(q, nowNs, "write: partial liveness ping");
+        }
+      });
 }
 
 void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool warn) {
