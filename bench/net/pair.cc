@@ -247,6 +247,12 @@ StreamRun runStream(const PairOptions& options, size_t messageBytes, int depth, 
     for (const auto& rec : host::LogCapture::records()) {
       if (rec.message.find(role) != std::string::npos) lines += rec.message + "\n";
     }
+    // The parent reads it only after this process exits: it must fit the socket's buffer
+    // (about 200 KiB), so a long log keeps its beginning and its end.
+    constexpr size_t kKeep = 64 << 10;
+    if (lines.size() > 2 * kKeep) {
+      lines = lines.substr(0, kKeep) + "[... log cut ...]\n" + lines.substr(lines.size() - kKeep);
+    }
     return lines;
   };
   run.outcome = runPair(
@@ -256,21 +262,22 @@ StreamRun runStream(const PairOptions& options, size_t messageBytes, int depth, 
         if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
         PEER_CHECK(parent.sendLine("connected"), "parent");
         StreamResult r;
-        if (int rc = streamReceive(ep, comm, peer, messageBytes, depth, &r, verify, &parent)) {
-          return rc;
+        int rc = streamReceive(ep, comm, peer, messageBytes, depth, &r, verify, &parent);
+        if (rc == 0) {
+          results[1].send(&r, sizeof(r));
+          ep.net()->closeRecv(comm);
         }
-        results[1].send(&r, sizeof(r));
-        ep.net()->closeRecv(comm);
+        // The log comes back from a failed run too: that is when it is needed.
         if (collectLogs) recvLogs[1].sendLine(logLines("recv"));
-        return 0;
+        return rc;
       },
       [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
         void* comm = nullptr;
         if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
-        if (int rc = streamSend(ep, comm, peer, parent, messageBytes, depth, verify)) return rc;
-        ep.net()->closeSend(comm);
+        int rc = streamSend(ep, comm, peer, parent, messageBytes, depth, verify);
+        if (rc == 0) ep.net()->closeSend(comm);
         if (collectLogs) sendLogs[1].sendLine(logLines("send"));
-        return 0;
+        return rc;
       },
       [&](Channel& toReceiver, Channel& toSender) {
         if (!toReceiver.expect("connected", 30000)) return;

@@ -1,6 +1,15 @@
 #include "net_plugin/transport/ibverbs/control_link.h"
 
+#include "common/log.h"
+
 namespace autopilot::net::ib {
+
+void ControlLink::closedByPeer(uint64_t nowNs, uint64_t commId, const char* label,
+                               const std::string& why) {
+  close();
+  closedNs_ = nowNs;
+  AP_INFO(abi::subsys::kNet, "comm 0x%llx %s: %s", (unsigned long long)commId, label, why.c_str());
+}
 
 void ControlLink::attach(tcp::Fd fd) {
   fd_ = std::move(fd);

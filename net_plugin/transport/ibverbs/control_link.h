@@ -48,13 +48,28 @@ class ControlLink {
   Status service(uint64_t connectionId, OnMessage&& onMessage, std::string* error,
                  bool* protocolError);
 
+  // service() with its outcome handled as both ends of a comm handle it: a protocol error goes
+  // to onProtocolError(const std::string& reason) (the caller fails the comm); a link the peer
+  // closed, or that broke, is closed and its time kept for closedForNs(), logged for comm
+  // `commId` under `label`.
+  template <typename OnMessage, typename OnProtocolError>
+  void serve(uint64_t connectionId, uint64_t nowNs, uint64_t commId, const char* label,
+             OnMessage&& onMessage, OnProtocolError&& onProtocolError);
+  // How long ago serve() found the link closed by the peer; 0 while it is open. A closed link
+  // is an orderly teardown racing with requests still posted, or a dead peer: the comms fail
+  // their requests when it stays closed for the peer timeout.
+  uint64_t closedForNs(uint64_t nowNs) const { return closedNs_ == 0 ? 0 : nowNs - closedNs_; }
+
  private:
+  void closedByPeer(uint64_t nowNs, uint64_t commId, const char* label, const std::string& why);
+
   tcp::Fd fd_;
   uint8_t out_[kQueue][wire::kControlBytes];
   int outHead_ = 0, outCount_ = 0;
   size_t outOffset_ = 0;  // bytes of the head message already written
   uint8_t in_[wire::kControlBytes];
   size_t inBytes_ = 0;
+  uint64_t closedNs_ = 0;
 };
 
 template <typename OnMessage>
@@ -77,6 +92,19 @@ ControlLink::Status ControlLink::service(uint64_t connectionId, OnMessage&& onMe
     if (!onMessage(static_cast<const wire::ControlMessage&>(m))) return Status::kOk;
   }
   return status;
+}
+
+template <typename OnMessage, typename OnProtocolError>
+void ControlLink::serve(uint64_t connectionId, uint64_t nowNs, uint64_t commId, const char* label,
+                        OnMessage&& onMessage, OnProtocolError&& onProtocolError) {
+  std::string error;
+  bool protocolError = false;
+  Status status = service(connectionId, onMessage, &error, &protocolError);
+  if (protocolError) {
+    onProtocolError(static_cast<const std::string&>(error));
+  } else if (status != Status::kOk) {
+    closedByPeer(nowNs, commId, label, error);
+  }
 }
 
 }  // namespace autopilot::net::ib

@@ -137,6 +137,14 @@ bool RailQp::connect(const wire::QpEndpoint& peer, int trafficClass, std::string
   return true;
 }
 
+int RailQp::stop() {
+  if (!qp_) return 0;
+  connected_ = false;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  return lib_->modifyQp(qp_.get(), &attr, IBV_QP_STATE);
+}
+
 void RailQp::destroy() {
   connected_ = false;
   qp_.reset();  // first: the CQ it reports to is released after it

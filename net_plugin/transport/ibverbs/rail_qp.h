@@ -3,6 +3,8 @@
 // destroyed as a unit: destroying the QP is also the fence that guarantees none of its data
 // can land any more (it stops retransmitting), so a rail's unacknowledged chunks may be
 // replayed elsewhere; its CQ goes with it, so no stale completion of an old QP is ever seen.
+// A receiver stops the QP (error state) and drains the CQ before that: a write the sender saw
+// acknowledged is recorded nowhere but in its receive completion (README, "Failure and failback").
 //
 // Every work request posted here is signaled: the sender acknowledges chunks by their
 // completions (in posting order on an RC QP), and a bounded queue never overflows because the
@@ -37,6 +39,9 @@ class RailQp {
   wire::QpEndpoint endpoint(uint32_t rkey) const;
   // INIT -> RTR -> RTS towards the peer. trafficClass < 0: 0.
   bool connect(const wire::QpEndpoint& peer, int trafficClass, std::string* error);
+  // To the error state: the QP takes no more packets and flushes what is posted; completions
+  // already generated stay in the CQ for poll(). 0 or an errno.
+  int stop();
   void destroy();
   bool exists() const { return bool(qp_); }
   bool connected() const { return connected_; }

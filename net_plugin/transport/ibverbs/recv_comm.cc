@@ -255,10 +255,8 @@ void RecvComm::progress(uint64_t nowNs) {
 }
 
 void RecvComm::pollControl(uint64_t nowNs) {
-  std::string error;
-  bool protocolError = false;
-  ControlLink::Status status = control_->service(
-      connectionId_,
+  control_->serve(
+      connectionId_, nowNs, commId_, "ib recv",
       [&](const wire::ControlMessage& m) {
         if (m.type == wire::ControlType::kReplace) {
           replace(m, nowNs);
@@ -273,14 +271,7 @@ void RecvComm::pollControl(uint64_t nowNs) {
         }
         return failed_ == abi::kSuccess;
       },
-      &error, &protocolError);
-  if (protocolError) {
-    failComm(abi::kRemoteError, error);
-  } else if (status != ControlLink::Status::kOk) {
-    control_->close();
-    peerClosedNs_ = nowNs;
-    AP_INFO(kFlags, "comm 0x%llx ib recv: %s", (unsigned long long)commId_, error.c_str());
-  }
+      [&](const std::string& error) { failComm(abi::kRemoteError, error); });
 }
 
 void RecvComm::pollCompletions(uint64_t nowNs) {
@@ -293,6 +284,9 @@ void RecvComm::pollCompletions(uint64_t nowNs) {
       failRail(r, nowNs, "ibv_poll_cq failed");
       continue;
     }
+    // A path failure or a protocol error fails the rail after the batch: the entries after it
+    // can still be receives that completed before, and each is the only record of its chunk.
+    std::string failure;
     for (int i = 0; i < n; ++i) {
       const ibv_wc& c = wc[i];
       CompletionClass cls = classifyCompletion(c.status);
@@ -308,56 +302,79 @@ void RecvComm::pollCompletions(uint64_t nowNs) {
         return;
       }
       if (cls == CompletionClass::kPathFailed) {
-        failRail(r, nowNs, std::string(statusName(c.status)) + " (" +
-                               IbRails::instance().lib()->statusText(c.status) + ")");
-        break;  // the QP and its CQ are gone
-      }
-      if (workOf(c.wr_id) == Work::kCts) {
-        CtsState& cts = cts_[c.wr_id & 0xff];
-        cts.rail = -1;
-        cts.landed = true;
-        rail.ctsInFlight--;
-        health_.failure(r).onProgress(nowNs);
+        if (failure.empty()) {
+          failure = std::string(statusName(c.status)) + " (" +
+                    IbRails::instance().lib()->statusText(c.status) + ")";
+        }
         continue;
       }
-      rail.recvsPosted--;
-      if (!landed(r, c, nowNs)) break;
+      const char* protocolError = completed(r, c, nowNs, false);
+      if (protocolError != nullptr && failure.empty()) failure = protocolError;
     }
-    if (rail.qp) replenish(r, nowNs);
+    if (!failure.empty()) {
+      failRail(r, nowNs, failure);
+    } else {
+      replenish(r, nowNs);
+    }
   }
 }
 
-bool RecvComm::landed(int r, const ibv_wc& c, uint64_t nowNs) {
+const char* RecvComm::completed(int r, const ibv_wc& c, uint64_t nowNs, bool draining) {
+  Rail& rail = rails_[r];
+  if (workOf(c.wr_id) == Work::kCts) {
+    CtsState& cts = cts_[c.wr_id & 0xff];
+    cts.rail = -1;
+    cts.landed = true;
+    rail.ctsInFlight--;
+    if (!draining) health_.failure(r).onProgress(nowNs);
+    return nullptr;
+  }
+  rail.recvsPosted--;
   wire::ImmFields f;
   if (c.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(c.wc_flags & IBV_WC_WITH_IMM) ||
       !wire::decodeImm(ntohl(c.imm_data), &f)) {
-    failRail(r, nowNs, "protocol error: a receive completion without a valid immediate");
-    return false;
+    return "protocol error: a receive completion without a valid immediate";
   }
-  if (!health_.live(r)) {
-    // A re-created rail: the sender verified it with its probe write before sending data.
-    rails_[r].port.catchUp();
-    health_.rejoin(r, nowNs);
+  if (!draining) {
+    if (!health_.live(r)) {
+      // A re-created rail: the sender verified it with its probe write before sending data.
+      rail.port.catchUp();
+      health_.rejoin(r, nowNs);
+    }
+    health_.failure(r).onProgress(nowNs);
+    lastDataRail_ = r;
   }
-  health_.failure(r).onProgress(nowNs);
-  lastDataRail_ = r;
-  railsWithData_ |= 1u << r;
+  railsWithData_ |= 1u << r;  // flushed through this NIC even if it fails now
   RecvRequest& q = slots_[f.slot];
   if (q.state != RecvRequest::State::kPosted || wire::immEpoch(q.seq) != f.epoch) {
     staleChunks_++;  // a replayed duplicate of a request that completed from the first copy
-    return true;
+    return nullptr;
   }
   if (f.buffer >= uint32_t(q.n)) {
-    failRail(r, nowNs, "protocol error: data for a buffer the receive does not have");
-    return false;
+    return "protocol error: data for a buffer the receive does not have";
   }
   if (landChunk(r, q, f.buffer, f.chunk, f.chunks, c.byte_len) ==
       core::ChunkBitmap::Mark::kInvalid) {
-    failRail(r, nowNs, "protocol error: a chunk outside the message's chunk plan or the posted "
-                       "buffer");
-    return false;
+    return "protocol error: a chunk outside the message's chunk plan or the posted buffer";
   }
-  return true;
+  return nullptr;
+}
+
+void RecvComm::drain(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  // In the error state the QP takes nothing more, so what the CQ holds now is everything the
+  // sender may have seen acknowledged. Bounded: the CQ holds at most its depth, and the flush
+  // of what was posted adds no more than that.
+  rail.qp->stop();
+  ibv_wc wc[kPollBatch];
+  constexpr int kMaxRounds = (kRecvDepth + kSendDepth) / kPollBatch + 2;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    int n = rail.qp->poll(wc, kPollBatch);
+    if (n <= 0) return;
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status == IBV_WC_SUCCESS) completed(r, wc[i], nowNs, true);
+    }
+  }
 }
 
 void RecvComm::replenish(int r, uint64_t nowNs) {

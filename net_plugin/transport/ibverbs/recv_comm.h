@@ -106,8 +106,12 @@ class RecvComm final : public core::RecvEngine {
   bool railCarries(int r) const override { return bool(rails_[r].qp); }
   void pollControl(uint64_t nowNs);
   void pollCompletions(uint64_t nowNs);
-  // False when the rail was failed.
-  bool landed(int r, const ibv_wc& wc, uint64_t nowNs);
+  // A successful completion on rail r: a clear-to-send write done, or a chunk landed. Null, or
+  // the protocol error it shows (the caller fails the rail). `draining`: the rail is being
+  // failed; only what landed is recorded, its health is left alone.
+  const char* completed(int r, const ibv_wc& wc, uint64_t nowNs, bool draining);
+  // Stops rail r's QP and records every successful completion its CQ still holds.
+  void drain(int r, uint64_t nowNs);
   void announce(uint64_t nowNs);
   void pollFlushes();
   void replenish(int r, uint64_t nowNs);
@@ -130,7 +134,6 @@ class RecvComm final : public core::RecvEngine {
   uint32_t railsWithData_ = 0;  // rails that delivered data since the last flush
   std::unique_ptr<FlushReq[]> flushes_;
   int flushesOutstanding_ = 0;
-  uint64_t peerClosedNs_ = 0;  // when the control connection closed (0: open)
 };
 
 }  // namespace autopilot::net::ib

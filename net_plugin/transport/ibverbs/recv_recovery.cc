@@ -25,6 +25,9 @@ constexpr unsigned long kFlags = abi::subsys::kNet;
 void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer,
                         bool warn) {
   Rail& rail = rails_[r];
+  // What landed before the failure is recorded only in the CQ, and the sender, which saw those
+  // writes acknowledged, will not replay them: harvest them before the CQ goes.
+  if (rail.qp) drain(r, nowNs);
   // A rail re-created by the sender is not live until data crosses it, yet has a QP to drop.
   bool wasLive = health_.fail(r, nowNs, reason, warn);
   rail.qp.reset();
@@ -86,7 +89,7 @@ void RecvComm::replace(const wire::ControlMessage& m, uint64_t nowNs) {
   if (!rail.qp) return;
   answer.endpoints[0] = rail.qp->endpoint(area_->memory().rkey[r]);
   control_->send(answer);
-  // The rail re-joins when data crosses it (landed()): the sender's probe comes first.
+  // The rail re-joins when data crosses it (completed()): the sender's probe comes first.
 }
 
 void RecvComm::checkHealth(uint64_t nowNs) {
@@ -110,11 +113,12 @@ void RecvComm::checkHealth(uint64_t nowNs) {
                              std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
     }
   }
-  // The sender closing its end while receives are posted is also how an orderly teardown races
-  // (NCCL closes both sides): the receives fail only when nothing arrives for the peer timeout.
-  if (peerClosedNs_ != 0 && outstanding() && nowNs - peerClosedNs_ >= config_.peerTimeoutNs) {
+  // NCCL closes both sides: the sender's end closing while receives are posted is also how
+  // an orderly teardown races, so they fail only after the peer timeout (ControlLink).
+  uint64_t closedNs = control_->closedForNs(nowNs);
+  if (closedNs != 0 && closedNs >= config_.peerTimeoutNs && outstanding()) {
     failComm(abi::kRemoteError, "the sender closed the connection " +
-                                    std::to_string((nowNs - peerClosedNs_) / 1000000) +
+                                    std::to_string(closedNs / 1000000) +
                                     " ms ago (its side is closed or its process is gone)");
   }
   evaluateHealth(nowNs);

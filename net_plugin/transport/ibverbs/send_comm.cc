@@ -135,10 +135,8 @@ void SendComm::progress(uint64_t nowNs) {
 }
 
 void SendComm::pollControl(uint64_t nowNs) {
-  std::string error;
-  bool protocolError = false;
-  ControlLink::Status status = control_->service(
-      connectionId_,
+  control_->serve(
+      connectionId_, nowNs, commId_, "ib send",
       [&](const wire::ControlMessage& m) {
         if (m.type == wire::ControlType::kReplaced) {
           replaced(m, nowNs);
@@ -155,14 +153,7 @@ void SendComm::pollControl(uint64_t nowNs) {
         }
         return failed_ == abi::kSuccess;
       },
-      &error, &protocolError);
-  if (protocolError) {
-    failComm(abi::kRemoteError, error);
-  } else if (status != ControlLink::Status::kOk) {
-    control_->close();
-    peerClosedNs_ = nowNs;
-    AP_INFO(kFlags, "comm 0x%llx ib send: %s", (unsigned long long)commId_, error.c_str());
-  }
+      [&](const std::string& error) { failComm(abi::kRemoteError, error); });
 }
 
 void SendComm::pollFifo(uint64_t nowNs) {

@@ -155,7 +155,6 @@ class SendComm final : public core::SendEngine {
   // the failover's own latency, without the time to detect the failure).
   uint64_t replayFailedNs_ = 0;
   int replayFailedRail_ = -1;
-  uint64_t peerClosedNs_ = 0;  // when the control connection closed (0: open)
 };
 
 }  // namespace autopilot::net::ib

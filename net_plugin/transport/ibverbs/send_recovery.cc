@@ -205,11 +205,10 @@ void SendComm::checkHealth(uint64_t nowNs) {
                   (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9);
     failRail(r, nowNs, why);
   }
-  // As on the receiving side: a closed control connection is an orderly teardown racing with
-  // sends still posted, or a dead receiver; sends fail when it stays closed for the peer timeout.
-  if (peerClosedNs_ != 0 && pending() && nowNs - peerClosedNs_ >= config_.peerTimeoutNs) {
+  uint64_t closedNs = control_->closedForNs(nowNs);
+  if (closedNs != 0 && closedNs >= config_.peerTimeoutNs && pending()) {
     failComm(abi::kRemoteError, "the receiver closed the connection " +
-                                    std::to_string((nowNs - peerClosedNs_) / 1000000) +
+                                    std::to_string(closedNs / 1000000) +
                                     " ms ago (its side is closed or its process is gone)");
   }
   evaluateHealth(nowNs);
