@@ -1,6 +1,7 @@
 // Args over CLI11 (see cli_args.h).
 #include "bench/cli_args.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -9,8 +10,6 @@
 #include <limits>
 #include <sstream>
 #include <type_traits>
-
-#include <CLI/CLI.hpp>
 
 namespace autopilot::cli {
 namespace {

@@ -170,13 +170,18 @@ class FaultControl {
       return;
     }
     switch (phase) {
-      case kDegraded: cluster_->setRailRate(kFaultRail, o_.degradedMbit); break;
-      case kFailed: cluster_->setRailUp(kFaultRail, false); break;
+      case kDegraded:
+        cluster_->setRailRate(kFaultRail, o_.degradedMbit);
+        break;
+      case kFailed:
+        cluster_->setRailUp(kFaultRail, false);
+        break;
       case kHealed:
         cluster_->setRailUp(kFaultRail, true);
         cluster_->setRailRate(kFaultRail, 0);
         break;
-      default: break;
+      default:
+        break;
     }
   }
   void reset() {
@@ -189,12 +194,14 @@ class FaultControl {
   std::string describe(int phase) const {
     std::string how = simulated() ? " (SIMULATED in the plugin)" : "";
     switch (phase) {
-      case kDegraded: return "rail " + std::to_string(kFaultRail) + " rate-limited to " +
-                     std::to_string(o_.degradedMbit) + " Mbit/s" +
-                     (simulated() ? how : " (tc tbf)");
-      case kFailed: return "rail " + std::to_string(kFaultRail) + " down" +
-                           (simulated() ? how : " (ip link set down)");
-      case kHealed: return "rail " + std::to_string(kFaultRail) + " up again, full rate";
+      case kDegraded:
+        return "rail " + std::to_string(kFaultRail) + " rate-limited to " +
+               std::to_string(o_.degradedMbit) + " Mbit/s" + (simulated() ? how : " (tc tbf)");
+      case kFailed:
+        return "rail " + std::to_string(kFaultRail) + " down" +
+               (simulated() ? how : " (ip link set down)");
+      case kHealed:
+        return "rail " + std::to_string(kFaultRail) + " up again, full rate";
     }
     return "all rails healthy";
   }
@@ -240,7 +247,8 @@ std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* c
     env["NCCL_AUTOPILOT_IFNAME"] = cluster->ifnameList();
   } else {
     std::string addrs;
-    for (int r = 0; r < o.rails; ++r) addrs += (r ? ",127.0.0." : "127.0.0.") + std::to_string(r + 1);
+    for (int r = 0; r < o.rails; ++r)
+      addrs += (r ? ",127.0.0." : "127.0.0.") + std::to_string(r + 1);
     env["NCCL_AUTOPILOT_NET_ADDRS"] = addrs;
     env["NCCL_AUTOPILOT_FAULT_FILE"] = faults.planPath();
   }
@@ -347,8 +355,8 @@ class Scenario {
       lastProgress = monotonicNs();
       if (it.h.rank == 0) {
         lastArm = std::string(collectiveName(CollectiveKind(it.kind))) + " " +
-                  std::to_string(it.tunerBytes >> 10) + "K " +
-                  algorithmName(Algorithm(it.algo)) + "/" + protocolByIndex(it.proto).name;
+                  std::to_string(it.tunerBytes >> 10) + "K " + algorithmName(Algorithm(it.algo)) +
+                  "/" + protocolByIndex(it.proto).name;
       }
     };
     int failedAt = -1;
@@ -369,8 +377,7 @@ class Scenario {
           countRailEvents(record, spec.logDir, phase);
           ++phase;
           std::fprintf(stderr, "\n[%s] t=%5.1fs  %s: %s\n", record->mode().c_str(),
-                       phaseStart(o_, phase), kPhaseNames[phase],
-                       faults_.describe(phase).c_str());
+                       phaseStart(o_, phase), kPhaseNames[phase], faults_.describe(phase).c_str());
           faults_.apply(phase);
         }
         // The phase starts once its fault is in place.
@@ -394,11 +401,10 @@ class Scenario {
         // Every phase change happened with the job live (held otherwise), so the phase in
         // force is where it stopped.
         char why[96];
-        std::snprintf(why, sizeof(why), "stopped: no collective completed for %.1f s",
-                      stalled);
+        std::snprintf(why, sizeof(why), "stopped: no collective completed for %.1f s", stalled);
         record->markFailed(kPhaseNames[phase], why);
-        std::fprintf(stderr, "\n[%s] t=%5.1fs  %s (in the %s phase)\n", record->mode().c_str(),
-                     s, why, kPhaseNames[phase]);
+        std::fprintf(stderr, "\n[%s] t=%5.1fs  %s (in the %s phase)\n", record->mode().c_str(), s,
+                     why, kPhaseNames[phase]);
         failedAt = phase;
         break;
       }
@@ -463,8 +469,7 @@ void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* 
     << ", \"rail_mbit\": " << o.railMbit << ", \"degraded_mbit\": " << o.degradedMbit
     << ", \"phase_seconds\": " << o.phaseSeconds << ", \"warmup_seconds\": " << o.warmupSeconds
     << ", \"stall_seconds\": " << o.stallSeconds
-    << ",\n  \"identical_decisions\": " << (identical ? "true" : "false")
-    << ",\n  \"phases\": [\n";
+    << ",\n  \"identical_decisions\": " << (identical ? "true" : "false") << ",\n  \"phases\": [\n";
   for (int p = kHealthy; p < kNumPhases; ++p) {
     std::string name = kPhaseNames[p];
     double c = closed ? closed->stats(name).gbps(o.phaseSeconds) : 0;
@@ -481,8 +486,7 @@ void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* 
     f << ", \"bytes_lost\": " << lost << ", \"static_failed\": " << (sf ? "true" : "false")
       << ", \"failovers\": " << (closed ? closed->stats(name).failovers : 0)
       << ", \"recoveries\": " << (closed ? closed->stats(name).recoveries : 0)
-      << ", \"closed_loop_failed\": "
-      << (closed && closed->stats(name).failed ? "true" : "false")
+      << ", \"closed_loop_failed\": " << (closed && closed->stats(name).failed ? "true" : "false")
       << ", \"static_restarted\": " << (stat && stat->stats(name).restarted ? "true" : "false");
     // What the tuner did: rank 0's calls, and those whose decision differs from NCCL's own
     // choice for the same table (0 in static mode, where the tuner is off).
@@ -571,14 +575,16 @@ int cmdDemo(int argc, char** argv) {
       std::fprintf(stderr, "autopilot demo: cannot build the veth cluster: %s\n", e.what());
       return 1;
     }
-    std::printf("mini-cluster: %d hosts (network namespaces) x %d rails of %d Mbit/s (veth + "
-                "tc tbf, addresses 127.32.<rail>.<host>)\n",
-                o.ranks, o.rails, o.railMbit);
+    std::printf(
+        "mini-cluster: %d hosts (network namespaces) x %d rails of %d Mbit/s (veth + "
+        "tc tbf, addresses 127.32.<rail>.<host>)\n",
+        o.ranks, o.rails, o.railMbit);
   } else {
-    std::printf("mini-cluster: %d ranks on loopback rails 127.0.0.1..%d paced to %d Mbit/s "
-                "inside the plugin; faults are SIMULATED by the plugin (%s)\n",
-                o.ranks, o.rails, o.railMbit,
-                o.noNetns ? "--no-netns" : ("no veth cluster: " + why).c_str());
+    std::printf(
+        "mini-cluster: %d ranks on loopback rails 127.0.0.1..%d paced to %d Mbit/s "
+        "inside the plugin; faults are SIMULATED by the plugin (%s)\n",
+        o.ranks, o.rails, o.railMbit,
+        o.noNetns ? "--no-netns" : ("no veth cluster: " + why).c_str());
   }
   Scenario scenario(o, cluster.get());
   FaultControl faults(cluster.get(), o);
@@ -595,8 +601,9 @@ int cmdDemo(int argc, char** argv) {
     if (o.mode != "static") closed = std::make_unique<ModeRecord>(scenario.run(true));
     if (o.mode != "closed") stat = std::make_unique<ModeRecord>(scenario.run(false));
   } catch (const Interrupted&) {
-    std::fprintf(stderr, "\nautopilot demo: interrupted; stopping the ranks and removing the "
-                         "mini-cluster\n");
+    std::fprintf(stderr,
+                 "\nautopilot demo: interrupted; stopping the ranks and removing the "
+                 "mini-cluster\n");
     return 130;
   }
 
@@ -608,8 +615,10 @@ int cmdDemo(int argc, char** argv) {
     double c = closed ? closed->stats(name).gbps(o.phaseSeconds) : 0;
     double s = stat ? stat->stats(name).gbps(o.phaseSeconds) : 0;
     uint64_t lost = (closed ? closed->stats(name).wrongElements : 0) * sizeof(float);
-    std::string st = !stat ? "-" : stat->stats(name).failed ? stat->stats(name).failure
-                                 : stat->stats(name).restarted ? "restarted after repair" : "ok";
+    std::string st = !stat                         ? "-"
+                     : stat->stats(name).failed    ? stat->stats(name).failure
+                     : stat->stats(name).restarted ? "restarted after repair"
+                                                   : "ok";
     char speed[16] = "-";
     if (s > 0 && c > 0) std::snprintf(speed, sizeof(speed), "%.2fx", c / s);
     char rails[32] = "-";
@@ -624,8 +633,7 @@ int cmdDemo(int argc, char** argv) {
   }
   for (const ModeRecord* r : {closed.get(), stat.get()}) {
     if (r == nullptr) continue;
-    std::printf("\n%s: latency per size (median us) and decisions per phase\n",
-                r->mode().c_str());
+    std::printf("\n%s: latency per size (median us) and decisions per phase\n", r->mode().c_str());
     for (int p = kWarmup; p < kNumPhases; ++p) {
       const PhaseStats& st = r->stats(kPhaseNames[p]);
       std::printf("  %-9s", kPhaseNames[p]);

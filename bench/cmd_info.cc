@@ -102,8 +102,8 @@ int cmdInfo(int argc, char** argv) {
   bool haveTuner = pluginHost.loadTuner();
 
   const host::NcclRelease& release = pluginHost.release();
-  std::printf("nccl-autopilot %s: plugins as NCCL %s would load them\n\n",
-              AUTOPILOT_VERSION_STRING, release.label().c_str());
+  std::printf("nccl-autopilot %s: plugins as NCCL %s would load them\n\n", AUTOPILOT_VERSION_STRING,
+              release.label().c_str());
   auto show = [&](PluginKind kind, const std::string& env, bool ok, const char* name, int version,
                   const host::OpenedLibrary* lib, const std::vector<int>& order) {
     std::printf("%-9s %s\n", host::kindName(kind), env.c_str());
@@ -154,10 +154,11 @@ int cmdInfo(int argc, char** argv) {
       for (int d = 0; d < session.netDevices(); ++d) {
         abi::NetPropertiesV11 p;
         if (pluginHost.net()->getProperties(d, &p) != abi::kSuccess) continue;
-        std::printf("    dev %d: %s  %d Mbps  latency %.1f us  maxComms %d  maxRecvs %d  "
-                    "ptrSupport 0x%x%s\n",
-                    d, p.name ? p.name : "?", p.speed, p.latency, p.maxComms, p.maxRecvs,
-                    p.ptrSupport, p.vProps.ndevs > 1 ? "  (virtual)" : "");
+        std::printf(
+            "    dev %d: %s  %d Mbps  latency %.1f us  maxComms %d  maxRecvs %d  "
+            "ptrSupport 0x%x%s\n",
+            d, p.name ? p.name : "?", p.speed, p.latency, p.maxComms, p.maxRecvs, p.ptrSupport,
+            p.vProps.ndevs > 1 ? "  (virtual)" : "");
       }
     } else {
       std::printf("  net: no devices: NCCL would fall back to its internal IB/Socket transports\n");

@@ -35,7 +35,7 @@ int cmdParams(int argc, char** argv) {
 
 }  // namespace
 
-CommandRegistrar registerParams("params", cmdParams,
-                              "list every NCCL_AUTOPILOT_* parameter (--markdown for the README table)");
+CommandRegistrar registerParams(
+    "params", cmdParams, "list every NCCL_AUTOPILOT_* parameter (--markdown for the README table)");
 
 }  // namespace autopilot::cli

@@ -97,15 +97,17 @@ int transfer(const std::string& trainPath, const std::string& scorePath,
   std::printf("%-44s %4s | %-20s | %-20s | %8s\n", "", "", "NCCL default", "after learning", "");
   std::printf("%-44s %4s | %4s %7s %7s | %4s %7s %7s | %8s  %s\n", "", "ctx", ">10%", "mean", "p99",
               ">10%", "mean", "p99", "regret", "prior");
-  printRow("train (A)", train.defaults.contexts, train.defaults, train.learned, train.regretPct, "");
+  printRow("train (A)", train.defaults.contexts, train.defaults, train.learned, train.regretPct,
+           "");
   printRow("score (B) alone", alone.defaults.contexts, alone.defaults, alone.learned,
            alone.regretPct, "");
   printRow("score (B) seeded by A", seeded.defaults.contexts, seeded.defaults, seeded.learned,
            seeded.regretPct, "");
-  std::printf("\n%zu corrections learned on A; %d arms of B seeded (matched by collective, size,\n"
-              "placement and configuration). Decisions on B are its own: corrections only move\n"
-              "its prior.\n",
-              train.corrections.size(), seeded.correctedArms);
+  std::printf(
+      "\n%zu corrections learned on A; %d arms of B seeded (matched by collective, size,\n"
+      "placement and configuration). Decisions on B are its own: corrections only move\n"
+      "its prior.\n",
+      train.corrections.size(), seeded.correctedArms);
   return 0;
 }
 
@@ -175,8 +177,8 @@ int cmdReplay(int argc, char** argv) {
     return kUsageError;
   }
 
-  std::printf("%-44s %4s | %-20s | %-20s | %8s  %s\n", "", "", "NCCL default", "after learning",
-              "", "");
+  std::printf("%-44s %4s | %-20s | %-20s | %8s  %s\n", "", "", "NCCL default", "after learning", "",
+              "");
   std::printf("%-44s %4s | %4s %7s %7s | %4s %7s %7s | %8s  %s\n", "file", "ctx", ">10%", "mean",
               "p99", ">10%", "mean", "p99", "regret", "prior");
   std::vector<FileResult> results;
@@ -202,17 +204,19 @@ int cmdReplay(int argc, char** argv) {
              r.prior.rfind("sidecar", 0) == 0 ? "sidecar" : "flat");
     if (perContext) {
       for (const auto& c : r.contexts) {
-        std::printf("    %-58s arms %d  default %-14s %6s  best %-24s learned %-24s %6s (mean %s)\n",
-                    c.label.c_str(), c.arms, c.defaultArm.c_str(), pct(c.defaultLoss).c_str(),
-                    c.bestArm.c_str(), c.learnedArm.c_str(), pct(c.learnedLoss).c_str(),
-                    pct(c.learnedLossMean).c_str());
+        std::printf(
+            "    %-58s arms %d  default %-14s %6s  best %-24s learned %-24s %6s (mean %s)\n",
+            c.label.c_str(), c.arms, c.defaultArm.c_str(), pct(c.defaultLoss).c_str(),
+            c.bestArm.c_str(), c.learnedArm.c_str(), pct(c.learnedLoss).c_str(),
+            pct(c.learnedLossMean).c_str());
       }
     }
     allDefault.insert(allDefault.end(), r.defaultLosses.begin(), r.defaultLosses.end());
     allLearned.insert(allLearned.end(), r.learnedLosses.begin(), r.learnedLosses.end());
     regretWeighted += r.regretPct * r.defaults.contexts;
     if (check && r.defaults.over10pct > 0) {
-      if (r.learned.over10pct > 0) checkFailures.push_back(name + ": contexts losing > 10% after learning");
+      if (r.learned.over10pct > 0)
+        checkFailures.push_back(name + ": contexts losing > 10% after learning");
       if (r.learned.meanLoss >= 0.01) checkFailures.push_back(name + ": mean loss >= 1%");
       if (r.learned.p99Loss >= 0.05) checkFailures.push_back(name + ": p99 loss >= 5%");
     }
@@ -228,15 +232,17 @@ int cmdReplay(int argc, char** argv) {
   LossSummary od = replay::summarize(allDefault), ol = replay::summarize(allLearned);
   double overallRegret = od.contexts > 0 ? regretWeighted / od.contexts : 0;
   printRow("overall", od.contexts, od, ol, overallRegret, "");
-  std::printf("\nlosses vs the best measured arm per context; learned = worst of %d runs of %d "
-              "calls per context;\nregret = extra time vs always-best over all replayed calls, "
-              "while learning.\n",
-              options.runs, options.callsPerContext);
+  std::printf(
+      "\nlosses vs the best measured arm per context; learned = worst of %d runs of %d "
+      "calls per context;\nregret = extra time vs always-best over all replayed calls, "
+      "while learning.\n",
+      options.runs, options.callsPerContext);
   for (const FileResult& r : results) {
-    std::printf("  %s: prior %s; noise sigma %.3f (%s); %d rows and %d contexts skipped; "
-                "default regret %.2f%%\n",
-                r.file.substr(r.file.rfind('/') + 1).c_str(), r.prior.c_str(), r.noiseSigma,
-                r.noiseSource.c_str(), r.skippedRows, r.skippedContexts, r.defaultRegretPct);
+    std::printf(
+        "  %s: prior %s; noise sigma %.3f (%s); %d rows and %d contexts skipped; "
+        "default regret %.2f%%\n",
+        r.file.substr(r.file.rfind('/') + 1).c_str(), r.prior.c_str(), r.noiseSigma,
+        r.noiseSource.c_str(), r.skippedRows, r.skippedContexts, r.defaultRegretPct);
   }
 
   if (!jsonPath.empty()) {

@@ -58,9 +58,11 @@ std::vector<SweepEntry> makeSweep() {
   t.cc = 90;
   t.commNChannels = 24;
   t.nvlsChannels = 16;
-  t.graphs[abi::kAlgoRing] = {12, 30.0, 30.0, tuner::model::kPathNvl, tuner::model::kPathNvl, 0, true};
+  t.graphs[abi::kAlgoRing] = {12, 30.0, 30.0, tuner::model::kPathNvl, tuner::model::kPathNvl,
+                              0,  true};
   t.graphs[abi::kAlgoTree] = t.graphs[abi::kAlgoRing];
-  t.graphs[abi::kAlgoNvls] = {8, 40.0, 40.0, tuner::model::kPathNvl, tuner::model::kPathNvl, 0, true};
+  t.graphs[abi::kAlgoNvls] = {8, 40.0, 40.0, tuner::model::kPathNvl, tuner::model::kPathNvl,
+                              0, true};
   t.graphs[abi::kAlgoNvlsTree] = t.graphs[abi::kAlgoNvls];
   CostModel model(t);
   std::vector<SweepEntry> sweep;
@@ -109,7 +111,8 @@ double tscPerNs() {
   while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(50)) {
   }
   uint64_t c1 = __rdtsc();
-  double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  double ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   return double(c1 - c0) / ns;
 }
 
@@ -136,8 +139,8 @@ void round(Side& s, const std::vector<SweepEntry>& sweep, int calls, bool keepSa
          abi::kNumProtocols, 0, &nChannels);
     uint64_t t1 = __rdtsc();
     if (keepSamples) s.perCallTicks.push_back(t1 - t0);
-    s.forced += table[0][0] == 0.0f || tuner::model::ncclChoice(&table[0][0]) !=
-                                           tuner::model::ncclChoice(&e.table[0][0]);
+    s.forced += table[0][0] == 0.0f ||
+                tuner::model::ncclChoice(&table[0][0]) != tuner::model::ncclChoice(&e.table[0][0]);
   }
   s.batchTicks += __rdtsc() - start;
   s.calls += uint64_t(calls);
@@ -195,21 +198,21 @@ int countInstructions(const std::string& jsonPath) {
     return 1;
   }
   if (c.count("ours") == 0 || c.count("empty") == 0 || c.count("decisions-in-force") == 0) {
-    std::fprintf(stderr, "tunerbench --instructions: the run under callgrind did not reach the "
-                         "counted phases with learned decisions in force\n");
+    std::fprintf(stderr,
+                 "tunerbench --instructions: the run under callgrind did not reach the "
+                 "counted phases with learned decisions in force\n");
     return 1;
   }
   double perCall = (double(c["ours"]) - double(c["empty"])) / kCountedCalls;
   double budget = kSlack * kTargetNsPerCall * kInstructionsPerNs;
   bool ok = perCall <= budget;
-  std::printf("tunerbench --instructions: %d getCollInfo calls per tuner under callgrind, learned "
-              "decisions in force\n"
-              "instructions per call above empty: %.1f (ours %.1f, empty %.1f); budget %.0f "
-              "(%.0fx README's %.0f ns x %.0f per ns): %s\n",
-              kCountedCalls, perCall, double(c["ours"]) / kCountedCalls,
-              double(c["empty"]) / kCountedCalls, budget, kSlack, kTargetNsPerCall,
-              kInstructionsPerNs,
-              ok ? "within" : "OVER BUDGET");
+  std::printf(
+      "tunerbench --instructions: %d getCollInfo calls per tuner under callgrind, learned "
+      "decisions in force\n"
+      "instructions per call above empty: %.1f (ours %.1f, empty %.1f); budget %.0f "
+      "(%.0fx README's %.0f ns x %.0f per ns): %s\n",
+      kCountedCalls, perCall, double(c["ours"]) / kCountedCalls, double(c["empty"]) / kCountedCalls,
+      budget, kSlack, kTargetNsPerCall, kInstructionsPerNs, ok ? "within" : "OVER BUDGET");
   if (!jsonPath.empty()) {
     FILE* f = std::fopen(jsonPath.c_str(), "w");
     if (f == nullptr) return 1;
@@ -301,8 +304,8 @@ int cmdTunerbench(int argc, char** argv) {
   // callgrind everything runs some 50x slower and valgrind runs one thread at a time: the
   // service thread that commits the decisions gets a longer deadline and a sleep between rounds
   // (a busy warm-up starved it past 10 s on a loaded host).
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::seconds(instructionsChild ? 120 : 10);
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(instructionsChild ? 120 : 10);
   Side warm = o;
   while (std::chrono::steady_clock::now() < deadline) {
     warm.forced = 0;
@@ -314,8 +317,9 @@ int cmdTunerbench(int argc, char** argv) {
   if (instructionsChild) {
     // Under callgrind: the same calls for each tuner, each a phase (see callgrind_phases.h).
     if (!decisionsInForce) {
-      std::fprintf(stderr, "tunerbench --instructions-child: the learned decisions were not in "
-                           "force after 120 s\n");
+      std::fprintf(stderr,
+                   "tunerbench --instructions-child: the learned decisions were not in "
+                   "force after 120 s\n");
       return 1;
     }
     callgrind::beginPhase();
@@ -348,20 +352,21 @@ int cmdTunerbench(int argc, char** argv) {
   double emptyP99 = percentile(e.perCallTicks, 0.99) / perNs;
   double forcedFraction = double(o.forced) / std::max<uint64_t>(o.calls, 1);
 
-  std::printf("tunerbench: %zu contexts (AllReduce, AllGather; 1 KiB .. 1 GiB), %d rounds x %d "
-              "calls per tuner, alternating\n",
-              sweep.size(), rounds, callsPerRound);
+  std::printf(
+      "tunerbench: %zu contexts (AllReduce, AllGather; 1 KiB .. 1 GiB), %d rounds x %d "
+      "calls per tuner, alternating\n",
+      sweep.size(), rounds, callsPerRound);
   std::printf("%-34s %10s %10s %12s\n", "", "median ns", "p99 ns", "amortized ns");
   std::printf("%-34s %10.1f %10.1f %12.1f\n", "ours (learning on)", oursMedian, oursP99,
               oursAmortized);
-  std::printf("%-34s %10.1f %10.1f %12.1f\n", "empty tuner", emptyMedian, emptyP99,
-              emptyAmortized);
+  std::printf("%-34s %10.1f %10.1f %12.1f\n", "empty tuner", emptyMedian, emptyP99, emptyAmortized);
   std::printf("%-34s %10.1f %10s %12.1f\n", "ours above empty", oursMedian - emptyMedian, "",
               oursAmortized - emptyAmortized);
   std::printf("calls where a learned or probed cell was forced: %.0f%%%s\n", 100 * forcedFraction,
               decisionsInForce ? "" : " (learned decisions did not take effect in time)");
-  std::printf("per-call figures include two time-stamp reads; figures are provisional on a "
-              "shared machine\n(targets: <= 40 ns above empty amortized, p99 < 1 us)\n");
+  std::printf(
+      "per-call figures include two time-stamp reads; figures are provisional on a "
+      "shared machine\n(targets: <= 40 ns above empty amortized, p99 < 1 us)\n");
   if (!jsonPath.empty()) {
     FILE* f = std::fopen(jsonPath.c_str(), "w");
     if (f == nullptr) {

@@ -11,8 +11,8 @@ namespace autopilot::comms {
 
 struct CommInfo {
   uint64_t commId = 0;
-  int rank = -1;    // -1: unknown (no profiler plugin of ours on this communicator, or several
-                    // ranks of it in this process)
+  int rank = -1;  // -1: unknown (no profiler plugin of ours on this communicator, or several
+                  // ranks of it in this process)
   int nRanks = 0;
   int nNodes = 0;
   std::string name;

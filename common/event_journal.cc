@@ -10,9 +10,12 @@ namespace autopilot::journal {
 
 const char* sourceName(Source s) {
   switch (s) {
-    case Source::kNet: return "net";
-    case Source::kTuner: return "tuner";
-    case Source::kProfiler: return "profiler";
+    case Source::kNet:
+      return "net";
+    case Source::kTuner:
+      return "tuner";
+    case Source::kProfiler:
+      return "profiler";
   }
   return "?";
 }

@@ -20,10 +20,10 @@ struct Event {
   uint64_t seq;     // 1, 2, 3, ... per load of the library
   uint64_t timeNs;  // host monotonic clock (common/clock.h)
   Source source;
-  uint64_t commId;  // 0 when not tied to a communicator
-  int rail;         // telemetry rail id, -1 when not tied to a rail
-  char kind[24];    // short machine-readable tag, e.g. "rail_failed", "policy_published"
-  char detail[104]; // human-readable, NUL-terminated
+  uint64_t commId;   // 0 when not tied to a communicator
+  int rail;          // telemetry rail id, -1 when not tied to a rail
+  char kind[24];     // short machine-readable tag, e.g. "rail_failed", "policy_published"
+  char detail[104];  // human-readable, NUL-terminated
 };
 
 class EventJournal {

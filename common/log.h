@@ -53,21 +53,21 @@ class RateLimiter {
 
 // Warn at most once per 10 s per call site, saying how many were held back (warnings a remote
 // party can trigger).
-#define AP_WARN_LIMITED(flags, fmt, ...)                                                    \
-  do {                                                                                      \
-    static ::autopilot::log::RateLimiter apLimiter_(10'000'000'000ull);                     \
-    uint64_t apHeld_ = 0;                                                                   \
-    if (apLimiter_.allow(&apHeld_)) {                                                       \
-      AP_WARN((flags), fmt " (%llu similar messages held back)", __VA_ARGS__,               \
-              static_cast<unsigned long long>(apHeld_));                                    \
-    }                                                                                       \
+#define AP_WARN_LIMITED(flags, fmt, ...)                                      \
+  do {                                                                        \
+    static ::autopilot::log::RateLimiter apLimiter_(10'000'000'000ull);       \
+    uint64_t apHeld_ = 0;                                                     \
+    if (apLimiter_.allow(&apHeld_)) {                                         \
+      AP_WARN((flags), fmt " (%llu similar messages held back)", __VA_ARGS__, \
+              static_cast<unsigned long long>(apHeld_));                      \
+    }                                                                         \
   } while (0)
 
 // Warn at most once per call site for the lifetime of the loaded library (hot-path errors).
-#define AP_WARN_ONCE(flags, ...)                                        \
-  do {                                                                  \
-    static std::atomic<bool> apWarnedOnce_{false};                      \
-    if (!apWarnedOnce_.exchange(true, std::memory_order_relaxed)) {     \
-      AP_WARN((flags), __VA_ARGS__);                                    \
-    }                                                                   \
+#define AP_WARN_ONCE(flags, ...)                                    \
+  do {                                                              \
+    static std::atomic<bool> apWarnedOnce_{false};                  \
+    if (!apWarnedOnce_.exchange(true, std::memory_order_relaxed)) { \
+      AP_WARN((flags), __VA_ARGS__);                                \
+    }                                                               \
   } while (0)

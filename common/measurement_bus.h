@@ -33,7 +33,7 @@ struct CollectiveSample {
   int32_t algo = -1;       // abi::Algo index, -1 when unknown
   int32_t proto = -1;      // abi::Proto index, -1 when unknown
   int32_t nChannels = 0;
-  uint64_t nBytes = 0;     // the size getCollInfo saw for this collective (tuner semantics)
+  uint64_t nBytes = 0;  // the size getCollInfo saw for this collective (tuner semantics)
   uint64_t durationNs = 0;
   DurationClock clock = DurationClock::kHost;
   uint64_t completedAtNs = 0;  // host monotonic time of completion
@@ -42,7 +42,7 @@ struct CollectiveSample {
 struct ShiftNotice {
   uint64_t commId = 0;  // filled by the bus
   uint64_t atNs = 0;
-  int32_t func = -1;   // -1: not tied to a collective context (e.g. a rail shift)
+  int32_t func = -1;  // -1: not tied to a collective context (e.g. a rail shift)
   uint64_t nBytes = 0;
   int32_t algo = -1, proto = -1;
   int rail = -1;       // telemetry rail id for rail shifts

@@ -81,18 +81,18 @@ class MeasurementMatcher {
     bool used = false;
   };
   struct FuncState {
-    int64_t alignment = 0;  // NCCL's sequence number minus our ordinal, for the current run
-    int64_t lastUsed = -1;  // ordinal of the last call matched, aggregated or re-anchored on
-    int64_t newest = -1;    // newest recorded ordinal
-    bool summing = false;   // an aggregate is being summed
-    int64_t aggCall = 0;      // ordinal of the aggregate's call
-    int64_t aggFirstSeq = 0;  // sequence number of its first task
-    int64_t aggNextSeq = 0;   // the one its next task must carry
-    uint64_t aggBytes = 0;    // bytes of its tasks so far
+    int64_t alignment = 0;      // NCCL's sequence number minus our ordinal, for the current run
+    int64_t lastUsed = -1;      // ordinal of the last call matched, aggregated or re-anchored on
+    int64_t newest = -1;        // newest recorded ordinal
+    bool summing = false;       // an aggregate is being summed
+    int64_t aggCall = 0;        // ordinal of the aggregate's call
+    int64_t aggFirstSeq = 0;    // sequence number of its first task
+    int64_t aggNextSeq = 0;     // the one its next task must carry
+    uint64_t aggBytes = 0;      // bytes of its tasks so far
     uint64_t aggLastBytes = 0;  // bytes of its latest task
   };
 
-  CallSlot* slot(int func, int64_t ordinal);  // the slot that ordinal maps to
+  CallSlot* slot(int func, int64_t ordinal);      // the slot that ordinal maps to
   CallSlot* recorded(int func, int64_t ordinal);  // the call with that ordinal, if remembered
   bool continueAggregate(FuncState& f, int func, int64_t seq, uint64_t nBytes, Outcome* out);
   Outcome realign(FuncState& f, int func, int64_t seq, uint64_t nBytes);

@@ -1,12 +1,13 @@
 #include "common/params.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
 
 #include "common/log.h"
 
@@ -40,9 +41,12 @@ std::string formatDouble(double v) {
 
 const char* sourceName(Source s) {
   switch (s) {
-    case Source::kDefault: return "default";
-    case Source::kEnvironment: return "environment";
-    case Source::kInvalid: return "default (environment value rejected)";
+    case Source::kDefault:
+      return "default";
+    case Source::kEnvironment:
+      return "environment";
+    case Source::kInvalid:
+      return "default (environment value rejected)";
   }
   return "?";
 }
@@ -134,7 +138,11 @@ bool BoolParam::parse(const char* text, std::string* reason) {
 
 IntParam::IntParam(const char* name, int64_t def, int64_t min, int64_t max, const char* doc,
                    IntSyntax syntax)
-    : ParamBase(name, syntax == IntSyntax::kSize ? "size" : syntax == IntSyntax::kMask ? "mask" : "int", doc),
+    : ParamBase(name,
+                syntax == IntSyntax::kSize   ? "size"
+                : syntax == IntSyntax::kMask ? "mask"
+                                             : "int",
+                doc),
       default_(def),
       min_(min),
       max_(max),
@@ -157,7 +165,8 @@ bool IntParam::parse(const char* text, std::string* reason) {
   const char* digits = s.c_str() + (hex ? 2 : 0);
   // strtoll would skip blanks and take a sign before the digits; only [-]digits is accepted.
   const char* first = digits + (!hex && *digits == '-' ? 1 : 0);
-  if (!(hex ? std::isxdigit(static_cast<unsigned char>(*first)) : std::isdigit(static_cast<unsigned char>(*first)))) {
+  if (!(hex ? std::isxdigit(static_cast<unsigned char>(*first))
+            : std::isdigit(static_cast<unsigned char>(*first)))) {
     *reason = "not a decimal integer";
     return false;
   }
@@ -171,11 +180,24 @@ bool IntParam::parse(const char* text, std::string* reason) {
   long long mult = 1;
   if (*end != '\0' && syntax_ == IntSyntax::kSize && end[1] == '\0') {
     switch (*end) {
-      case 'k': case 'K': mult = 1ll << 10; break;
-      case 'm': case 'M': mult = 1ll << 20; break;
-      case 'g': case 'G': mult = 1ll << 30; break;
-      case 't': case 'T': mult = 1ll << 40; break;
-      default: mult = 0;
+      case 'k':
+      case 'K':
+        mult = 1ll << 10;
+        break;
+      case 'm':
+      case 'M':
+        mult = 1ll << 20;
+        break;
+      case 'g':
+      case 'G':
+        mult = 1ll << 30;
+        break;
+      case 't':
+      case 'T':
+        mult = 1ll << 40;
+        break;
+      default:
+        mult = 0;
     }
     if (mult != 0) ++end;
   }

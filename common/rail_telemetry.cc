@@ -12,11 +12,16 @@ std::mutex gRegisterMutex;  // registration only; never taken on the data path
 
 const char* railStateName(RailState s) {
   switch (s) {
-    case RailState::kHealthy: return "healthy";
-    case RailState::kDegraded: return "degraded";
-    case RailState::kFailed: return "failed";
-    case RailState::kProbing: return "probing";
-    case RailState::kStandby: return "standby";
+    case RailState::kHealthy:
+      return "healthy";
+    case RailState::kDegraded:
+      return "degraded";
+    case RailState::kFailed:
+      return "failed";
+    case RailState::kProbing:
+      return "probing";
+    case RailState::kStandby:
+      return "standby";
   }
   return "?";
 }

@@ -41,8 +41,8 @@ struct RailCounters {
   std::atomic<uint64_t> chunksReceived{0};
   std::atomic<uint64_t> retransmittedChunks{0};  // chunks re-sent here after another rail failed
   std::atomic<uint64_t> retransmittedBytes{0};
-  std::atomic<uint64_t> failovers{0};            // times this rail was declared failed
-  std::atomic<uint64_t> recoveries{0};           // times it re-joined after a failure
+  std::atomic<uint64_t> failovers{0};   // times this rail was declared failed
+  std::atomic<uint64_t> recoveries{0};  // times it re-joined after a failure
   std::atomic<uint64_t> stateChanges{0};
   std::atomic<uint64_t> bandwidthBytesPerSec{0};  // latest measured estimate (EWMA)
   std::atomic<uint64_t> sharePermille{0};         // current share of striped bytes, 0..1000

@@ -27,12 +27,12 @@
 // all data visibility goes through the cell sequences.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <new>
-
-#include <sys/mman.h>
 
 namespace autopilot {
 

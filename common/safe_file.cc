@@ -32,8 +32,8 @@ bool writeAll(int fd, const std::string& text) {
 
 }  // namespace
 
-bool readRegularFile(const std::string& path, size_t maxBytes, std::string* out,
-                     std::string* error, struct stat* info) {
+bool readRegularFile(const std::string& path, size_t maxBytes, std::string* out, std::string* error,
+                     struct stat* info) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     *error = describeErrno("cannot open", path);
@@ -105,8 +105,8 @@ bool writeFileAtomically(const std::string& path, const std::string& text, std::
 }
 
 int openExportFile(const std::string& path, bool append, std::string* error) {
-  int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
-              (append ? O_APPEND : O_TRUNC);
+  int flags =
+      O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | (append ? O_APPEND : O_TRUNC);
   int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) {
     *error = errno == ELOOP ? path + " is a symbolic link; refusing to follow it"

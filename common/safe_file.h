@@ -13,8 +13,8 @@ namespace autopilot {
 // Reads a whole regular file of at most `maxBytes` (a FIFO or device could block or never end;
 // a larger file is refused, not truncated). `info` (optional) gets its fstat(). False with
 // *error set otherwise; errno is kept for the caller's diagnosis (ENOENT, EACCES, ...).
-bool readRegularFile(const std::string& path, size_t maxBytes, std::string* out,
-                     std::string* error, struct stat* info = nullptr);
+bool readRegularFile(const std::string& path, size_t maxBytes, std::string* out, std::string* error,
+                     struct stat* info = nullptr);
 
 // Writes `text` to a new temporary file created exclusively (O_EXCL, unpredictable name) in the
 // target's folder, then renames it over `path`: readers see the old or the new file, never a

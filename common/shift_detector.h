@@ -42,8 +42,8 @@ struct ShiftDetectorConfig {
 
 struct Shift {
   bool fired = false;
-  double ratio = 1.0;        // estimated new level / baseline level
-  double baseline = 0.0;     // baseline level (same unit as the values)
+  double ratio = 1.0;             // estimated new level / baseline level
+  double baseline = 0.0;          // baseline level (same unit as the values)
   uint32_t valuesAfterStart = 0;  // values since the accumulating sum last left zero
 };
 
@@ -57,7 +57,7 @@ class ShiftDetector {
   Shift update(double value);
 
   bool ready() const { return nWarm_ >= config_.warmup; }
-  double baseline() const;         // level of the current baseline (0 until ready)
+  double baseline() const;                      // level of the current baseline (0 until ready)
   double noiseScale() const { return sigma_; }  // in log units
   uint64_t shifts() const { return shifts_; }
   uint64_t values() const { return values_; }

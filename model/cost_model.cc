@@ -16,10 +16,10 @@ constexpr int kHwNvlink = 0, kHwPci = 1, kHwNet = 2;
 constexpr double kNvlsEfficiency[kNumCompCaps] = {0.0, 0.0, 0.85, 0.74};
 // Tree AllReduce bandwidth correction, [proto][floor(log2(nBytes/64))] for 0..22 (§6).
 constexpr double kTreeCorrection[kNumProtocols][23] = {
-    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0,
-     1.0, 1.0},
-    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0,
-     1.0},
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7,  .7,  .7,  .6, .5,
+     .4,  .4,  .5,  .6,  .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7,  .6, .6,
+     .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9},
 };
 // NCCL_MAX_DEV_WORK_BATCH_COLLS: 1024 B of work batch / 96 B per ncclDevWorkColl on x86-64.
@@ -30,23 +30,40 @@ int log2Floor(uint64_t n) { return n == 0 ? -1 : 63 - __builtin_clzll(n); }
 int compCapIndex(int cc) { return cc >= 100 ? 3 : cc >= 90 ? 2 : cc >= 80 ? 1 : 0; }
 
 bool isCollNet(int a) { return a == kAlgoCollNetDirect || a == kAlgoCollNetChain; }
-bool isAllGatherOrReduceScatter(int c) {
-  return c == kFuncAllGather || c == kFuncReduceScatter;
-}
+bool isAllGatherOrReduceScatter(int c) { return c == kFuncAllGather || c == kFuncReduceScatter; }
 
 }  // namespace
 
 abi::TunerConstantsV5 defaultConstants() {
   TunerConstantsV5 k{};
-  const double base[kNumAlgorithms][kNumProtocols] = {
-      {6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {8.0, 8.0, 8.0}};
+  const double base[kNumAlgorithms][kNumProtocols] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0},
+                                                      {0, 0, 0},        {0, 0, 0},        {0, 0, 0},
+                                                      {8.0, 8.0, 8.0}};
   const double hw[kNumHwLinks][kNumAlgorithms][kNumProtocols] = {
       // NVLINK
-      {{.6, 1.25, 4.0}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
+      {{.6, 1.25, 4.0},
+       {.6, 1.9, 3.4},
+       {0, 0, 3.7},
+       {0, 0, 2.8},
+       {0, 0, 25},
+       {0, 0, 25},
+       {0, 0, 4.0}},
       // PCI
-      {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}},
+      {{1.0, 1.9, 4.0},
+       {1.0, 2.5, 5.7},
+       {0, 0, 3.7},
+       {0, 0, 2.8},
+       {0, 0, 0},
+       {0, 0, 0},
+       {0, 0, 4.0}},
       // NET
-      {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 20.9}, {0, 0, 14}},
+      {{5.0, 8.5, 14},
+       {2.7, 4.0, 14.0},
+       {0, 0, 31},
+       {0, 0, 30},
+       {0, 0, 18},
+       {0, 0, 20.9},
+       {0, 0, 14}},
   };
   const double llMax[kNumCompCaps][kNumTuningScales] = {
       {39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}};
@@ -100,7 +117,7 @@ CostModel::CostModel(const Topology& topo, const abi::TunerConstantsV5& constant
   const bool patEnabled = cc >= 60 && nN == nR && topo.netDeviceHost;
 
   for (int c = 0; c < kNumTunedFuncs; ++c) {
-    const int nsteps = c == kFuncAllReduce ? 2 * (nR - 1)
+    const int nsteps = c == kFuncAllReduce             ? 2 * (nR - 1)
                        : isAllGatherOrReduceScatter(c) ? nR - 1
                                                        : nR;
     for (int a = 0; a < kNumAlgorithms; ++a) {
@@ -126,8 +143,9 @@ CostModel::CostModel(const Topology& topo, const abi::TunerConstantsV5& constant
           double intra = g.bwIntra * kNvlsEfficiency[cci] * (g.nCh - 1) / g.nCh;
           intra *= c == kFuncAllReduce ? 2.0 : (ppn - 1) / ppn;
           double inter = g.bwInter * ((nN <= 2 && a == kAlgoNvlsTree) ? 2 : 1);
-          b = std::min({intra, inter,
-                        a == kAlgoNvlsTree ? perChNvlsTree : std::numeric_limits<double>::infinity()});
+          b = std::min(
+              {intra, inter,
+               a == kAlgoNvlsTree ? perChNvlsTree : std::numeric_limits<double>::infinity()});
         }
         double bus = g.nCh * b;
         if (a == kAlgoRing && p == kProtoLL) bus = std::min(llMax, bus * .5);
@@ -201,10 +219,9 @@ CostModel::CostModel(const Topology& topo, const abi::TunerConstantsV5& constant
         }
 
         // Enable/disable rules (defaults: no NCCL_ALGO / NCCL_PROTO).
-        const bool disabled =
-            (nN == 1 && a == kAlgoNvlsTree) ||
-            (!topo.collnetEnable && (collnet || (a == kAlgoNvls && nN > 1))) ||
-            (!topo.hasNvSwitch && a == kAlgoCollNetDirect);
+        const bool disabled = (nN == 1 && a == kAlgoNvlsTree) ||
+                              (!topo.collnetEnable && (collnet || (a == kAlgoNvls && nN > 1))) ||
+                              (!topo.hasNvSwitch && a == kAlgoCollNetDirect);
         if (p == kProtoLL128) {
           bool ok = g.typeInter <= (cc >= 90 ? kPathPxn : kPathPxb);
           ok = ok && g.typeIntra <= kPathNvb;
@@ -251,7 +268,8 @@ double CostModel::time(int func, int algo, int proto, uint64_t nBytes, int numPi
     if (nBytes / per >= 64) L *= t.cc < 80 ? 1.9 : 1.4;
   }
   int pipe = std::max(numPipeOps, 1);
-  int latCount = algo == kAlgoRing ? pipe : (pipe + kMaxDevWorkBatchColls - 1) / kMaxDevWorkBatchColls;
+  int latCount =
+      algo == kAlgoRing ? pipe : (pipe + kMaxDevWorkBatchColls - 1) / kMaxDevWorkBatchColls;
   return L * latCount + double(nBytes) / (1000 * b);
 }
 

@@ -5,7 +5,8 @@
 //
 // Uses: the replay benchmark, the simulator and the demo build the cost table NCCL would pass
 // for a declared topology; the plugin itself never needs it (NCCL passes the real table), so it
-// is not linked into the plugin library (model/CMakeLists.txt), only into the tool and tests. A pure value class: no clocks, no globals, no allocation after construction.
+// is not linked into the plugin library (model/CMakeLists.txt), only into the tool and tests. A
+// pure value class: no clocks, no globals, no allocation after construction.
 #pragma once
 
 #include <cstdint>
@@ -33,12 +34,12 @@ enum PathType : int {
 // worst path type). nCh == 0 means the algorithm has no graph (unavailable).
 struct GraphInfo {
   int nCh = 0;
-  double bwIntra = 0;       // GB/s per channel, GPU<->GPU
-  double bwInter = 0;       // GB/s per channel, GPU<->NIC
-  int typeIntra = kPathNvl; // exactly kPathNvl selects the NVLink latency row, else PCI
+  double bwIntra = 0;        // GB/s per channel, GPU<->GPU
+  double bwInter = 0;        // GB/s per channel, GPU<->NIC
+  int typeIntra = kPathNvl;  // exactly kPathNvl selects the NVLink latency row, else PCI
   int typeInter = kPathPix;
-  double latencyInter = 0;  // NIC latency reported by the net plugin (us); IB and socket report 0
-  bool sameChannels = true; // only affects Ring Broadcast/Reduce latency
+  double latencyInter = 0;   // NIC latency reported by the net plugin (us); IB and socket report 0
+  bool sameChannels = true;  // only affects Ring Broadcast/Reduce latency
 };
 
 enum class CpuVendor { kIntel, kAmd, kMixed, kOther };
@@ -58,7 +59,7 @@ struct Topology {
   bool collnetAllGatherReduceScatter = false;  // CollNet plugin has iallgather/ireducescatter
   bool hasNvSwitch = true;
   bool homogeneousCc = true;
-  bool netDeviceHost = true;  // host (non-offload) net device: PAT needs it
+  bool netDeviceHost = true;              // host (non-offload) net device: PAT needs it
   GraphInfo graphs[abi::kNumAlgorithms];  // indexed by abi::Algo
 };
 

@@ -1,7 +1,6 @@
 #include "model/json_value.h"
 
 #include <cmath>
-
 #include <nlohmann/json.hpp>
 
 namespace autopilot::tuner {

@@ -42,7 +42,8 @@ enum { kGRing = 0, kGTree = 1, kGNvls = 2, kGCollNet = 3 };
 const char* kGraphNames[4] = {"Ring", "Tree", "NVLS", "CollNet"};
 
 bool pathType(const std::string& name, int* out) {
-  static const char* kNames[] = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS"};
+  static const char* kNames[] = {"LOC", "NVL", "NVB", "C2C", "PIX",
+                                 "PXB", "P2C", "PXN", "PHB", "SYS"};
   for (int i = 0; i < 10; ++i) {
     if (strcasecmp(name.c_str(), kNames[i]) == 0) {
       *out = i;
@@ -205,7 +206,8 @@ double pcieGBps(int gen, int lanes) {
 // for a prior).
 double candidateSpeed(double limit, bool inter) {
   static const double kIntra[] = {60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3};
-  static const double kInter[] = {48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
+  static const double kInter[] = {48, 45, 42, 40, 30,  24,  22,   20,  17.5,
+                                  15, 12, 6,  3,  2.4, 1.2, 0.24, 0.12};
   const double* list = inter ? kInter : kIntra;
   size_t n = inter ? std::size(kInter) : std::size(kIntra);
   for (size_t i = 0; i < n; ++i) {
@@ -229,7 +231,7 @@ Topology derive(const Hardware& hw) {
   t.nNodes = hw.nodes;
   t.nRanks = hw.nodes * hw.gpusPerNode;
   t.cc = hw.sm;
-  t.cpuVendor = hw.cpu == "amd" ? model::CpuVendor::kAmd
+  t.cpuVendor = hw.cpu == "amd"     ? model::CpuVendor::kAmd
                 : hw.cpu == "intel" ? model::CpuVendor::kIntel
                                     : model::CpuVendor::kOther;
   t.cpuArch = hw.cpu == "power" ? model::CpuArch::kPower
@@ -240,8 +242,8 @@ Topology derive(const Hardware& hw) {
   const bool nvswitch = hw.intra == "nvswitch" && hw.gpusPerNode > 1;
   t.hasNvSwitch = nvswitch;
   const double pcie = pcieGBps(hw.pcieGen, hw.pcieLanes);
-  const double gpuIntraBw = nvlinked ? (hw.nvlinkGBps > 0 ? hw.nvlinkGBps : defaultNvlinkGBps(hw.sm))
-                                     : pcie;
+  const double gpuIntraBw =
+      nvlinked ? (hw.nvlinkGBps > 0 ? hw.nvlinkGBps : defaultNvlinkGBps(hw.sm)) : pcie;
   const int typeIntra = hw.gpusPerNode == 1 ? model::kPathLoc
                         : nvlinked          ? model::kPathNvl
                                             : hw.pciePath;
@@ -305,17 +307,17 @@ Topology derive(const Hardware& hw) {
   if (hw.sm >= 90 && hw.nodes > 1 && ring.bwIntra > 45 && comm < 16) comm *= 2;
   t.commNChannels = hw.commChannels > 0 ? hw.commChannels : comm;
   t.nvlsChannels = hw.nvlsChannels > 0 ? hw.nvlsChannels
-                   : !nvlsOn            ? 0
-                   : hw.sm >= 100       ? (hw.nodes > 1 ? 32 : 24)
-                                        : 16;
+                   : !nvlsOn           ? 0
+                   : hw.sm >= 100      ? (hw.nodes > 1 ? 32 : 24)
+                                       : 16;
   t.treePatternTree = hw.treePatternTree.value_or(hw.sm >= 90 && hw.nodes > 1);
   return t;
 }
 
 }  // namespace
 
-bool topologyFromJson(const std::string& text, const std::string& systemName,
-                      model::Topology* out, std::string* error) {
+bool topologyFromJson(const std::string& text, const std::string& systemName, model::Topology* out,
+                      std::string* error) {
   JsonValue doc;
   if (!JsonValue::parse(text, &doc, error)) return false;
   if (!doc.isObject()) {

@@ -39,7 +39,7 @@ namespace autopilot::tuner {
 
 // Parses a topology document for the system named `systemName` (may be empty) into a cost-model
 // topology. Returns false with *error on any defect (bad JSON, missing or out-of-range keys).
-bool topologyFromJson(const std::string& text, const std::string& systemName,
-                      model::Topology* out, std::string* error);
+bool topologyFromJson(const std::string& text, const std::string& systemName, model::Topology* out,
+                      std::string* error);
 
 }  // namespace autopilot::tuner

@@ -216,8 +216,8 @@ abi::Result regMrAny(void* comm, void* data, size_t size, int type, void** mhand
   });
 }
 
-abi::Result regMrDmaBufAny(void* comm, void* data, size_t size, int type, uint64_t offset,
-                           int fd, void** mhandle) {
+abi::Result regMrDmaBufAny(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                           void** mhandle) {
   return guarded("netRegMrDmaBuf", kFlags, [&] {
     if (comm == nullptr || mhandle == nullptr) return abi::kInvalidArgument;
     *mhandle = nullptr;
@@ -231,8 +231,8 @@ abi::Result deregMrAny(void* comm, void* mhandle) {
 
 // ---- data path
 
-abi::Result isendV11(void* sendComm, void* data, size_t size, int tag, void* mhandle,
-                     void* phandle, void** request) {
+abi::Result isendV11(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                     void** request) {
   return guarded("netIsend", kFlags, [&] {
     if (sendComm == nullptr || request == nullptr) return abi::kInvalidArgument;
     *request = nullptr;
@@ -245,8 +245,7 @@ abi::Result isendV9(void* sendComm, void* data, size_t size, int tag, void* mhan
   return isendV11(sendComm, data, size, tag, mhandle, nullptr, request);
 }
 
-abi::Result isendV8(void* sendComm, void* data, int size, int tag, void* mhandle,
-                    void** request) {
+abi::Result isendV8(void* sendComm, void* data, int size, int tag, void* mhandle, void** request) {
   if (size < 0) {
     if (request) *request = nullptr;
     return abi::kInvalidArgument;
@@ -254,8 +253,8 @@ abi::Result isendV8(void* sendComm, void* data, int size, int tag, void* mhandle
   return isendV11(sendComm, data, size_t(size), tag, mhandle, nullptr, request);
 }
 
-abi::Result irecvV11(void* recvComm, int n, void** data, size_t* sizes, int* tags,
-                     void** mhandles, void** phandles, void** request) {
+abi::Result irecvV11(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                     void** phandles, void** request) {
   return guarded("netIrecv", kFlags, [&] {
     if (recvComm == nullptr || request == nullptr) return abi::kInvalidArgument;
     // *request may hold NCCL_NET_OPTIONAL_RECV_COMPLETION on entry: a hint, always overwritten.
@@ -267,8 +266,8 @@ abi::Result irecvV11(void* recvComm, int n, void** data, size_t* sizes, int* tag
   });
 }
 
-abi::Result irecvV9(void* recvComm, int n, void** data, size_t* sizes, int* tags,
-                    void** mhandles, void** request) {
+abi::Result irecvV9(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                    void** request) {
   return irecvV11(recvComm, n, data, sizes, tags, mhandles, nullptr, request);
 }
 
@@ -360,33 +359,31 @@ using namespace autopilot;
 using namespace autopilot::net;
 
 AP_EXPORT_TABLE(abi::NetV12, ncclNetPlugin_v12) = {
-    "autopilot",     initV11V12<12>,   devicesAny,       getPropertiesV12, listenV11,
-    connectV11,      acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
-    isendV11,        irecvV11,         iflushAny,        testAny,          closeSendAny,
-    closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceV12,
-    finalizeV11,     setNetAttrV11};
+    "autopilot",      initV11V12<12>, devicesAny,     getPropertiesV12, listenV11,      connectV11,
+    acceptAny,        regMrAny,       regMrDmaBufAny, deregMrAny,       isendV11,       irecvV11,
+    iflushAny,        testAny,        closeSendAny,   closeRecvAny,     closeListenAny, nullptr,
+    irecvConsumedAny, makeVDeviceV12, finalizeV11,    setNetAttrV11};
 
 AP_EXPORT_TABLE(abi::NetV11, ncclNetPlugin_v11) = {
-    "autopilot",     initV11V12<11>,   devicesAny,       getPropertiesV11, listenV11,
-    connectV11,      acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
-    isendV11,        irecvV11,         iflushAny,        testAny,          closeSendAny,
-    closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceV9,
-    finalizeV11,     setNetAttrV11};
+    "autopilot",      initV11V12<11>, devicesAny,     getPropertiesV11, listenV11,      connectV11,
+    acceptAny,        regMrAny,       regMrDmaBufAny, deregMrAny,       isendV11,       irecvV11,
+    iflushAny,        testAny,        closeSendAny,   closeRecvAny,     closeListenAny, nullptr,
+    irecvConsumedAny, makeVDeviceV9,  finalizeV11,    setNetAttrV11};
 
 AP_EXPORT_TABLE(abi::NetV10, ncclNetPlugin_v10) = {
-    "autopilot",     initV10,          devicesAny,       getPropertiesV10, listenLegacy,
-    connectV10,      acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
-    isendV11,        irecvV11,         iflushAny,        testAny,          closeSendAny,
-    closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceV9};
+    "autopilot",  initV10,        devicesAny, getPropertiesV10, listenLegacy,
+    connectV10,   acceptAny,      regMrAny,   regMrDmaBufAny,   deregMrAny,
+    isendV11,     irecvV11,       iflushAny,  testAny,          closeSendAny,
+    closeRecvAny, closeListenAny, nullptr,    irecvConsumedAny, makeVDeviceV9};
 
 AP_EXPORT_TABLE(abi::NetV9, ncclNetPlugin_v9) = {
-    "autopilot",     initV8V9<9>,      devicesAny,       getPropertiesV10, listenLegacy,
-    connectV8V9,     acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
-    isendV9,         irecvV9,          iflushAny,        testAny,          closeSendAny,
-    closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny, makeVDeviceV9};
+    "autopilot",  initV8V9<9>,    devicesAny, getPropertiesV10, listenLegacy,
+    connectV8V9,  acceptAny,      regMrAny,   regMrDmaBufAny,   deregMrAny,
+    isendV9,      irecvV9,        iflushAny,  testAny,          closeSendAny,
+    closeRecvAny, closeListenAny, nullptr,    irecvConsumedAny, makeVDeviceV9};
 
 AP_EXPORT_TABLE(abi::NetV8, ncclNetPlugin_v8) = {
-    "autopilot",     initV8V9<8>,      devicesAny,       getPropertiesV8,  listenLegacy,
-    connectV8V9,     acceptAny,        regMrAny,         regMrDmaBufAny,   deregMrAny,
-    isendV8,         irecvV8,          iflushAny,        testAny,          closeSendAny,
-    closeRecvAny,    closeListenAny,   nullptr,          irecvConsumedAny};
+    "autopilot",  initV8V9<8>,    devicesAny, getPropertiesV8, listenLegacy,
+    connectV8V9,  acceptAny,      regMrAny,   regMrDmaBufAny,  deregMrAny,
+    isendV8,      irecvV8,        iflushAny,  testAny,         closeSendAny,
+    closeRecvAny, closeListenAny, nullptr,    irecvConsumedAny};

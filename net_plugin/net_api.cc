@@ -51,8 +51,8 @@ core::Transport& choose() {
     if (n > 0 || wanted == "ib") t = &ib::transport();
   }
   core::FaultInjector::instance().setRails(t->railNames());
-  AP_INFO(abi::subsys::kInit | kFlags, "net transport: %s (NCCL_AUTOPILOT_TRANSPORT=%s)",
-          t->name(), wanted.c_str());
+  AP_INFO(abi::subsys::kInit | kFlags, "net transport: %s (NCCL_AUTOPILOT_TRANSPORT=%s)", t->name(),
+          wanted.c_str());
   return *t;
 }
 

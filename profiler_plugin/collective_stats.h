@@ -17,8 +17,8 @@ struct ArmKey {
   int8_t func = -1, algo = -1, proto = -1;
   uint8_t bucket = 0;  // floor(log2(nBytes))
   uint32_t packed() const {
-    return uint32_t(uint8_t(func)) | uint32_t(uint8_t(algo)) << 8 |
-           uint32_t(uint8_t(proto)) << 16 | uint32_t(bucket) << 24;
+    return uint32_t(uint8_t(func)) | uint32_t(uint8_t(algo)) << 8 | uint32_t(uint8_t(proto)) << 16 |
+           uint32_t(bucket) << 24;
   }
   uint64_t bucketBytes() const { return uint64_t(1) << bucket; }
 };
@@ -26,9 +26,9 @@ struct ArmKey {
 struct ArmStats {
   ArmKey key;
   uint64_t count = 0;
-  uint64_t bytes = 0;          // sum of nBytes
+  uint64_t bytes = 0;  // sum of nBytes
   double sumUs = 0, minUs = 0, maxUs = 0, lastUs = 0;
-  double busBwFactor = 1.0;    // busbw = algbw × factor
+  double busBwFactor = 1.0;  // busbw = algbw × factor
   ShiftDetector detector;
   uint64_t shifts = 0;
   double lastShiftRatio = 1.0;

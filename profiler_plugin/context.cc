@@ -48,8 +48,8 @@ void ProfilerContext::resetForReuse() {
        {&counters.collStarted, &counters.collCompleted, &counters.collPoolFull,
         &counters.childPoolFull, &counters.completedQueueFull, &counters.traceQueueFull,
         &counters.busPublished, &counters.busRejected, &counters.otherClock, &counters.reclaimed,
-        &counters.unbalanced, &counters.untrackedChildren, &counters.ceStarted,
-        &counters.ceTimed, &counters.ceUntimed, &counters.cePoolFull, &counters.phases}) {
+        &counters.unbalanced, &counters.untrackedChildren, &counters.ceStarted, &counters.ceTimed,
+        &counters.ceUntimed, &counters.cePoolFull, &counters.phases}) {
     counter->store(0, std::memory_order_relaxed);
   }
   clockRule.reset();
@@ -61,8 +61,7 @@ ContextRegistry& ContextRegistry::instance() {
   return registry;
 }
 
-ProfilerContext* ContextRegistry::acquire(size_t collPool, size_t childPool,
-                                          size_t queueCapacity) {
+ProfilerContext* ContextRegistry::acquire(size_t collPool, size_t childPool, size_t queueCapacity) {
   std::lock_guard<std::mutex> lock(mu_);
   // Capacities are fixed per load of the library (parameters are frozen), so a retired
   // context normally fits; the check matters only when tests change them.

@@ -70,9 +70,9 @@ struct TraceSpan {
 struct ContextCounters {
   std::atomic<uint64_t> collStarted{0};
   std::atomic<uint64_t> collCompleted{0};
-  std::atomic<uint64_t> collPoolFull{0};       // Coll events dropped: every slot in flight
-  std::atomic<uint64_t> childPoolFull{0};      // ProxyOp / net events dropped
-  std::atomic<uint64_t> completedQueueFull{0}; // completions the service thread never saw
+  std::atomic<uint64_t> collPoolFull{0};        // Coll events dropped: every slot in flight
+  std::atomic<uint64_t> childPoolFull{0};       // ProxyOp / net events dropped
+  std::atomic<uint64_t> completedQueueFull{0};  // completions the service thread never saw
   std::atomic<uint64_t> traceQueueFull{0};
   std::atomic<uint64_t> busPublished{0};
   std::atomic<uint64_t> busRejected{0};        // bus ring full (the tuner did not drain)
@@ -84,7 +84,7 @@ struct ContextCounters {
   std::atomic<uint64_t> ceTimed{0};            // ... whose GPU duration was measured
   std::atomic<uint64_t> ceUntimed{0};          // ... without one (no CUDA driver, event error)
   std::atomic<uint64_t> cePoolFull{0};
-  std::atomic<uint64_t> phases{0};             // kernel-phase events tracked (profiler v7)
+  std::atomic<uint64_t> phases{0};  // kernel-phase events tracked (profiler v7)
 };
 
 struct ContextState;  // service.h
@@ -110,11 +110,11 @@ struct ProfilerContext {
 
   std::atomic<bool> live{false};
   bool busAttached = false;
-  bool kernelChTimed = false;  // KernelCh requested: its references are taken at Coll start
+  bool kernelChTimed = false;       // KernelCh requested: its references are taken at Coll start
   bool measuresCompletion = false;  // some child event marks completion (else no durations)
-  bool traceSpans = false;     // queue per-channel / per-op spans for the trace
-  int abiVersion = 5;          // the profiler version NCCL picked
-  bool ceCudaTimed = false;    // copy-engine collectives timed with CUDA events (v6+, driver)
+  bool traceSpans = false;          // queue per-channel / per-op spans for the trace
+  int abiVersion = 5;               // the profiler version NCCL picked
+  bool ceCudaTimed = false;         // copy-engine collectives timed with CUDA events (v6+, driver)
   // The one clock this communicator's bus samples (and its exported durations) use: the clock
   // rule of the measurement path, without call matching (that is the tuner's side).
   bus::MeasurementMatcher clockRule{0};
@@ -122,7 +122,7 @@ struct ProfilerContext {
   FixedPool<CollRecord> colls;
   FixedPool<ProxyOpRecord> proxyOps;
   FixedPool<NetRecord> nets;
-  FixedPool<CeRecord> ces;  // copy-engine collectives in flight (timed by the service thread)
+  FixedPool<CeRecord> ces;        // copy-engine collectives in flight (timed by the service thread)
   Ring<CompletedColl> completed;  // many producers (proxy, application threads)
   Ring<TraceSpan> spans;
   ContextCounters counters;

@@ -21,13 +21,13 @@
 // keeps 32 locked instructions per 16-channel collective off NCCL's proxy thread.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <new>
-
-#include <sys/mman.h>
 
 namespace autopilot::profiler {
 
@@ -89,10 +89,10 @@ struct CollRecord {
   uint64_t nBytes = 0;
   std::atomic<uint64_t> hostStartNs{0};  // atomic: the service thread reads it to find stale ones
   int8_t func = -1, algo = -1, proto = -1, datatype = -1;
-  uint8_t nChannels = 0;      // KernelCh events whose references were taken at start
+  uint8_t nChannels = 0;  // KernelCh events whose references were taken at start
   uint8_t nChannelsDescr = 0;
-  uint8_t isSymColl = 0;      // v7
-  uint64_t userTag = 0;       // v7
+  uint8_t isSymColl = 0;  // v7
+  uint64_t userTag = 0;   // v7
   char kernelVariant[kVariantChars] = {};
   ChannelRecord channels[kMaxChannels];
 };
@@ -144,10 +144,11 @@ struct CeRecord {
 // Fixed-capacity pool. The slots live in their own anonymous mapping, not on the malloc heap:
 // a communicator's pools are megabytes, and handing such blocks to malloc and back at every
 // load/unload cycle raises glibc's dynamic mmap threshold so that later allocations stay on the
-// heap, where unloading the library cannot give them back. munmap does. acquire() probes a few slots after a shared ring cursor and claims a
-// free one with one CAS; when none is free it returns NULL (the caller drops the event and
-// counts it). Ring order means a released slot is reused only after every other slot was
-// handed out once, which keeps late handles of a completed event pointing at that event.
+// heap, where unloading the library cannot give them back. munmap does. acquire() probes a few
+// slots after a shared ring cursor and claims a free one with one CAS; when none is free it returns
+// NULL (the caller drops the event and counts it). Ring order means a released slot is reused only
+// after every other slot was handed out once, which keeps late handles of a completed event
+// pointing at that event.
 template <typename T>
 class FixedPool {
  public:

@@ -121,7 +121,8 @@ void complete(CollRecord* coll) {
 
   if (ctx->measuresCompletion) {
     publishToBus(ctx, c);
-    if (!ctx->completed.push(c)) ctx->counters.completedQueueFull.fetch_add(1, std::memory_order_relaxed);
+    if (!ctx->completed.push(c))
+      ctx->counters.completedQueueFull.fetch_add(1, std::memory_order_relaxed);
   }
   if (ctx->traceSpans && gpuValid) {
     for (uint64_t bits = used; bits != 0; bits &= bits - 1) {
@@ -136,7 +137,8 @@ void complete(CollRecord* coll) {
       span.channelId = ch.channelId;
       span.func = c.func;
       span.userTag = c.userTag;
-      if (!ctx->spans.push(span)) ctx->counters.traceQueueFull.fetch_add(1, std::memory_order_relaxed);
+      if (!ctx->spans.push(span))
+        ctx->counters.traceQueueFull.fetch_add(1, std::memory_order_relaxed);
       for (int p = 0; p < kNumPhases; ++p) {
         const PhaseRecord& ph = ch.phases[p];
         if (ph.gpuStartNs == 0 || ph.gpuStopNs < ph.gpuStartNs) continue;
@@ -144,7 +146,8 @@ void complete(CollRecord* coll) {
         span.phaseId = uint8_t(p);
         span.startNs = ph.gpuStartNs;
         span.endNs = ph.gpuStopNs;
-        if (!ctx->spans.push(span)) ctx->counters.traceQueueFull.fetch_add(1, std::memory_order_relaxed);
+        if (!ctx->spans.push(span))
+          ctx->counters.traceQueueFull.fetch_add(1, std::memory_order_relaxed);
       }
     }
   }
@@ -186,9 +189,8 @@ void startColl(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEventDes
   }
   // NCCL emits one KernelCh event per channel of the collective; their references are taken
   // now because they may all start after NCCL stops the Coll event.
-  coll->nChannels = ctx->kernelChTimed ? uint8_t(cd.nChannels > kMaxChannels ? kMaxChannels
-                                                                             : cd.nChannels)
-                                       : 0;
+  coll->nChannels =
+      ctx->kernelChTimed ? uint8_t(cd.nChannels > kMaxChannels ? kMaxChannels : cd.nChannels) : 0;
   coll->startedChannels.store(0, std::memory_order_relaxed);
   coll->channelStarts.store(0, std::memory_order_relaxed);
   coll->channelsLeft.store(coll->nChannels, std::memory_order_relaxed);
@@ -336,7 +338,8 @@ void stopProxyOp(ProxyOpRecord* op) {
     span.channelId = op->channelId;
     span.isSend = op->isSend;
     span.func = owner ? owner->func : -1;
-    if (!ctx->spans.push(span)) ctx->counters.traceQueueFull.fetch_add(1, std::memory_order_relaxed);
+    if (!ctx->spans.push(span))
+      ctx->counters.traceQueueFull.fetch_add(1, std::memory_order_relaxed);
   }
   op->owner = nullptr;
   ctx->proxyOps.release(op);
@@ -401,12 +404,18 @@ void onStartEvent(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEvent
   *eHandle = nullptr;
   if (ctx == nullptr || !ctx->live.load(std::memory_order_relaxed)) return;
   switch (d.type) {
-    case ev::kColl: return startColl(ctx, eHandle, d);
-    case ev::kKernelCh: return startKernelCh(ctx, eHandle, d);
-    case ev::kProxyOp: return startProxyOp(ctx, eHandle, d);
-    case ev::kNetPlugin: return startNet(ctx, eHandle, d);
-    case ev::kKernelPhase: return startKernelPhase(ctx, eHandle, d);
-    case ev::kCeColl: return startCe(ctx, eHandle, d);
+    case ev::kColl:
+      return startColl(ctx, eHandle, d);
+    case ev::kKernelCh:
+      return startKernelCh(ctx, eHandle, d);
+    case ev::kProxyOp:
+      return startProxyOp(ctx, eHandle, d);
+    case ev::kNetPlugin:
+      return startNet(ctx, eHandle, d);
+    case ev::kKernelPhase:
+      return startKernelPhase(ctx, eHandle, d);
+    case ev::kCeColl:
+      return startCe(ctx, eHandle, d);
     default:
       // GroupApi, CollApi, P2pApi, KernelLaunch, Group, P2p, ProxyStep, ProxyCtrl, CeSync,
       // CeBatch and any type a newer NCCL adds: NCCL starts some of them as ancestors or
@@ -425,10 +434,14 @@ void onStopEvent(void* eHandle) {
       releaseRef(coll);
       return;
     }
-    case RecordKind::kKernelCh: return stopKernelCh(static_cast<ChannelRecord*>(eHandle));
-    case RecordKind::kProxyOp: return stopProxyOp(static_cast<ProxyOpRecord*>(eHandle));
-    case RecordKind::kNet: return stopNet(static_cast<NetRecord*>(eHandle));
-    case RecordKind::kKernelPhase: return;  // its stop time came with state 31
+    case RecordKind::kKernelCh:
+      return stopKernelCh(static_cast<ChannelRecord*>(eHandle));
+    case RecordKind::kProxyOp:
+      return stopProxyOp(static_cast<ProxyOpRecord*>(eHandle));
+    case RecordKind::kNet:
+      return stopNet(static_cast<NetRecord*>(eHandle));
+    case RecordKind::kKernelPhase:
+      return;  // its stop time came with state 31
     case RecordKind::kCe: {
       auto* ce = static_cast<CeRecord*>(eHandle);
       if (ce->pending.load(std::memory_order_relaxed) == 0) stopCe(ce);
@@ -441,8 +454,7 @@ void onRecordEventState(void* eHandle, int state, const abi::ProfilerEventStateA
   if (eHandle == nullptr || args == nullptr) return;
   if (state == abi::state::kKernelChStop && kindOf(eHandle) == RecordKind::kKernelCh) {
     static_cast<ChannelRecord*>(eHandle)->gpuStopNs = args->kernelCh.pTimer;
-  } else if (state == abi::state::kKernelPhaseStop &&
-             kindOf(eHandle) == RecordKind::kKernelPhase) {
+  } else if (state == abi::state::kKernelPhaseStop && kindOf(eHandle) == RecordKind::kKernelPhase) {
     static_cast<PhaseRecord*>(eHandle)->gpuStopNs = args->kernelCh.pTimer;
   }
   // Every other state, including values beyond kMaxKnown a newer NCCL may send: ignored.
@@ -486,7 +498,8 @@ size_t pollCopyEngine(ProfilerContext* ctx, uint64_t nowNs, uint64_t staleNs) {
     } else {
       ctx->counters.ceUntimed.fetch_add(1, std::memory_order_relaxed);
     }
-    if (!ctx->completed.push(c)) ctx->counters.completedQueueFull.fetch_add(1, std::memory_order_relaxed);
+    if (!ctx->completed.push(c))
+      ctx->counters.completedQueueFull.fetch_add(1, std::memory_order_relaxed);
     ce.pending.store(0, std::memory_order_relaxed);
     ctx->ces.release(&ce);
     ++done;

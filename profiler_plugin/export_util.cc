@@ -15,11 +15,21 @@ void appendJsonEscaped(std::string* out, const char* text) {
   for (const char* p = text; *p != '\0'; ++p) {
     unsigned char c = static_cast<unsigned char>(*p);
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -36,10 +46,17 @@ void appendLabelEscaped(std::string* out, const char* text) {
   if (text == nullptr) return;
   for (const char* p = text; *p != '\0'; ++p) {
     switch (*p) {
-      case '\\': *out += "\\\\"; break;
-      case '"': *out += "\\\""; break;
-      case '\n': *out += "\\n"; break;
-      default: *out += *p;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      default:
+        *out += *p;
     }
   }
 }
@@ -61,12 +78,27 @@ std::string expandPathPattern(const std::string& pattern, const PathFields& fiel
     }
     char buf[32];
     switch (pattern[i + 1]) {
-      case 'r': std::snprintf(buf, sizeof(buf), "%d", fields.rank); out += buf; break;
-      case 'c': out += commTag(fields.commId); break;
-      case 'p': std::snprintf(buf, sizeof(buf), "%d", int(getpid())); out += buf; break;
-      case 'h': out += hostName(); break;
-      case '%': out += '%'; break;
-      default: out += c; out += pattern[i + 1]; break;
+      case 'r':
+        std::snprintf(buf, sizeof(buf), "%d", fields.rank);
+        out += buf;
+        break;
+      case 'c':
+        out += commTag(fields.commId);
+        break;
+      case 'p':
+        std::snprintf(buf, sizeof(buf), "%d", int(getpid()));
+        out += buf;
+        break;
+      case 'h':
+        out += hostName();
+        break;
+      case '%':
+        out += '%';
+        break;
+      default:
+        out += c;
+        out += pattern[i + 1];
+        break;
     }
     ++i;
   }

@@ -13,8 +13,7 @@
 
 namespace autopilot::profiler {
 
-std::unique_ptr<InspectorWriter> InspectorWriter::open(const std::string& path,
-                                                       uint64_t maxRecords,
+std::unique_ptr<InspectorWriter> InspectorWriter::open(const std::string& path, uint64_t maxRecords,
                                                        const ProfilerContext& ctx) {
   std::string error;
   int fd = openExportFile(path, true, &error);
@@ -69,7 +68,10 @@ void InspectorWriter::record(const CompletedColl& c, bool gpuClock, uint64_t wal
                 "\"engine\":\"%s\",\"comm_name\":\"",
                 static_cast<unsigned long long>(wallNowUs), funcName(c.func),
                 static_cast<unsigned long long>(c.seqNumber),
-                static_cast<unsigned long long>(c.nBytes), execUs, !gpu ? "host" : c.engine == kCopyEngine ? "copy_engine_gpu" : "kernel_gpu",
+                static_cast<unsigned long long>(c.nBytes), execUs,
+                !gpu                      ? "host"
+                : c.engine == kCopyEngine ? "copy_engine_gpu"
+                                          : "kernel_gpu",
                 algBw, busBw, algoName(c.algo), protoName(c.proto), int(c.nChannels),
                 datatypeName(c.datatype), static_cast<unsigned long long>(c.count), hostUs,
                 static_cast<unsigned long long>(c.userTag),
@@ -94,9 +96,10 @@ void InspectorWriter::flush() {
 void InspectorWriter::fail() {
   // Lines are appended, possibly to an earlier run's file: the partial tail written since the
   // last good flush is cut off, so the file stays valid JSON lines.
-  AP_WARN(abi::subsys::kProfile, "Inspector JSON file '%s': write failed (%s); lines since the "
-          "last flush are removed and the export is off for this communicator", path_.c_str(),
-          std::strerror(errno));
+  AP_WARN(abi::subsys::kProfile,
+          "Inspector JSON file '%s': write failed (%s); lines since the "
+          "last flush are removed and the export is off for this communicator",
+          path_.c_str(), std::strerror(errno));
   if (committed_ >= 0) (void)!ftruncate(fileno(file_), committed_);
   std::fclose(file_);
   file_ = nullptr;

@@ -16,9 +16,9 @@ constexpr const char* kProtoNames[abi::kNumProtocols] = {"LL", "LL128", "Simple"
 // ncclDataType_t order: Int8, Uint8, Int32, Uint32, Int64, Uint64, Float16, Float32, Float64,
 // Bfloat16, Float8e4m3, Float8e5m2.
 constexpr const char* kDatatypeNames[kNumDatatypes] = {
-    "ncclInt8",    "ncclUint8",   "ncclInt32",    "ncclUint32",     "ncclInt64",
-    "ncclUint64",  "ncclFloat16", "ncclFloat32",  "ncclFloat64",    "ncclBfloat16",
-    "ncclFloat8e4m3", "ncclFloat8e5m2"};
+    "ncclInt8",    "ncclUint8",    "ncclInt32",      "ncclUint32",
+    "ncclInt64",   "ncclUint64",   "ncclFloat16",    "ncclFloat32",
+    "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
 constexpr int kDatatypeSizes[kNumDatatypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 
 template <size_t N>
@@ -77,10 +77,13 @@ double busBandwidthFactor(int func, int nRanks) noexcept {
   if (nRanks <= 0) return 1.0;
   double n = nRanks;
   switch (func) {
-    case abi::kFuncAllReduce: return 2.0 * (n - 1) / n;
+    case abi::kFuncAllReduce:
+      return 2.0 * (n - 1) / n;
     case abi::kFuncAllGather:
-    case abi::kFuncReduceScatter: return (n - 1) / n;
-    default: return 1.0;
+    case abi::kFuncReduceScatter:
+      return (n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 

@@ -22,9 +22,9 @@ inline constexpr int kNumDatatypes = 12;
 int parseDatatype(const char* name) noexcept;  // -1 when unknown
 int datatypeSize(int datatype) noexcept;       // bytes per element; 0 when unknown
 
-const char* funcName(int func) noexcept;       // "AllReduce"; "Unknown" out of range
-const char* algoName(int algo) noexcept;       // "Ring"; "Unknown"
-const char* protoName(int proto) noexcept;     // "Simple"; "Unknown"
+const char* funcName(int func) noexcept;          // "AllReduce"; "Unknown" out of range
+const char* algoName(int algo) noexcept;          // "Ring"; "Unknown"
+const char* protoName(int proto) noexcept;        // "Simple"; "Unknown"
 const char* datatypeName(int datatype) noexcept;  // "ncclFloat32"; "unknown"
 
 // The nBytes NCCL passes to the tuner's getCollInfo for a collective with this descriptor:

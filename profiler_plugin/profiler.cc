@@ -56,9 +56,9 @@ abi::Result init(void** ctx, const ProfilerInitArgs& args) {
                          : args.abiVersion == 6 ? abi::event::kAllV6
                                                 : abi::event::kAllV5;
   int requested = enabled ? int(uint64_t(gEventMask.get()) & known) : 0;
-  ProfilerContext* context = enabled
-      ? ContextRegistry::instance().acquire(size_t(gPoolSize.get()), kChildPool, kCompletionQueue)
-      : ContextRegistry::instance().acquire(2, 2, 2);
+  ProfilerContext* context = enabled ? ContextRegistry::instance().acquire(
+                                           size_t(gPoolSize.get()), kChildPool, kCompletionQueue)
+                                     : ContextRegistry::instance().acquire(2, 2, 2);
   context->commId = args.commId;
   context->rank = args.rank;
   context->nRanks = args.nRanks;
@@ -87,9 +87,10 @@ abi::Result init(void** ctx, const ProfilerInitArgs& args) {
   if (enabled) {
     context->busAttached = bus::MeasurementBus::instance().attach(args.commId);
     if (!context->busAttached) {
-      AP_WARN(kFlags, "profiler: measurement bus full (%d communicators): comm 0x%llx is "
-              "measured but not fed to the tuner", bus::MeasurementBus::kMaxComms,
-              static_cast<unsigned long long>(args.commId));
+      AP_WARN(kFlags,
+              "profiler: measurement bus full (%d communicators): comm 0x%llx is "
+              "measured but not fed to the tuner",
+              bus::MeasurementBus::kMaxComms, static_cast<unsigned long long>(args.commId));
     }
     ProfilerService::instance().attach(context);
     context->traceSpans = context->state && context->state->trace != nullptr;
@@ -104,7 +105,8 @@ abi::Result init(void** ctx, const ProfilerInitArgs& args) {
     }
     context->live.store(true, std::memory_order_release);
   }
-  AP_INFO(kFlags, "profiler v%d ready: comm 0x%llx '%s' rank %d/%d, event mask 0x%x%s (instance 0x%llx)",
+  AP_INFO(kFlags,
+          "profiler v%d ready: comm 0x%llx '%s' rank %d/%d, event mask 0x%x%s (instance 0x%llx)",
           args.abiVersion, static_cast<unsigned long long>(args.commId),
           args.commName ? args.commName : "", args.rank, args.nRanks, requested,
           enabled ? "" : ", disabled by NCCL_AUTOPILOT_PROFILER_ENABLE=0",

@@ -50,16 +50,25 @@ void widen(const Old& in, abi::ProfilerEventDescrV7* out) {
   static_assert(sizeof(Old) <= sizeof(abi::ProfilerEventDescrV7));
   std::memcpy(static_cast<void*>(out), &in, sizeof(Old));
   switch (in.type) {
-    case abi::event::kCollApi: out->collApi.userTag = 0; break;
-    case abi::event::kP2pApi: out->p2pApi.userTag = 0; break;
+    case abi::event::kCollApi:
+      out->collApi.userTag = 0;
+      break;
+    case abi::event::kP2pApi:
+      out->p2pApi.userTag = 0;
+      break;
     case abi::event::kColl:
       out->coll.kernelVariant = nullptr;
       out->coll.isSymColl = false;
       out->coll.userTag = 0;
       break;
-    case abi::event::kP2p: out->p2p.userTag = 0; break;
-    case abi::event::kCeColl: out->ceColl.userTag = 0; break;
-    default: break;
+    case abi::event::kP2p:
+      out->p2p.userTag = 0;
+      break;
+    case abi::event::kCeColl:
+      out->ceColl.userTag = 0;
+      break;
+    default:
+      break;
   }
 }
 
@@ -137,19 +146,29 @@ abi::Result finalizeAny(void* ctx) {
 
 using namespace autopilot;
 
-AP_EXPORT_TABLE(abi::ProfilerV7, ncclProfiler_v7) = {"autopilot", profiler::initV5Plus<7>,
-                                             profiler::startEventV7, profiler::stopEventAny,
-                                             profiler::recordEventStateAny,
-                                             profiler::finalizeAny};
+AP_EXPORT_TABLE(abi::ProfilerV7, ncclProfiler_v7) = {"autopilot",
+                                                     profiler::initV5Plus<7>,
+                                                     profiler::startEventV7,
+                                                     profiler::stopEventAny,
+                                                     profiler::recordEventStateAny,
+                                                     profiler::finalizeAny};
 AP_EXPORT_TABLE(abi::ProfilerV6, ncclProfiler_v6) = {
-    "autopilot", profiler::initV5Plus<6>,
+    "autopilot",
+    profiler::initV5Plus<6>,
     profiler::startEventOld<abi::ProfilerEventDescrV6, abi::event::kAllV6>,
-    profiler::stopEventAny, profiler::recordEventStateAny, profiler::finalizeAny};
+    profiler::stopEventAny,
+    profiler::recordEventStateAny,
+    profiler::finalizeAny};
 AP_EXPORT_TABLE(abi::ProfilerV5, ncclProfiler_v5) = {
-    "autopilot", profiler::initV5Plus<5>,
+    "autopilot",
+    profiler::initV5Plus<5>,
     profiler::startEventOld<abi::ProfilerEventDescrV5, abi::event::kAllV5>,
-    profiler::stopEventAny, profiler::recordEventStateAny, profiler::finalizeAny};
-AP_EXPORT_TABLE(abi::ProfilerV4, ncclProfiler_v4) = {"autopilot", profiler::initV4,
-                                             profiler::startEventV4, profiler::stopEventAny,
-                                             profiler::recordEventStateAny,
-                                             profiler::finalizeAny};
+    profiler::stopEventAny,
+    profiler::recordEventStateAny,
+    profiler::finalizeAny};
+AP_EXPORT_TABLE(abi::ProfilerV4, ncclProfiler_v4) = {"autopilot",
+                                                     profiler::initV4,
+                                                     profiler::startEventV4,
+                                                     profiler::stopEventAny,
+                                                     profiler::recordEventStateAny,
+                                                     profiler::finalizeAny};

@@ -1,9 +1,8 @@
 #include "profiler_plugin/prometheus_export.h"
 
-#include "common/comm_tag.h"
-
 #include <cstdio>
 
+#include "common/comm_tag.h"
 #include "profiler_plugin/export_util.h"
 #include "profiler_plugin/nccl_names.h"
 #include "profiler_plugin/service.h"
@@ -58,7 +57,8 @@ std::string label(const char* key, const char* value) {
 }
 
 std::string commLabels(const ProfilerContext& ctx) {
-  return label("comm_id", commTag(ctx.commId).c_str()) + "," + label("comm_name", ctx.name.c_str()) + "," +
+  return label("comm_id", commTag(ctx.commId).c_str()) + "," +
+         label("comm_name", ctx.name.c_str()) + "," +
          label("rank", std::to_string(ctx.rank).c_str()) + "," +
          label("n_ranks", std::to_string(ctx.nRanks).c_str());
 }
@@ -161,7 +161,8 @@ std::string renderPrometheus(const PrometheusInput& in) {
   };
   for (const RailMetric& m : kRailMetrics) {
     x.family(m.name, m.type, m.help);
-    for (size_t i = 0; i < in.nRails; ++i) x.sample(m.name, railLabels(in.rails[i]), m.value(in.rails[i]));
+    for (size_t i = 0; i < in.nRails; ++i)
+      x.sample(m.name, railLabels(in.rails[i]), m.value(in.rails[i]));
   }
   x.family("nccl_autopilot_rail_throughput_bytes_per_second", "gauge",
            "Bytes moved on the rail per second over the profiler's last interval.");

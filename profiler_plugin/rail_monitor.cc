@@ -26,8 +26,8 @@ void RailMonitor::update(const telemetry::RailSnapshot* rails, size_t n, uint64_
       uint64_t dt = nowNs > t.atNs ? nowNs - t.atNs : 0;
       if (dt > 0) s.throughputBytesPerSec = double(moved) * 1e9 / double(dt);
       if (moved >= minBytes_ && dt > 0) {
-        s.bytesPerSec = r.bandwidthBytesPerSec > 0 ? double(r.bandwidthBytesPerSec)
-                                                   : s.throughputBytesPerSec;
+        s.bytesPerSec =
+            r.bandwidthBytesPerSec > 0 ? double(r.bandwidthBytesPerSec) : s.throughputBytesPerSec;
         s.shift = t.detector.update(s.bytesPerSec);
       }
     }

@@ -18,7 +18,7 @@ namespace autopilot::profiler {
 
 struct RailSample {
   int rail = -1;
-  double bytesPerSec = 0;  // the sample fed to the detector (0: no sample this interval)
+  double bytesPerSec = 0;            // the sample fed to the detector (0: no sample this interval)
   double throughputBytesPerSec = 0;  // bytes moved / interval, always
   bool stateChanged = false;
   telemetry::RailState state = telemetry::RailState::kHealthy;

@@ -12,9 +12,9 @@
 #include <set>
 
 #include "common/clock.h"
+#include "common/comm_tag.h"
 #include "common/log.h"
 #include "common/measurement_bus.h"
-#include "common/comm_tag.h"
 #include "common/params.h"
 #include "common/safe_file.h"
 #include "profiler_plugin/events.h"
@@ -82,8 +82,8 @@ std::string uniquePath(std::string path, uint64_t commId, std::set<std::string>*
   if (used->count(path)) {
     size_t slash = path.rfind('/');
     size_t dot = path.rfind('.');
-    size_t at = dot != std::string::npos && (slash == std::string::npos || dot > slash) ? dot
-                                                                                         : path.size();
+    size_t at =
+        dot != std::string::npos && (slash == std::string::npos || dot > slash) ? dot : path.size();
     path.insert(at, "-" + commTag(commId));
   }
   used->insert(path);
@@ -178,15 +178,20 @@ void ProfilerService::attach(ProfilerContext* ctx) {
     }
     PathFields fields{ctx->rank, ctx->commId};
     if (!gTraceFile.get().empty()) {
-      std::string path = uniquePath(expandPathPattern(gTraceFile.get(), fields), ctx->commId, &used);
+      std::string path =
+          uniquePath(expandPathPattern(gTraceFile.get(), fields), ctx->commId, &used);
       state->trace = TraceWriter::open(path, uint64_t(gTraceMaxEvents.get()), *ctx);
-      if (state->trace) AP_INFO(kFlags, "profiler: trace of comm %s -> %s", hexId(ctx->commId).c_str(), path.c_str());
+      if (state->trace)
+        AP_INFO(kFlags, "profiler: trace of comm %s -> %s", hexId(ctx->commId).c_str(),
+                path.c_str());
     }
     if (!gInspectorFile.get().empty()) {
       std::string path =
           uniquePath(expandPathPattern(gInspectorFile.get(), fields), ctx->commId, &used);
       state->inspector = InspectorWriter::open(path, uint64_t(gInspectorMaxRecords.get()), *ctx);
-      if (state->inspector) AP_INFO(kFlags, "profiler: Inspector JSON lines of comm %s -> %s", hexId(ctx->commId).c_str(), path.c_str());
+      if (state->inspector)
+        AP_INFO(kFlags, "profiler: Inspector JSON lines of comm %s -> %s",
+                hexId(ctx->commId).c_str(), path.c_str());
     }
     if (prometheusPath_.empty() && !gPromFile.get().empty()) {
       prometheusPath_ = expandPathPattern(gPromFile.get(), fields);
@@ -200,7 +205,8 @@ void ProfilerService::attach(ProfilerContext* ctx) {
     stopRequested_ = false;
   }
   if (!thread_.start("ap-profiler", [this] { threadMain(); })) {
-    AP_WARN(kFlags, "profiler: no service thread: collectives are measured but exports and "
+    AP_WARN(kFlags,
+            "profiler: no service thread: collectives are measured but exports and "
             "aggregation wait for finalize");
   }
 }
@@ -224,8 +230,10 @@ void ProfilerService::detach(ProfilerContext* ctx) {
       if (ctx->state->trace) {
         ctx->state->trace->close();
         if (ctx->state->trace->dropped() > 0) {
-          AP_INFO(kFlags, "profiler: trace %s reached NCCL_AUTOPILOT_TRACE_MAX_EVENTS; %llu later "
-                  "events were not written", ctx->state->trace->path().c_str(),
+          AP_INFO(kFlags,
+                  "profiler: trace %s reached NCCL_AUTOPILOT_TRACE_MAX_EVENTS; %llu later "
+                  "events were not written",
+                  ctx->state->trace->path().c_str(),
                   static_cast<unsigned long long>(ctx->state->trace->dropped()));
         }
       }
@@ -364,15 +372,16 @@ void ProfilerService::railsLocked(uint64_t nowNs) {
       }
     }
     if (!s.shift.fired) continue;
-    journal::EventJournal::instance().record(
-        journal::Source::kProfiler, 0, s.rail, "rail_bw_shift",
-        "rail %s bandwidth x%.2f (%.0f -> %.0f MB/s)", name, s.shift.ratio,
-        s.shift.baseline / 1e6, s.shift.baseline * s.shift.ratio / 1e6);
+    journal::EventJournal::instance().record(journal::Source::kProfiler, 0, s.rail, "rail_bw_shift",
+                                             "rail %s bandwidth x%.2f (%.0f -> %.0f MB/s)", name,
+                                             s.shift.ratio, s.shift.baseline / 1e6,
+                                             s.shift.baseline * s.shift.ratio / 1e6);
     bus::ShiftNotice notice;
     notice.atNs = nowNs;
     notice.rail = s.rail;
     notice.ratio = s.shift.ratio;
-    for (ProfilerContext* ctx : live_) bus::MeasurementBus::instance().reportShift(ctx->commId, notice);
+    for (ProfilerContext* ctx : live_)
+      bus::MeasurementBus::instance().reportShift(ctx->commId, notice);
   }
 }
 
@@ -402,15 +411,18 @@ void ProfilerService::writePrometheusLocked() {
   in.hostname = hostName();
   in.pid = int(getpid());
   for (const ProfilerContext* ctx : live_) in.contexts.push_back(ctx);
-  in.nRails = telemetry::RailRegistry::instance().snapshot(snap, telemetry::kMaxRails, monotonicNs());
+  in.nRails =
+      telemetry::RailRegistry::instance().snapshot(snap, telemetry::kMaxRails, monotonicNs());
   in.rails = snap;
   in.railThroughput = railThroughput_.data();
   in.nRailThroughput = railThroughput_.size();
   std::string error;
   if (!writeFileAtomically(prometheusPath_, renderPrometheus(in), &error)) {
     ++promWriteErrors_;
-    AP_WARN_ONCE(kFlags, "profiler: cannot write the Prometheus file: %s (later failures are "
-                 "counted, not logged)", error.c_str());
+    AP_WARN_ONCE(kFlags,
+                 "profiler: cannot write the Prometheus file: %s (later failures are "
+                 "counted, not logged)",
+                 error.c_str());
   }
 }
 
@@ -426,7 +438,9 @@ void ProfilerService::summaryLocked(const ProfilerContext& ctx, uint64_t nowNs) 
           hexId(ctx.commId).c_str(), ctx.name.c_str(), ctx.rank, ctx.nRanks,
           static_cast<unsigned long long>(c.collCompleted.load()), rel(nowNs),
           static_cast<unsigned long long>(c.busPublished.load()),
-          clock < 0 ? "no" : clock == int(bus::DurationClock::kGpu) ? "GPU" : "host",
+          clock < 0                                ? "no"
+          : clock == int(bus::DurationClock::kGpu) ? "GPU"
+                                                   : "host",
           static_cast<unsigned long long>(c.collPoolFull.load() + c.childPoolFull.load()),
           static_cast<unsigned long long>(c.completedQueueFull.load() + c.traceQueueFull.load()),
           static_cast<unsigned long long>(c.busRejected.load()),
@@ -438,9 +452,8 @@ void ProfilerService::summaryLocked(const ProfilerContext& ctx, uint64_t nowNs) 
     AP_INFO(kFlags,
             "profiler summary:   slowest #%zu %s: %llu calls, %.3f s total, mean %.1f us "
             "(min %.1f, max %.1f), busbw %.2f GB/s, %llu latency shift(s)",
-            i + 1, armName(a.key).c_str(), static_cast<unsigned long long>(a.count),
-            a.sumUs / 1e6, a.meanUs(), a.minUs, a.maxUs, a.busBwGbs(),
-            static_cast<unsigned long long>(a.shifts));
+            i + 1, armName(a.key).c_str(), static_cast<unsigned long long>(a.count), a.sumUs / 1e6,
+            a.meanUs(), a.minUs, a.maxUs, a.busBwGbs(), static_cast<unsigned long long>(a.shifts));
   }
   telemetry::RailSnapshot snap[telemetry::kMaxRails];
   size_t n = telemetry::RailRegistry::instance().snapshot(snap, telemetry::kMaxRails, nowNs);
@@ -470,12 +483,15 @@ void ProfilerService::summaryLocked(const ProfilerContext& ctx, uint64_t nowNs) 
       around += buf;
     }
     if (around.empty()) {
-      around = "no rail or plugin event on this rank within 5 s: the slow part is likely another "
-               "rank or the fabric beyond this host";
+      around =
+          "no rail or plugin event on this rank within 5 s: the slow part is likely another "
+          "rank or the fabric beyond this host";
     }
-    AP_INFO(kFlags, "profiler summary:   latency %s %s x%.2f (%.1f us -> %.1f us) at %+.1f s "
-            "on rank %d: %s", e.ratio >= 1 ? "jump" : "drop", armName(e.key).c_str(), e.ratio,
-            e.baselineUs, e.baselineUs * e.ratio, rel(e.atNs), ctx.rank, around.c_str());
+    AP_INFO(kFlags,
+            "profiler summary:   latency %s %s x%.2f (%.1f us -> %.1f us) at %+.1f s "
+            "on rank %d: %s",
+            e.ratio >= 1 ? "jump" : "drop", armName(e.key).c_str(), e.ratio, e.baselineUs,
+            e.baselineUs * e.ratio, rel(e.atNs), ctx.rank, around.c_str());
   }
 }
 

@@ -79,8 +79,10 @@ void TraceWriter::emit(const std::string& event) {
 void TraceWriter::fail() {
   // A full disk or a lost mount: what was written cannot become valid JSON any more. The
   // partial file is removed rather than left for a viewer to choke on.
-  AP_WARN(abi::subsys::kProfile, "trace file '%s': write failed (%s); the partial file is "
-          "removed and tracing is off for this communicator", path_.c_str(), std::strerror(errno));
+  AP_WARN(abi::subsys::kProfile,
+          "trace file '%s': write failed (%s); the partial file is "
+          "removed and tracing is off for this communicator",
+          path_.c_str(), std::strerror(errno));
   std::fclose(file_);
   ::unlink(path_.c_str());
   file_ = nullptr;
@@ -112,18 +114,16 @@ void TraceWriter::collective(const CompletedColl& c, bool gpuClock) {
   e += ",\"dur\":";
   appendUs(&e, c.hostEndNs - c.hostStartNs);
   char buf[448];
-  std::snprintf(buf, sizeof(buf),
-                ",\"args\":{\"seq\":%llu,\"bytes\":%llu,\"count\":%llu,\"datatype\":\"%s\","
-                "\"algo\":\"%s\",\"proto\":\"%s\",\"nChannels\":%d,\"host_us\":%.3f,"
-                "\"gpu_us\":%.3f,\"tuner_clock\":\"%s\",\"user_tag\":%llu,\"engine\":\"%s\"",
-                static_cast<unsigned long long>(c.seqNumber),
-                static_cast<unsigned long long>(c.nBytes),
-                static_cast<unsigned long long>(c.count), datatypeName(c.datatype),
-                algoName(c.algo), protoName(c.proto), int(c.nChannels),
-                double(c.hostEndNs - c.hostStartNs) / 1e3,
-                c.gpuTimed ? double(c.gpuEndNs - c.gpuStartNs) / 1e3 : 0.0,
-                gpuClock ? "gpu" : "host", static_cast<unsigned long long>(c.userTag),
-                c.engine == kCopyEngine ? "copy" : "kernel");
+  std::snprintf(
+      buf, sizeof(buf),
+      ",\"args\":{\"seq\":%llu,\"bytes\":%llu,\"count\":%llu,\"datatype\":\"%s\","
+      "\"algo\":\"%s\",\"proto\":\"%s\",\"nChannels\":%d,\"host_us\":%.3f,"
+      "\"gpu_us\":%.3f,\"tuner_clock\":\"%s\",\"user_tag\":%llu,\"engine\":\"%s\"",
+      static_cast<unsigned long long>(c.seqNumber), static_cast<unsigned long long>(c.nBytes),
+      static_cast<unsigned long long>(c.count), datatypeName(c.datatype), algoName(c.algo),
+      protoName(c.proto), int(c.nChannels), double(c.hostEndNs - c.hostStartNs) / 1e3,
+      c.gpuTimed ? double(c.gpuEndNs - c.gpuStartNs) / 1e3 : 0.0, gpuClock ? "gpu" : "host",
+      static_cast<unsigned long long>(c.userTag), c.engine == kCopyEngine ? "copy" : "kernel");
   e += buf;
   // NCCL 2.31+ (profiler v7): the kernel variant, and the time the channels spent in their
   // sync phases against their compute phase (GPU ns summed over channels).
@@ -165,8 +165,8 @@ void TraceWriter::span(const TraceSpan& s) {
     nameTrack(tid, "proxy ops channel " + std::to_string(s.channelId));
     startHost = s.startNs;
     endHost = s.endNs;
-    std::snprintf(name, sizeof(name), "%s %s peer %d", s.isSend ? "send" : "recv",
-                  funcName(s.func), int(s.peer));
+    std::snprintf(name, sizeof(name), "%s %s peer %d", s.isSend ? "send" : "recv", funcName(s.func),
+                  int(s.peer));
   }
   std::string& e = scratch_;
   e.clear();
@@ -175,7 +175,7 @@ void TraceWriter::span(const TraceSpan& s) {
   e += "\",\"cat\":\"";
   e += s.kind == TraceSpan::kKernelChannel ? "kernel"
        : s.kind == TraceSpan::kKernelPhase ? "kernel_phase"
-                                            : "proxy";
+                                           : "proxy";
   e += "\",\"ph\":\"X\",\"pid\":";
   e += std::to_string(pid_);
   e += ",\"tid\":";
@@ -185,12 +185,10 @@ void TraceWriter::span(const TraceSpan& s) {
   e += ",\"dur\":";
   appendUs(&e, endHost >= startHost ? endHost - startHost : 0);
   char buf[160];
-  std::snprintf(buf, sizeof(buf),
-                ",\"args\":{\"seq\":%llu,\"start\":%llu,\"stop\":%llu,\"user_tag\":%llu}}",
-                static_cast<unsigned long long>(s.seqNumber),
-                static_cast<unsigned long long>(s.startNs),
-                static_cast<unsigned long long>(s.endNs),
-                static_cast<unsigned long long>(s.userTag));
+  std::snprintf(
+      buf, sizeof(buf), ",\"args\":{\"seq\":%llu,\"start\":%llu,\"stop\":%llu,\"user_tag\":%llu}}",
+      static_cast<unsigned long long>(s.seqNumber), static_cast<unsigned long long>(s.startNs),
+      static_cast<unsigned long long>(s.endNs), static_cast<unsigned long long>(s.userTag));
   e += buf;
   emit(e);
 }
@@ -242,8 +240,10 @@ void TraceWriter::close() {
     return;
   }
   if (std::fclose(file_) != 0) {
-    AP_WARN(abi::subsys::kProfile, "trace file '%s': write failed at close (%s); the partial "
-            "file is removed", path_.c_str(), std::strerror(errno));
+    AP_WARN(abi::subsys::kProfile,
+            "trace file '%s': write failed at close (%s); the partial "
+            "file is removed",
+            path_.c_str(), std::strerror(errno));
     ::unlink(path_.c_str());
     failed_ = true;
   }

@@ -20,10 +20,11 @@ JOBS=${AUTOPILOT_JOBS:-$(nproc)}
 # checks (profbench_quick, tuner_tunerbench_smoke; about 22 MB with libc6-dbg).
 # nlohmann-json3-dev: the tool's JSON reader (model/json_value.cc; never in the plugin library).
 # libcli11-dev: the tool's command-line parsing (bench/cli_args.h; header-only, tool only).
+# clang-format: the layout check of every C++ file (CTest format_check, .clang-format).
 PACKAGES=(cmake make g++ binutils pkg-config catch2 libibverbs-dev ibverbs-providers libsimgrid-dev
           libeigen3-dev iproute2 iperf3 python3 python3-matplotlib clang libclang-rt-14-dev
           qemu-system-x86 busybox-static ibverbs-utils rdma-core cpio python3-torch rpm
-          prometheus valgrind nlohmann-json3-dev libcli11-dev)
+          prometheus valgrind nlohmann-json3-dev libcli11-dev clang-format)
 
 log() { printf '\n== %s\n' "$*" >&2; }
 

@@ -171,9 +171,9 @@ void BanditPolicy::refreshShared() {
         const ArmStats& ad = p->arms[D];
         if (c == D || ac.n < config_.minSamples || ad.n < config_.minSamples) continue;
         const double noise = noiseSigma(*p);
-        const double y = (ac.mean - ad.mean) -
-                         (std::log(std::max(double(p->prior[c]), kMinPriorUs)) -
-                          std::log(std::max(double(p->prior[D]), kMinPriorUs)));
+        const double y =
+            (ac.mean - ad.mean) - (std::log(std::max(double(p->prior[c]), kMinPriorUs)) -
+                                   std::log(std::max(double(p->prior[D]), kMinPriorUs)));
         const double w = 1 / (noise * noise * (1 / ac.n + 1 / ad.n) + kShareTau * kShareTau);
         const double d = p->logSize - xbar;
         a00 += w;
@@ -233,7 +233,7 @@ void BanditPolicy::posterior(const ContextState& s, double sigmaObs, double* mea
     return std::log(std::max(double(s.prior[c]), kMinPriorUs)) + s.correction[c] + s.shared[c];
   };
   double offset = 0;
-  int anchor = s.arms[s.defaultCell].n > 0 ? s.defaultCell
+  int anchor = s.arms[s.defaultCell].n > 0                             ? s.defaultCell
                : (validCell(s.incumbent) && s.arms[s.incumbent].n > 0) ? s.incumbent
                                                                        : -1;
   if (anchor >= 0) offset = s.arms[anchor].mean - logPrior(anchor);
@@ -245,8 +245,9 @@ void BanditPolicy::posterior(const ContextState& s, double sigmaObs, double* mea
   for (int c = 0; c < kNumCells; ++c) {
     if (s.prior[c] < 0) continue;
     double precision = priorPrecision + s.arms[c].n * obsPrecision;
-    mean[c] = ((logPrior(c) + offset) * priorPrecision + s.arms[c].n * s.arms[c].mean * obsPrecision) /
-              precision;
+    mean[c] =
+        ((logPrior(c) + offset) * priorPrecision + s.arms[c].n * s.arms[c].mean * obsPrecision) /
+        precision;
     var[c] = 1.0 / precision;
   }
 }
@@ -365,7 +366,8 @@ ContextDecision BanditPolicy::decide(int ctx) {
   for (int c = 0; c < kNumCells; ++c) {
     if (c == I || s->prior[c] < 0 || s->arms[c].n < config_.minSamples) continue;
     double sd = std::sqrt(var[c] + var[I]);
-    if (mean[c] < mean[I] + gainLog && mean[c] + config_.switchZ * sd < mean[I] && mean[c] < mean[best]) {
+    if (mean[c] < mean[I] + gainLog && mean[c] + config_.switchZ * sd < mean[I] &&
+        mean[c] < mean[best]) {
       best = c;
     }
   }
@@ -440,7 +442,8 @@ bool BanditPolicy::restore(const ContextRecord& r, double maxSamples) {
   std::memcpy(s->prior, r.prior, sizeof(s->prior));
   s->defaultCell = ncclChoice(s->prior);
   if (s->defaultCell < 0) return false;
-  s->incumbent = validCell(r.incumbent) && s->prior[r.incumbent] >= 0 ? r.incumbent : s->defaultCell;
+  s->incumbent =
+      validCell(r.incumbent) && s->prior[r.incumbent] >= 0 ? r.incumbent : s->defaultCell;
   for (int c = 0; c < kNumCells; ++c) {
     ArmStats a = r.arms[c];
     if (!(a.n >= 0) || !std::isfinite(a.mean) || !(a.var >= 0) || !std::isfinite(a.var) ||

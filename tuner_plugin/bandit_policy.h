@@ -17,7 +17,8 @@
 //    least minSamples samples whose posterior is better by more than minGain and better with
 //    confidence (switchZ standard deviations of the difference). Contexts are re-evaluated after
 //    every sample, so the test is strict: it bounds the chance of ever doing worse than NCCL.
-//  - Exploration, bounded: only arms whose optimistic estimate (posterior mean - exploreZ sd) beats the
+//  - Exploration, bounded: only arms whose optimistic estimate (posterior mean - exploreZ sd) beats
+//  the
 //    incumbent by minGain are probed, the most promising first, with a small per-decision budget
 //    and at most maxExploreSamples samples per arm; an arm the prior places far above the
 //    incumbent is never probed. A probed arm that turns out worse leaves the candidate set after
@@ -48,20 +49,20 @@
 namespace autopilot::tuner {
 
 struct PolicyConfig {
-  double minGain = 0.02;          // smallest relative gain worth a switch or a probe
-  double switchZ = 3.0;           // standard deviations of the difference required for a switch
-  double exploreZ = 2.0;          // optimism of probes (standard deviations below the estimate)
-  double modelErrorSigma = 0.5;   // log-space spread of the cost model's relative error
-  double noiseFloor = 0.01;       // relative noise assumed at least (log space)
-  double defaultNoise = 0.05;     // relative noise before any arm has two samples
-  int minSamples = 3;             // samples before an arm may become the incumbent
-  int maxExploreSamples = 32;     // probes per arm before it is judged on what it has
-  int explorePeriod = 2;          // every 2nd call of a context may probe
-  int exploreBudget = 2;          // probes per decision (a table stays in force until the next
-                                  // agreed change: this bounds the probes of a round)
-  int refreshPlays = 2000;        // incumbent samples between refreshes (0 = never)
-  bool explore = true;            // false: exploit what is known (e.g. loaded), never probe
-  double probeBudget = 0.01;      // probes' extra time, as a fraction of all observed time
+  double minGain = 0.02;         // smallest relative gain worth a switch or a probe
+  double switchZ = 3.0;          // standard deviations of the difference required for a switch
+  double exploreZ = 2.0;         // optimism of probes (standard deviations below the estimate)
+  double modelErrorSigma = 0.5;  // log-space spread of the cost model's relative error
+  double noiseFloor = 0.01;      // relative noise assumed at least (log space)
+  double defaultNoise = 0.05;    // relative noise before any arm has two samples
+  int minSamples = 3;            // samples before an arm may become the incumbent
+  int maxExploreSamples = 32;    // probes per arm before it is judged on what it has
+  int explorePeriod = 2;         // every 2nd call of a context may probe
+  int exploreBudget = 2;         // probes per decision (a table stays in force until the next
+                                 // agreed change: this bounds the probes of a round)
+  int refreshPlays = 2000;       // incumbent samples between refreshes (0 = never)
+  bool explore = true;           // false: exploit what is known (e.g. loaded), never probe
+  double probeBudget = 0.01;     // probes' extra time, as a fraction of all observed time
 };
 
 class BanditPolicy {

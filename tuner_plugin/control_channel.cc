@@ -5,12 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#include <algorithm>
 
 #include "common/params.h"
 #include "tuner_plugin/wire_format.h"
@@ -215,8 +214,7 @@ void unlinkEndpoint(const Endpoint& ep) {
   if (ep.kind == Endpoint::Kind::kUnix) unlink(ep.path.c_str());
 }
 
-bool FrameConnection::readFrames(std::vector<std::string>* out, size_t maxBody,
-                                 size_t maxFrames) {
+bool FrameConnection::readFrames(std::vector<std::string>* out, size_t maxBody, size_t maxFrames) {
   // Parsed bytes are dropped from the front once they are half the buffer: amortized O(1) per
   // byte, never one erase per frame.
   if (inPos_ > 0 && inPos_ * 2 >= in_.size()) {

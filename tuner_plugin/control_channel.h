@@ -77,7 +77,7 @@ class FrameConnection {
 
  private:
   Fd fd_;
-  std::string in_;   // received bytes; frames are parsed from inPos_ on
+  std::string in_;  // received bytes; frames are parsed from inPos_ on
   size_t inPos_ = 0;
   std::string out_;
 };

@@ -155,8 +155,8 @@ void Coordinator::decideRole(uint64_t nowNs) {
     }
   }
   role_ = Role::kFollower;
-  AP_INFO(kFlags, "tuner: comm 0x%llx: following the leader at %s (rank %d)",
-          ull(config_.commId), config_.endpoint.describe().c_str(), config_.rank);
+  AP_INFO(kFlags, "tuner: comm 0x%llx: following the leader at %s (rank %d)", ull(config_.commId),
+          config_.endpoint.describe().c_str(), config_.rank);
   startConnect(nowNs);
 }
 
@@ -315,8 +315,10 @@ bool Coordinator::onFrame(Peer& p, const std::string& body, uint64_t nowNs) {
   uint8_t type;
   std::string payload;
   if (!p.session.open(body, &type, &payload)) {
-    AP_WARN(kFlags, "tuner: comm 0x%llx: a control message failed authentication; dropping the "
-            "connection", ull(config_.commId));
+    AP_WARN(kFlags,
+            "tuner: comm 0x%llx: a control message failed authentication; dropping the "
+            "connection",
+            ull(config_.commId));
     return false;
   }
   wire::Reader r(payload.data(), payload.size());
@@ -328,7 +330,8 @@ bool Coordinator::onHandshakeFrame(Peer& p, const std::string& body, uint64_t no
   wire::Reader r(body.data(), body.size());
   uint8_t type = 0;
   if (!r.u8(&type)) return false;
-  if (role_ == Role::kFollower && p.stage == Peer::Stage::kAwaitChallenge && type == wire::kChallenge) {
+  if (role_ == Role::kFollower && p.stage == Peer::Stage::kAwaitChallenge &&
+      type == wire::kChallenge) {
     uint32_t version;
     if (!r.u32(&version) || !r.bytes(p.leaderNonce, wire::kNonceSize)) return false;
     if (version != wire::kProtocolVersion) {
@@ -352,12 +355,14 @@ bool Coordinator::onHandshakeFrame(Peer& p, const std::string& body, uint64_t no
     if (!r.bytes(mac, sizeof(mac))) return false;
     Digest expected = wire::welcomeMac(config_.key, p.leaderNonce, p.followerNonce);
     if (!equalConstantTime(mac, expected.data(), sizeof(mac))) {
-      AP_WARN(kFlags, "tuner: comm 0x%llx: the process at %s cannot prove the job key: not our "
-              "leader; refusing it", ull(config_.commId), config_.endpoint.describe().c_str());
+      AP_WARN(kFlags,
+              "tuner: comm 0x%llx: the process at %s cannot prove the job key: not our "
+              "leader; refusing it",
+              ull(config_.commId), config_.endpoint.describe().c_str());
       return false;
     }
-    p.session = wire::SecureSession(wire::sessionKey(config_.key, p.leaderNonce, p.followerNonce),
-                                    false);
+    p.session =
+        wire::SecureSession(wire::sessionKey(config_.key, p.leaderNonce, p.followerNonce), false);
     p.stage = Peer::Stage::kReady;
     phase_ = Phase::kReady;
     stats_.joinedAfterNs = nowNs - startNs_;
@@ -411,8 +416,8 @@ bool Coordinator::onHandshakeFrame(Peer& p, const std::string& body, uint64_t no
     w.u8(wire::kWelcome);
     w.bytes(welcome.data(), welcome.size());
     if (!p.conn.send(wire::frame(w.str()))) return false;
-    p.session = wire::SecureSession(wire::sessionKey(config_.key, p.leaderNonce, p.followerNonce),
-                                    true);
+    p.session =
+        wire::SecureSession(wire::sessionKey(config_.key, p.leaderNonce, p.followerNonce), true);
     p.rank = rank;
     p.flags = flags;
     p.stage = Peer::Stage::kReady;
@@ -577,13 +582,15 @@ bool Coordinator::propose(const DecisionTable& desired, uint64_t nowNs) {
 
 void Coordinator::abortProposal(const char* why) {
   if (!open_) return;
-  AP_TRACE(kFlags, "tuner: comm 0x%llx: policy v%u aborted: %s", ull(config_.commId), version_, why);
+  AP_TRACE(kFlags, "tuner: comm 0x%llx: policy v%u aborted: %s", ull(config_.commId), version_,
+           why);
   (void)why;
   comm_->resolve(version_, false);
   wire::Writer w;
   w.u32(version_);
   for (auto& peer : peers_) {
-    if (peer->stage == Peer::Stage::kReady) sendSealed(*peer, wire::kAbort, w.str(), peer->lastSentNs);
+    if (peer->stage == Peer::Stage::kReady)
+      sendSealed(*peer, wire::kAbort, w.str(), peer->lastSentNs);
   }
   open_ = false;
   ++stats_.aborts;
@@ -593,11 +600,10 @@ void Coordinator::tick(uint64_t nowNs) {
   if (role_ == Role::kUndecided) decideRole(nowNs);
   if (phase_ == Phase::kOff || phase_ == Phase::kFrozen) return;
   if (phase_ == Phase::kJoining && nowNs - startNs_ > config_.joinTimeoutNs) {
-    std::string why = role_ == Role::kLeader
-                          ? std::to_string(readyFollowers()) + " of " +
-                                std::to_string(config_.nRanks - 1) +
-                                " followers joined within the join timeout"
-                          : "no leader answered within the join timeout";
+    std::string why = role_ == Role::kLeader ? std::to_string(readyFollowers()) + " of " +
+                                                   std::to_string(config_.nRanks - 1) +
+                                                   " followers joined within the join timeout"
+                                             : "no leader answered within the join timeout";
     turnOff(why.c_str());
     return;
   }

@@ -46,9 +46,9 @@
 #include <string>
 #include <vector>
 
+#include "common/sha256.h"
 #include "tuner_plugin/control_channel.h"
 #include "tuner_plugin/decision.h"
-#include "common/sha256.h"
 #include "tuner_plugin/wire_format.h"
 
 namespace autopilot::tuner {
@@ -59,8 +59,8 @@ struct CoordinatorConfig {
   uint64_t commId = 0;
   int nRanks = 1;
   int nNodes = 1;
-  int rank = -1;              // -1: unknown (leader elected by the rendezvous)
-  bool userAlgoProto = false; // NCCL_ALGO/NCCL_PROTO set here: veto learning for the comm
+  int rank = -1;               // -1: unknown (leader elected by the rendezvous)
+  bool userAlgoProto = false;  // NCCL_ALGO/NCCL_PROTO set here: veto learning for the comm
   Endpoint endpoint;
   Digest key{};
   uint64_t joinTimeoutNs = 120'000'000'000ull;
@@ -81,7 +81,7 @@ class Coordinator {
     uint64_t strangersRejected = 0;
     uint64_t evicted = 0;          // unauthenticated connections closed to make room
     uint64_t duplicateClaims = 0;  // a rank claimed twice (the communicator froze)
-    uint64_t joinedAfterNs = 0;  // time until every follower had joined
+    uint64_t joinedAfterNs = 0;    // time until every follower had joined
   };
 
   Coordinator(TunerComm* comm, const CoordinatorConfig& config);

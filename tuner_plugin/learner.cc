@@ -11,7 +11,8 @@ namespace {
 bool samePrior(const float* a, const float* b) {
   for (int c = 0; c < kNumCells; ++c) {
     if ((a[c] < 0) != (b[c] < 0)) return false;
-    if (a[c] >= 0 && std::fabs(a[c] - b[c]) > 1e-4f * std::max(std::fabs(a[c]), std::fabs(b[c])) + 1e-6f) {
+    if (a[c] >= 0 &&
+        std::fabs(a[c] - b[c]) > 1e-4f * std::max(std::fabs(a[c]), std::fabs(b[c])) + 1e-6f) {
       return false;
     }
   }

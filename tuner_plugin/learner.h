@@ -29,8 +29,8 @@ class Learner {
   static constexpr size_t kCallsPerFunc = 2048;
 
   struct Stats {
-    uint64_t samples = 0;       // drained from the bus
-    uint64_t attributed = 0;    // matched to a call and observed
+    uint64_t samples = 0;     // drained from the bus
+    uint64_t attributed = 0;  // matched to a call and observed
     uint64_t shifts = 0;
     uint64_t restoredUsed = 0;
     uint64_t restoredDiscarded = 0;  // saved for another topology / NCCL version

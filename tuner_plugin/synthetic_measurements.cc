@@ -70,8 +70,8 @@ double SyntheticMeasurements::uniform() {
   return double((state_ * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-void SyntheticMeasurements::publish(uint64_t commId, int func, uint64_t seqNumber,
-                                    uint64_t nBytes, const float* original, int cell) {
+void SyntheticMeasurements::publish(uint64_t commId, int func, uint64_t seqNumber, uint64_t nBytes,
+                                    const float* original, int cell) {
   if (cell < 0 || cell >= kNumCells || !(original[cell] > 0)) return;
   double u1 = std::max(uniform(), 1e-12), u2 = uniform();
   double gauss = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);

@@ -128,11 +128,12 @@ std::optional<std::string> readSecret() {
   if (!problem.empty()) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true)) {
-      AP_WARN(kFlags, "tuner: NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE=%s cannot serve as the "
+      AP_WARN(kFlags,
+              "tuner: NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE=%s cannot serve as the "
               "rendezvous secret: %s. Learning is off (NCCL's choices stand). Fix: put the same "
               "random bytes in that file on every node, owned by the job's user with mode 0600 "
-              "(e.g. head -c 32 /dev/urandom > FILE; chmod 600 FILE)", path.c_str(),
-              problem.c_str());
+              "(e.g. head -c 32 /dev/urandom > FILE; chmod 600 FILE)",
+              path.c_str(), problem.c_str());
     }
     return std::nullopt;
   }
@@ -185,8 +186,8 @@ class TunerRuntime final : public ServiceClient {
     std::string why;
     if (tuner::loadTuningFile(path, key_, &records, &why)) {
       learner_.restore(records, 4);
-      AP_INFO(kFlags, "tuner: comm 0x%llx: loaded %zu learned contexts from %s",
-              ull(commId_), records.size(), path.c_str());
+      AP_INFO(kFlags, "tuner: comm 0x%llx: loaded %zu learned contexts from %s", ull(commId_),
+              records.size(), path.c_str());
     } else if (access(path.c_str(), F_OK) == 0) {
       AP_WARN(kFlags, "tuner: comm 0x%llx: tuning file ignored: %s", ull(commId_), why.c_str());
     }
@@ -224,8 +225,8 @@ class TunerRuntime final : public ServiceClient {
             double(s.latencyMaxNs) / 1000.0, ull(s.waits), ull(s.timeouts), ull(c.proposals),
             ull(c.commits), ull(c.aborts), ull(c.strangersRejected), ull(l.samples),
             ull(l.attributed), ull(m.aggregateParts), ull(m.realigned),
-            ull(m.notRecorded + m.noCall), ull(m.otherClock), ull(m.badSample),
-            ull(l.restoredUsed), ull(l.restoredDiscarded));
+            ull(m.notRecorded + m.noCall), ull(m.otherClock), ull(m.badSample), ull(l.restoredUsed),
+            ull(l.restoredDiscarded));
   }
 
   // ServiceClient, on the service thread.
@@ -297,8 +298,10 @@ struct TunerContext {
 std::unique_ptr<TunerRuntime> makeRuntime(const TunerInitArgs& args) {
   if (!gTunerEnable.get()) return nullptr;
   if (!args.hasCommId) {
-    AP_INFO(kFlags, "tuner v%d: NCCL does not pass a communicator id before tuner v5, so ranks "
-            "cannot agree on learned choices; NCCL's choices stand", args.abiVersion);
+    AP_INFO(kFlags,
+            "tuner v%d: NCCL does not pass a communicator id before tuner v5, so ranks "
+            "cannot agree on learned choices; NCCL's choices stand",
+            args.abiVersion);
     return nullptr;
   }
   comms::CommInfo info;
@@ -314,8 +317,7 @@ std::unique_ptr<TunerRuntime> makeRuntime(const TunerInitArgs& args) {
   std::string why;
   cc.endpoint = resolveEndpoint(args.commId, int(args.nNodes), &why);
   if (cc.endpoint.kind == Endpoint::Kind::kNone) {
-    AP_INFO(kFlags, "tuner: comm 0x%llx: %s; NCCL's choices stand", ull(args.commId),
-            why.c_str());
+    AP_INFO(kFlags, "tuner: comm 0x%llx: %s; NCCL's choices stand", ull(args.commId), why.c_str());
     return nullptr;
   }
   std::optional<std::string> secret = readSecret();
@@ -341,12 +343,15 @@ std::unique_ptr<TunerRuntime> makeRuntime(const TunerInitArgs& args) {
   std::unique_ptr<SyntheticMeasurements> synthetic;
   if (!gSynthetic.get().empty()) {
     std::string err;
-    synthetic = SyntheticMeasurements::fromSpec(gSynthetic.get(), rank >= 0 ? rank : getpid(), &err);
+    synthetic =
+        SyntheticMeasurements::fromSpec(gSynthetic.get(), rank >= 0 ? rank : getpid(), &err);
     if (synthetic == nullptr) {
       AP_WARN(kFlags, "tuner: NCCL_AUTOPILOT_TUNER_SYNTHETIC ignored: %s", err.c_str());
     } else {
-      AP_WARN(kFlags, "tuner: comm 0x%llx: NCCL_AUTOPILOT_TUNER_SYNTHETIC is set: measurements "
-              "are INVENTED (test hook)", ull(args.commId));
+      AP_WARN(kFlags,
+              "tuner: comm 0x%llx: NCCL_AUTOPILOT_TUNER_SYNTHETIC is set: measurements "
+              "are INVENTED (test hook)",
+              ull(args.commId));
     }
   }
   auto runtime = std::make_unique<TunerRuntime>(args, rank, std::move(synthetic), cc, pc);
@@ -370,9 +375,9 @@ abi::Result init(void** ctx, const TunerInitArgs& args) {
   context->runtime = makeRuntime(args);
   AP_INFO(kFlags, "tuner v%d ready: comm 0x%llx nRanks %zu nNodes %zu%s (instance 0x%llx)",
           args.abiVersion, ull(args.commId), args.nRanks, args.nNodes,
-          !gTunerEnable.get()   ? ", disabled by NCCL_AUTOPILOT_TUNER_ENABLE=0"
-          : context->runtime ? ""
-                             : ", NCCL's choices stand",
+          !gTunerEnable.get() ? ", disabled by NCCL_AUTOPILOT_TUNER_ENABLE=0"
+          : context->runtime  ? ""
+                              : ", NCCL's choices stand",
           ull(instanceId()));
   *ctx = context.release();
   contextCreated();

@@ -67,9 +67,8 @@ abi::Result initV3V4(size_t nRanks, size_t nNodes, abi::Logger logFn, void** ctx
 }
 
 // NCCL treats an error from getCollInfo as fatal for the collective: always succeed.
-abi::Result getCollInfoV5(void* ctx, int collType, size_t nBytes, int numPipeOps,
-                          float** costTable, int numAlgo, int numProto, int regBuff,
-                          int* nChannels) {
+abi::Result getCollInfoV5(void* ctx, int collType, size_t nBytes, int numPipeOps, float** costTable,
+                          int numAlgo, int numProto, int regBuff, int* nChannels) {
   return guardedNeverFail("tunerGetCollInfo", kFlags, [&] {
     if (ctx == nullptr || costTable == nullptr || nChannels == nullptr) return;
     getCollInfo(ctx, collType, nBytes, numPipeOps, costTable, numAlgo, numProto, regBuff,
@@ -77,8 +76,8 @@ abi::Result getCollInfoV5(void* ctx, int collType, size_t nBytes, int numPipeOps
   });
 }
 
-abi::Result getCollInfoV3(void* ctx, int collType, size_t nBytes, int numPipeOps,
-                          float** costTable, int numAlgo, int numProto, int* nChannels) {
+abi::Result getCollInfoV3(void* ctx, int collType, size_t nBytes, int numPipeOps, float** costTable,
+                          int numAlgo, int numProto, int* nChannels) {
   // v3 has no regBuff; 0 is what a decision that ignores it sees anyway.
   return getCollInfoV5(ctx, collType, nBytes, numPipeOps, costTable, numAlgo, numProto, 0,
                        nChannels);
@@ -101,15 +100,14 @@ abi::Result finalizeAny(void* ctx) {
 
 using namespace autopilot;
 
-AP_EXPORT_TABLE(abi::TunerV7, ncclTunerPlugin_v7) = {"autopilot", tuner::initV7,
-                                             tuner::getCollInfoV5, tuner::finalizeAny,
-                                             tuner::getChunkSizeAny};
+AP_EXPORT_TABLE(abi::TunerV7, ncclTunerPlugin_v7) = {
+    "autopilot", tuner::initV7, tuner::getCollInfoV5, tuner::finalizeAny, tuner::getChunkSizeAny};
 AP_EXPORT_TABLE(abi::TunerV6, ncclTunerPlugin_v6) = {"autopilot", tuner::initV5V6<6>,
-                                             tuner::getCollInfoV5, tuner::finalizeAny,
-                                             tuner::getChunkSizeAny};
+                                                     tuner::getCollInfoV5, tuner::finalizeAny,
+                                                     tuner::getChunkSizeAny};
 AP_EXPORT_TABLE(abi::TunerV5, ncclTunerPlugin_v5) = {"autopilot", tuner::initV5V6<5>,
-                                             tuner::getCollInfoV5, tuner::finalizeAny};
+                                                     tuner::getCollInfoV5, tuner::finalizeAny};
 AP_EXPORT_TABLE(abi::TunerV4, ncclTunerPlugin_v4) = {"autopilot", tuner::initV3V4<4>,
-                                             tuner::getCollInfoV5, tuner::finalizeAny};
+                                                     tuner::getCollInfoV5, tuner::finalizeAny};
 AP_EXPORT_TABLE(abi::TunerV3, ncclTunerPlugin_v3) = {"autopilot", tuner::initV3V4<3>,
-                                             tuner::getCollInfoV3, tuner::finalizeAny};
+                                                     tuner::getCollInfoV3, tuner::finalizeAny};

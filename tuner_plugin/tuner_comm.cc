@@ -34,8 +34,8 @@ TunerComm::TunerComm(uint64_t commId, uint64_t minBytes, uint64_t syncTimeoutNs,
 
 TunerComm::~TunerComm() = default;
 
-void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float** table,
-                            int numAlgo, int numProto, int* nChannels) {
+void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float** table, int numAlgo,
+                            int numProto, int* nChannels) {
   (void)nChannels;  // channel counts are NCCL's (never raised, not learned yet)
   const uint64_t n = ++callCount_;
   publishedCalls_.store(n, std::memory_order_seq_cst);
@@ -120,7 +120,7 @@ void TunerComm::atSwitchPoint(uint64_t n) {
     }
     active_ = next;
     appliedVersion_ = staged_.version;
-      ++stats_.applied;
+    ++stats_.applied;
     uint64_t now = monotonicNs();
     if (now > staged_.proposedAtNs) {
       uint64_t latency = now - staged_.proposedAtNs;

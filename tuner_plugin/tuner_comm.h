@@ -46,11 +46,11 @@ class TunerComm {
   };
 
   struct SwapStats {
-    uint64_t applied = 0;        // tables that took effect here
-    uint64_t dropped = 0;        // staged tables aborted or orphaned
-    uint64_t waits = 0;          // times the calling thread waited for a verdict at E
-    uint64_t timeouts = 0;       // ... and gave up (the comm then freezes)
-    uint64_t latencySumNs = 0;   // proposal (leader's clock) to effect here; same host only
+    uint64_t applied = 0;       // tables that took effect here
+    uint64_t dropped = 0;       // staged tables aborted or orphaned
+    uint64_t waits = 0;         // times the calling thread waited for a verdict at E
+    uint64_t timeouts = 0;      // ... and gave up (the comm then freezes)
+    uint64_t latencySumNs = 0;  // proposal (leader's clock) to effect here; same host only
     uint64_t latencyMaxNs = 0;
   };
 

@@ -121,7 +121,8 @@ bool parseRecords(const Section& s, std::vector<BanditPolicy::ContextRecord>* ou
     if (tok[0] == "ctx") {
       long ctx, inc;
       if (tok.size() != 4 + kNumCells || tok[2] != "incumbent" ||
-          !parseInt(tok[1], 0, kNumContexts - 1, &ctx) || !parseInt(tok[3], -1, kNumCells - 1, &inc)) {
+          !parseInt(tok[1], 0, kNumContexts - 1, &ctx) ||
+          !parseInt(tok[3], -1, kNumCells - 1, &inc)) {
         return bad("malformed ctx record");
       }
       if (seen[ctx]) return bad("duplicate context");
@@ -179,8 +180,12 @@ void formatSection(const TuningKey& key, const std::vector<BanditPolicy::Context
 
 std::string TuningKey::hex() const {
   Sha256 h;
-  int ints[6] = {abiVersion, nRanks, nNodes, nvlDomain.nNvlDomains,
-                 nvlDomain.minRanksPerNvlDomain, nvlDomain.maxRanksPerNvlDomain};
+  int ints[6] = {abiVersion,
+                 nRanks,
+                 nNodes,
+                 nvlDomain.nNvlDomains,
+                 nvlDomain.minRanksPerNvlDomain,
+                 nvlDomain.maxRanksPerNvlDomain};
   h.update(ints, sizeof(ints));
   if (haveConstants) h.update(&constants, sizeof(constants));
   Digest d = h.finish();

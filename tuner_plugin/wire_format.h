@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <string>
 
-#include "tuner_plugin/decision.h"
 #include "common/sha256.h"
+#include "tuner_plugin/decision.h"
 
 namespace autopilot::tuner::wire {
 
@@ -30,16 +30,16 @@ inline constexpr size_t kMaxFrameBody = 64 * 1024;
 inline constexpr uint32_t kProtocolVersion = 1;
 
 enum MsgType : uint8_t {
-  kChallenge = 1,  // leader -> follower: protocol version, leader nonce
-  kHello = 2,      // follower -> leader: nonce, rank, flags, MAC
-  kWelcome = 3,    // leader -> follower: MAC (sealed frames from here on)
-  kPropose = 10,   // leader: version, effective call index, proposal time, decision table
-  kAck = 11,       // follower: version, its call count (it will switch at the effective index)
-  kNack = 12,      // follower: version, its call count (too late, or cannot take it)
-  kCommit = 13,    // leader: version (every follower acknowledged: switch at the index)
-  kAbort = 14,     // leader: version (keep the current table)
-  kHeartbeat = 15, // either side: call count
-  kBye = 16,       // either side: orderly finalize (the communicator is being destroyed)
+  kChallenge = 1,   // leader -> follower: protocol version, leader nonce
+  kHello = 2,       // follower -> leader: nonce, rank, flags, MAC
+  kWelcome = 3,     // leader -> follower: MAC (sealed frames from here on)
+  kPropose = 10,    // leader: version, effective call index, proposal time, decision table
+  kAck = 11,        // follower: version, its call count (it will switch at the effective index)
+  kNack = 12,       // follower: version, its call count (too late, or cannot take it)
+  kCommit = 13,     // leader: version (every follower acknowledged: switch at the index)
+  kAbort = 14,      // leader: version (keep the current table)
+  kHeartbeat = 15,  // either side: call count
+  kBye = 16,        // either side: orderly finalize (the communicator is being destroyed)
 };
 
 // Flags a follower reports in its hello.

@@ -49,10 +49,14 @@ const Protocol& protocolByIndex(int proto) {
 
 const char* collectiveName(CollectiveKind c) {
   switch (c) {
-    case CollectiveKind::kBroadcast: return "Broadcast";
-    case CollectiveKind::kAllGather: return "AllGather";
-    case CollectiveKind::kReduceScatter: return "ReduceScatter";
-    case CollectiveKind::kAllReduce: return "AllReduce";
+    case CollectiveKind::kBroadcast:
+      return "Broadcast";
+    case CollectiveKind::kAllGather:
+      return "AllGather";
+    case CollectiveKind::kReduceScatter:
+      return "ReduceScatter";
+    case CollectiveKind::kAllReduce:
+      return "AllReduce";
   }
   return "?";
 }
@@ -196,8 +200,10 @@ void CollectiveEngine::ringReduceScatter(float* data, size_t count, const Protoc
     std::vector<int> lastRecv(inGroup, -1);
     for (int s = 0; s < steps; ++s) {
       for (size_t k = 0; k < inGroup; ++k) {
-        Range sendSeg{size_t(mod(rank_ - s - 1, n)) * count, size_t(mod(rank_ - s - 1, n) + 1) * count};
-        Range recvSeg{size_t(mod(rank_ - s - 2, n)) * count, size_t(mod(rank_ - s - 2, n) + 1) * count};
+        Range sendSeg{size_t(mod(rank_ - s - 1, n)) * count,
+                      size_t(mod(rank_ - s - 1, n) + 1) * count};
+        Range recvSeg{size_t(mod(rank_ - s - 2, n)) * count,
+                      size_t(mod(rank_ - s - 2, n) + 1) * count};
         Range sr = sliceOf(sendSeg, elems, g + k), rr = sliceOf(recvSeg, elems, g + k);
         Flow send{true, next, data + sr.begin, sr.size() * sizeof(float)};
         send.dep[0] = lastRecv[k];  // sends the piece reduced by the previous step

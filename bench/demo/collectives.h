@@ -36,9 +36,9 @@ const char* collectiveName(CollectiveKind c);
 struct CollectiveCall {
   CollectiveKind kind;
   Algorithm algorithm;
-  int protocol;          // 0..2
-  size_t count;          // elements: per rank for all-gather input / reduce-scatter output
-  int root = 0;          // broadcast
+  int protocol;  // 0..2
+  size_t count;  // elements: per rank for all-gather input / reduce-scatter output
+  int root = 0;  // broadcast
 };
 
 // Sizes as the tuner sees them (NCCL's getCollInfo nBytes): total bytes of the operation.

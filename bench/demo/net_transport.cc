@@ -57,8 +57,8 @@ void NetTransport::connectAll(const Publish& publish, const Collect& collect, in
     for (int p = 0; p < nRanks_; ++p) {
       if (p == rank_) continue;
       if (sendComms_[size_t(p)] == nullptr) {
-        abi::Result r = net_.connect(ctx_, device_, peerHandles[size_t(p)].data(),
-                                     &sendComms_[size_t(p)]);
+        abi::Result r =
+            net_.connect(ctx_, device_, peerHandles[size_t(p)].data(), &sendComms_[size_t(p)]);
         if (r != abi::kSuccess) fail("connect", p, r);
         pending |= sendComms_[size_t(p)] == nullptr;
       }
@@ -84,8 +84,8 @@ void NetTransport::registerRegion(void* data, size_t bytes) {
            std::vector<void*>(size_t(nRanks_), nullptr)};
   for (int p = 0; p < nRanks_; ++p) {
     if (p == rank_) continue;
-    abi::Result s = net_.regMr(sendComms_[size_t(p)], data, bytes, abi::kPtrHost,
-                               &r.sendHandles[size_t(p)]);
+    abi::Result s =
+        net_.regMr(sendComms_[size_t(p)], data, bytes, abi::kPtrHost, &r.sendHandles[size_t(p)]);
     if (s != abi::kSuccess) fail("regMr (send)", p, s);
     s = net_.regMr(recvComms_[size_t(p)], data, bytes, abi::kPtrHost, &r.recvHandles[size_t(p)]);
     if (s != abi::kSuccess) fail("regMr (recv)", p, s);
@@ -131,8 +131,8 @@ void* NetTransport::irecv(int peer, void* data, size_t bytes) {
   void* buffers[1] = {data};
   void* mhandles[1] = {mhandleFor(data, peer, false)};
   void* phandles[1] = {nullptr};
-  abi::Result r = net_.irecv(recvComms_[size_t(peer)], 1, buffers, sizes, tags, mhandles,
-                             phandles, &request);
+  abi::Result r =
+      net_.irecv(recvComms_[size_t(peer)], 1, buffers, sizes, tags, mhandles, phandles, &request);
   if (r != abi::kSuccess) fail("irecv", peer, r);
   return request ? track(Pending{request, false, peer}) : nullptr;
 }

@@ -21,7 +21,7 @@ struct JobSpec {
   uint64_t commId = 0;
   int rails = 3;
   int railMbit = 250;
-  std::string sizes;  // comma-separated bytes
+  std::string sizes;                       // comma-separated bytes
   std::map<std::string, std::string> env;  // added to each rank's environment
   const VethCluster* cluster = nullptr;    // NULL: every rank on the loopback rails
   std::string logDir;                      // each rank's stderr goes to rank<N>.log here

@@ -16,8 +16,8 @@ void ProfilerFeed::enqueued(const CollectiveInfo& info) {
   if (profiler_ == nullptr) return;
   sampledMask_ = *mask_;  // NCCL samples the mask once per operation, at enqueue
   const uint64_t m = uint64_t(sampledMask_);
-  const uint64_t belowColl = ev::kColl | ev::kProxyOp | ev::kProxyStep | ev::kKernelCh |
-                             ev::kNetPlugin;
+  const uint64_t belowColl =
+      ev::kColl | ev::kProxyOp | ev::kProxyStep | ev::kKernelCh | ev::kNetPlugin;
   void* group = nullptr;
   void* collApi = nullptr;
   if (m & ~ev::kProxyCtrl) {

@@ -21,16 +21,16 @@ class ProfilerFeed {
   ProfilerFeed(host::HostProfiler* profiler, void* context, int rank, const int* activationMask);
 
   struct CollectiveInfo {
-    const char* func;      // "AllReduce", ...
-    size_t apiCount;       // the user's count (elements)
+    const char* func;  // "AllReduce", ...
+    size_t apiCount;   // the user's count (elements)
     const char* apiDatatype;
-    size_t taskCount;      // NCCL's task count (AllGather/Broadcast: bytes as int8)
+    size_t taskCount;  // NCCL's task count (AllGather/Broadcast: bytes as int8)
     const char* taskDatatype;
     int root;
-    const char* algo;      // "Ring", "Tree"
-    const char* proto;     // "LL", "LL128", "Simple"
-    int nChannels;         // channels used; one KernelCh event is emitted per channel
-    uint64_t seqNumber;    // per-communicator, per-function
+    const char* algo;    // "Ring", "Tree"
+    const char* proto;   // "LL", "LL128", "Simple"
+    int nChannels;       // channels used; one KernelCh event is emitted per channel
+    uint64_t seqNumber;  // per-communicator, per-function
   };
 
   // Enqueue and group end; the collective then runs.

@@ -164,8 +164,8 @@ class Rank {
       }
       hash = (hash ^ (it * 131 + uint64_t(cell) * 7 + uint64_t(nChannels))) * 1099511628211ull;
 
-      bool int8Task = item.kind == CollectiveKind::kAllGather ||
-                      item.kind == CollectiveKind::kBroadcast;
+      bool int8Task =
+          item.kind == CollectiveKind::kAllGather || item.kind == CollectiveKind::kBroadcast;
       ProfilerFeed::CollectiveInfo info{collectiveName(item.kind),
                                         item.count,
                                         "ncclFloat32",
@@ -259,7 +259,7 @@ int cmdDemoRank(int argc, char** argv) {
 }
 
 cli::CommandRegistrar registerDemoRank("demo-rank", cmdDemoRank,
-                                  "one rank of `autopilot demo` (started by it)");
+                                       "one rank of `autopilot demo` (started by it)");
 
 }  // namespace
 }  // namespace autopilot::demo

@@ -1,10 +1,9 @@
 #include "bench/demo/report.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include <dirent.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 
@@ -68,8 +67,8 @@ void ModeRecord::add(const wire::Iteration& it, uint64_t t0Ns, double phaseOffse
   st.busBytes += double(it.busBytes);
   ++st.iterations;
   st.latencyUs[it.tunerBytes].push_back(double(it.durationNs) / 1e3);
-  std::string arm = std::string(algorithmName(Algorithm(it.algo))) + "/" +
-                    protocolByIndex(it.proto).name;
+  std::string arm =
+      std::string(algorithmName(Algorithm(it.algo))) + "/" + protocolByIndex(it.proto).name;
   ++st.decisions[arm];
   if (it.algo * abi::kNumProtocols + it.proto != it.ncclCell) ++st.tunerChanged;
   if (lastCompletionS_ >= 0) st.maxGapS = std::max(st.maxGapS, s - lastCompletionS_);
@@ -98,7 +97,8 @@ std::vector<std::pair<double, double>> ModeRecord::timeline(double binS) const {
     if (i < bins) bytes[i] += b;
   }
   std::vector<std::pair<double, double>> out;
-  for (size_t i = 0; i < bins; ++i) out.emplace_back((double(i) + 0.5) * binS, bytes[i] * 8 / 1e9 / binS);
+  for (size_t i = 0; i < bins; ++i)
+    out.emplace_back((double(i) + 0.5) * binS, bytes[i] * 8 / 1e9 / binS);
   return out;
 }
 

@@ -24,10 +24,10 @@ struct PhaseStats {
   std::map<std::string, uint64_t> decisions;          // "Ring/Simple" -> calls
   // Calls (rank 0) whose decision differs from what NCCL's own table picks: the tuner acted.
   uint64_t tunerChanged = 0;
-  double maxGapS = 0;  // longest wait between two completions seen in the phase (rank 0)
-  uint64_t wrongElements = 0;                         // all ranks
-  double failovers = 0;   // rail failures the plugins declared during the phase (all ranks)
-  double recoveries = 0;  // ... and rails that re-joined
+  double maxGapS = 0;          // longest wait between two completions seen in the phase (rank 0)
+  uint64_t wrongElements = 0;  // all ranks
+  double failovers = 0;        // rail failures the plugins declared during the phase (all ranks)
+  double recoveries = 0;       // ... and rails that re-joined
   bool failed = false;
   bool restarted = false;
   std::string failure;

@@ -87,10 +87,13 @@ uint64_t Workload::busBytes(const WorkItem& item) const {
   double bytes = double(tunerBytes(call, nRanks_));
   double n = nRanks_;
   switch (item.kind) {
-    case CollectiveKind::kAllReduce: return uint64_t(bytes * 2 * (n - 1) / n);
+    case CollectiveKind::kAllReduce:
+      return uint64_t(bytes * 2 * (n - 1) / n);
     case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter: return uint64_t(bytes * (n - 1) / n);
-    case CollectiveKind::kBroadcast: return uint64_t(bytes);
+    case CollectiveKind::kReduceScatter:
+      return uint64_t(bytes * (n - 1) / n);
+    case CollectiveKind::kBroadcast:
+      return uint64_t(bytes);
   }
   return uint64_t(bytes);
 }

@@ -34,9 +34,9 @@ Result tunerFinalize(void*) { return kSuccess; }
 
 }  // namespace
 
-AP_EXPORT_TABLE(ProfilerV5, ncclProfiler_v5) = {"empty", profInit, profStart, profStop, profRecord,
-                                                profFinalize};
-AP_EXPORT_TABLE(ProfilerV7, ncclProfiler_v7) = {"empty", profInit, profStart7, profStop,
-                                                profRecord, profFinalize};
+AP_EXPORT_TABLE(ProfilerV5, ncclProfiler_v5) = {"empty",  profInit,   profStart,
+                                                profStop, profRecord, profFinalize};
+AP_EXPORT_TABLE(ProfilerV7, ncclProfiler_v7) = {"empty",  profInit,   profStart7,
+                                                profStop, profRecord, profFinalize};
 AP_EXPORT_TABLE(TunerV5, ncclTunerPlugin_v5) = {"empty", tunerInit, tunerGetCollInfo,
                                                 tunerFinalize};

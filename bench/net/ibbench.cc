@@ -97,8 +97,8 @@ std::vector<Port> activePorts() {
           }
           std::string type = readLine(base + "/gid_attrs/types/" + std::to_string(g));
           e.type = type.find("v2") != std::string::npos ? net::ib::GidType::kRoceV2
-                   : type.empty()                        ? net::ib::GidType::kUnknown
-                                                         : net::ib::GidType::kRoceV1;
+                   : type.empty()                       ? net::ib::GidType::kUnknown
+                                                        : net::ib::GidType::kRoceV1;
           table.push_back(e);
         }
         port.gidIndex = net::ib::chooseGidIndex(table, -1);
@@ -129,10 +129,9 @@ double ours(const Options& opt, const std::vector<const Port*>& senders,
   o.senderEnv = {{"NCCL_AUTOPILOT_IB_HCA", exactList(senders)}};
   o.receiverEnv = {{"NCCL_AUTOPILOT_IB_HCA", exactList(receivers)}};
   o.timeoutMs = int(opt.seconds * 1000) + 120000;
-  StreamRun run = runStream(o, opt.messageBytes, opt.depth, Verify::kSampled,
-                            [&](const std::function<void()>&) {
-                              usleep(useconds_t(opt.seconds * 1e6));
-                            });
+  StreamRun run =
+      runStream(o, opt.messageBytes, opt.depth, Verify::kSampled,
+                [&](const std::function<void()>&) { usleep(useconds_t(opt.seconds * 1e6)); });
   if (!run.ok || run.result.corrupt != 0 || run.result.seconds <= 0) {
     *error = run.ok ? "data corrupted" : "transfer failed";
     return 0;
@@ -144,9 +143,16 @@ double ours(const Options& opt, const std::vector<const Port*>& senders,
 // client on the sender's, out-of-band over 127.0.0.1): the average Gbit/s of its report.
 double perftest(const Options& opt, const Port& sender, const Port& receiver, std::string* error) {
   auto args = [&](const Port& p) {
-    std::vector<std::string> a = {"ib_write_bw", "-d", p.device, "-i", std::to_string(p.port),
-                                  "-s", std::to_string(opt.messageBytes), "-D",
-                                  std::to_string(std::max(1, int(opt.seconds))), "--report_gbits",
+    std::vector<std::string> a = {"ib_write_bw",
+                                  "-d",
+                                  p.device,
+                                  "-i",
+                                  std::to_string(p.port),
+                                  "-s",
+                                  std::to_string(opt.messageBytes),
+                                  "-D",
+                                  std::to_string(std::max(1, int(opt.seconds))),
+                                  "--report_gbits",
                                   "-F"};
     if (p.roce && p.gidIndex >= 0) {
       a.push_back("-x");
@@ -281,14 +287,14 @@ int cmdIbbench(int argc, char** argv) {
     std::printf("ibbench: ib_write_bw not found (Debian package perftest): ours only\n");
     opt.perftest = false;
   }
-  std::printf("ibbench: %zu NIC(s), %zu-byte messages, %d in flight, %.1f s each\n",
-              senders.size(), opt.messageBytes, opt.depth, opt.seconds);
+  std::printf("ibbench: %zu NIC(s), %zu-byte messages, %d in flight, %.1f s each\n", senders.size(),
+              opt.messageBytes, opt.depth, opt.seconds);
   std::vector<Row> rows;
   double perftestSum = 0;
   for (size_t i = 0; i < senders.size(); ++i) {
     Row row;
-    row.name = senders[i]->name() + (receivers[i] != senders[i] ? " -> " + receivers[i]->name()
-                                                                 : " (loopback)");
+    row.name = senders[i]->name() +
+               (receivers[i] != senders[i] ? " -> " + receivers[i]->name() : " (loopback)");
     row.oursGbps = ours(opt, {senders[i]}, {receivers[i]}, &row.error);
     if (opt.perftest) {
       std::string error;

@@ -40,11 +40,11 @@ struct Options {
   bool quick = false;
   bool verify = false;
   std::string json;
-  double seconds = 4.0;   // per throughput scenario
+  double seconds = 4.0;  // per throughput scenario
   size_t messageBytes = 4 << 20;
-  int depth = 8;          // requests in flight per side, like NCCL's steps
+  int depth = 8;  // requests in flight per side, like NCCL's steps
   int pingIterations = 20000;
-  std::string only;  // run just this scenario (and what it is compared with)
+  std::string only;        // run just this scenario (and what it is compared with)
   double railMbit = 1000;  // rate of a shaped rail (the degraded one gets a quarter)
   double warmSec = 0.5;    // left out of the throughput figures (see runStream)
 };
@@ -55,8 +55,8 @@ struct Scenario {
   std::vector<double> limitsMbit;  // 0: unshaped
   uint64_t bytes = 0;
   double seconds = 0;
-  double gbps = 0;           // steady state (see runStream)
-  double wholeRunGbps = 0;   // every byte over the whole run, warm-up and drain included
+  double gbps = 0;          // steady state (see runStream)
+  double wholeRunGbps = 0;  // every byte over the whole run, warm-up and drain included
   size_t steadyMessages = 0;
   double baselineGbps = 0;
   std::string baseline;  // what the baseline is
@@ -64,9 +64,9 @@ struct Scenario {
   uint64_t bytesLost = 0;
   double maxStallMs = 0;
   double latencyUs = 0, baselineLatencyUs = 0;  // pingpong only
-  std::string target;      // README's target (the figure on a machine with free CPUs)
+  std::string target;  // README's target (the figure on a machine with free CPUs)
   bool targetMet = false;
-  std::string bound;       // what --verify enforces: the target with slack for a loaded host
+  std::string bound;  // what --verify enforces: the target with slack for a loaded host
   bool boundMet = false;
   bool ran = false;
   std::string error;
@@ -273,7 +273,8 @@ double iperf3Gbps(const NetnsTestbed& bed, double seconds, std::string* error) {
   }
   size_t at = json.find("\"sum_received\"");
   if (at != std::string::npos) at = json.find("\"bits_per_second\"", at);
-  double gbps = at == std::string::npos ? 0 : std::atof(json.c_str() + json.find(':', at) + 1) / 1e9;
+  double gbps =
+      at == std::string::npos ? 0 : std::atof(json.c_str() + json.find(':', at) + 1) / 1e9;
   if (!(gbps > 0)) {
     *error = "no result from iperf3";
     return 0;
@@ -362,7 +363,8 @@ double pluginPingPongUs(const NetnsTestbed& bed, int iterations, std::string* er
         void* data = &in[k];
         size_t size = 8;
         int tag = 0;
-        PEER_CHECK(ep.irecv(recvComm, 1, &data, &size, &tag, &recvReq[k]) == abi::kSuccess, "irecv");
+        PEER_CHECK(ep.irecv(recvComm, 1, &data, &size, &tag, &recvReq[k]) == abi::kSuccess,
+                   "irecv");
       }
       // Like NCCL's proxy, every outstanding request is tested on each pass, sends included:
       // a send whose clear-to-send had not arrived when it was posted goes out from test().
@@ -407,7 +409,8 @@ double pluginPingPongUs(const NetnsTestbed& bed, int iterations, std::string* er
         void* data = &in[k];
         size_t size = 8;
         int tag = 0;
-        PEER_CHECK(ep.irecv(recvComm, 1, &data, &size, &tag, &recvReq[k]) == abi::kSuccess, "irecv");
+        PEER_CHECK(ep.irecv(recvComm, 1, &data, &size, &tag, &recvReq[k]) == abi::kSuccess,
+                   "irecv");
         return 0;
       };
       double t0 = 0;
@@ -462,7 +465,8 @@ void shapeAll(const NetnsTestbed& bed, const std::vector<double>& limits) {
 
 std::string limitsText(const std::vector<double>& limits) {
   std::string s;
-  for (double m : limits) s += (s.empty() ? "" : ",") + (m > 0 ? std::to_string(int(m)) : std::string("-"));
+  for (double m : limits)
+    s += (s.empty() ? "" : ",") + (m > 0 ? std::to_string(int(m)) : std::string("-"));
   return s;
 }
 
@@ -502,20 +506,20 @@ void printTable(const std::vector<Scenario>& all) {
       continue;
     }
     if (s.name == "pingpong") {
-      std::printf("%-26s %-16s %6.1fus %7.1fus %-22s %7.2f %5s %8s  %-34s %-28s\n",
-                  s.name.c_str(), limitsText(s.limitsMbit).c_str(), s.latencyUs,
-                  s.baselineLatencyUs, s.baseline.c_str(), s.ratio, "-", "-", target.c_str(),
-                  bound.c_str());
+      std::printf("%-26s %-16s %6.1fus %7.1fus %-22s %7.2f %5s %8s  %-34s %-28s\n", s.name.c_str(),
+                  limitsText(s.limitsMbit).c_str(), s.latencyUs, s.baselineLatencyUs,
+                  s.baseline.c_str(), s.ratio, "-", "-", target.c_str(), bound.c_str());
     } else {
-      std::printf("%-26s %-16s %8.2f %9.2f %-22s %7.2f %5llu %8.1f  %-34s %-28s\n",
-                  s.name.c_str(), limitsText(s.limitsMbit).c_str(), s.gbps, s.baselineGbps,
-                  s.baseline.c_str(), s.ratio, (unsigned long long)s.bytesLost, s.maxStallMs,
-                  target.c_str(), bound.c_str());
+      std::printf("%-26s %-16s %8.2f %9.2f %-22s %7.2f %5llu %8.1f  %-34s %-28s\n", s.name.c_str(),
+                  limitsText(s.limitsMbit).c_str(), s.gbps, s.baselineGbps, s.baseline.c_str(),
+                  s.ratio, (unsigned long long)s.bytesLost, s.maxStallMs, target.c_str(),
+                  bound.c_str());
     }
     if (!s.error.empty()) std::printf("%-26s error: %s\n", "", s.error.c_str());
   }
-  std::printf("Gbit/s: steady state (the warm-up and the final drain left out); lost: bytes "
-              "that did not arrive intact.\n");
+  std::printf(
+      "Gbit/s: steady state (the warm-up and the final drain left out); lost: bytes "
+      "that did not arrive intact.\n");
 }
 
 std::string jsonEscape(const std::string& in) {
@@ -554,8 +558,8 @@ bool writeJson(const std::string& path, const std::vector<Scenario>& all, const 
                   "\"bytes\": %llu, \"seconds\": %.3f, \"gbps\": %.4f, "
                   "\"whole_run_gbps\": %.4f, \"steady_messages\": %zu, \"baseline_gbps\": %.4f, ",
                   s.name.c_str(), s.ran ? "true" : "false", s.rails, limits.c_str(),
-                  (unsigned long long)s.bytes, s.seconds, s.gbps, s.wholeRunGbps,
-                  s.steadyMessages, s.baselineGbps);
+                  (unsigned long long)s.bytes, s.seconds, s.gbps, s.wholeRunGbps, s.steadyMessages,
+                  s.baselineGbps);
     f << buf;
     std::snprintf(buf, sizeof(buf),
                   "\"baseline\": \"%s\", \"ratio\": %.4f, \"bytes_lost\": %llu, "
@@ -629,10 +633,11 @@ int cmdNetbench(int argc, char** argv) {
     std::fprintf(stderr, "netbench: %s\n", bed.error().c_str());
     return 1;
   }
-  std::printf("netbench: namespaces %s/%s, 4 veth rails, %s (%.1f s per stream, rails at %.0f "
-              "Mbit/s); a shared %ld-core machine\n",
-              bed.ns('A').c_str(), bed.ns('B').c_str(), opt.quick ? "quick run" : "full run",
-              opt.seconds, opt.railMbit, sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf(
+      "netbench: namespaces %s/%s, 4 veth rails, %s (%.1f s per stream, rails at %.0f "
+      "Mbit/s); a shared %ld-core machine\n",
+      bed.ns('A').c_str(), bed.ns('B').c_str(), opt.quick ? "quick run" : "full run", opt.seconds,
+      opt.railMbit, sysconf(_SC_NPROCESSORS_ONLN));
   std::vector<Scenario> all;
   const double t = opt.seconds;
   const double R = opt.railMbit;
@@ -783,9 +788,10 @@ int cmdNetbench(int argc, char** argv) {
   return 0;
 }
 
-cli::CommandRegistrar reg("netbench", cmdNetbench,
-                     "benchmark the net plugin over veth rails (root): vs iperf3, equal split, "
-                     "rail failure, ping-pong");
+cli::CommandRegistrar reg(
+    "netbench", cmdNetbench,
+    "benchmark the net plugin over veth rails (root): vs iperf3, equal split, "
+    "rail failure, ping-pong");
 
 }  // namespace
 }  // namespace autopilot::bench

@@ -7,9 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 
 namespace autopilot::bench {
@@ -136,8 +136,7 @@ bool NetnsTestbed::shape(int rail, double mbit) const {
   long burst = std::max(64L << 10, rateBytes / 250);
   std::string dev = ifname('A', rail);
   return run("tc -n " + ns('A') + " qdisc replace dev " + dev + " root tbf rate " +
-             std::to_string(long(mbit)) + "mbit burst " + std::to_string(burst) +
-             " latency 50ms");
+             std::to_string(long(mbit)) + "mbit burst " + std::to_string(burst) + " latency 50ms");
 }
 
 bool NetnsTestbed::unshape(int rail) const {

@@ -23,7 +23,8 @@ void applyEnv(const std::vector<std::pair<std::string, std::string>>& env) {
 
 std::string loopbackRails(int n) {
   std::string s;
-  for (int i = 1; i <= n; ++i) s += (i > 1 ? "," : "") + std::string("127.0.0.") + std::to_string(i);
+  for (int i = 1; i <= n; ++i)
+    s += (i > 1 ? "," : "") + std::string("127.0.0.") + std::to_string(i);
   return s;
 }
 
@@ -170,9 +171,8 @@ int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageByte
       out->maxGapAfterMarkSec = std::max(out->maxGapAfterMarkSec, now - std::max(last, mark));
     }
     last = now;
-    bool intact = verify == Verify::kFull
-                      ? checkPattern(bufs[slot].data(), messageBytes, done) < 0
-                      : checkStamps(bufs[slot].data(), messageBytes, done);
+    bool intact = verify == Verify::kFull ? checkPattern(bufs[slot].data(), messageBytes, done) < 0
+                                          : checkStamps(bufs[slot].data(), messageBytes, done);
     if (size_t(sizes[0]) != messageBytes || !intact) out->corrupt++;
     // Poison before reuse: a chunk that does not land next time (or a stale one) would show.
     if (verify == Verify::kFull) {
@@ -446,9 +446,11 @@ PairOutcome multiReceive(const PairOptions& options, int rounds) {
           int got[abi::kProxyMaxSubs] = {};
           PEER_CHECK(ep.wait(req, got, 30) == abi::kSuccess, "wait");
           for (int i = 0; i < kN; ++i) {
-            PEER_CHECK(size_t(got[i]) == sizes[i], "round %d buffer %d: %d bytes", round, i, got[i]);
-            PEER_CHECK(checkPattern(bufs[size_t(i)].data(), sizes[i], uint64_t(round * 100 + i)) < 0,
-                       "round %d buffer %d data", round, i);
+            PEER_CHECK(size_t(got[i]) == sizes[i], "round %d buffer %d: %d bytes", round, i,
+                       got[i]);
+            PEER_CHECK(
+                checkPattern(bufs[size_t(i)].data(), sizes[i], uint64_t(round * 100 + i)) < 0,
+                "round %d buffer %d data", round, i);
             ep.deregisterMemory(comm, mhs[i]);
           }
         }
@@ -589,7 +591,8 @@ std::string summaryPart(const std::string& log, int rail) {
   size_t from = line.find(key);
   if (from == std::string::npos) return "";
   size_t to = line.find(';', from);
-  return line.substr(from + key.size(), to == std::string::npos ? std::string::npos : to - from - key.size());
+  return line.substr(from + key.size(),
+                     to == std::string::npos ? std::string::npos : to - from - key.size());
 }
 
 double summaryBytes(const std::string& part) {
@@ -634,7 +637,6 @@ void writeFaultPlan(const std::string& path, const std::string& text) {
   std::rename(tmp.c_str(), path.c_str());
 }
 
-
 // ---------------------------------------------------------------------------- watched stream
 
 namespace {
@@ -657,14 +659,15 @@ uint32_t scanTcpSockets(SocketBytes* out, uint32_t max) {
     }
     int type = 0;
     socklen_t tlen = sizeof(type);
-    if (getsockopt(int(fd), SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM) continue;
+    if (getsockopt(int(fd), SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM)
+      continue;
     tcp_info info{};
     socklen_t ilen = sizeof(info);
     if (getsockopt(int(fd), IPPROTO_TCP, TCP_INFO, &info, &ilen) != 0 ||
         info.tcpi_state != 1 /* TCP_ESTABLISHED */) {
       continue;
     }
-    struct stat st{};
+    struct stat st {};
     if (fstat(int(fd), &st) != 0) continue;
     out[n].inode = uint64_t(st.st_ino);
     out[n].localAddr = local.sin_addr.s_addr;
@@ -872,8 +875,7 @@ bool StreamWatch::waitState(bool receiver, const std::function<bool(const EndSta
   return false;
 }
 
-bool StreamWatch::waitLog(bool receiver, const std::vector<std::string>& parts,
-                          double timeoutSec) {
+bool StreamWatch::waitLog(bool receiver, const std::vector<std::string>& parts, double timeoutSec) {
   double deadline = nowSeconds() + timeoutSec;
   while (!logHas(receiver, parts)) {
     if (nowSeconds() > deadline) return false;

@@ -16,15 +16,15 @@
 namespace autopilot::bench {
 
 // A failed check inside a child: report where and return a non-zero exit code.
-#define PEER_CHECK(cond, ...)                                                            \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      std::fprintf(stderr, "[%d] %s:%d: check failed: %s: ", int(getpid()), __FILE__,     \
-                   __LINE__, #cond);                                                     \
-      std::fprintf(stderr, __VA_ARGS__);                                                 \
-      std::fprintf(stderr, "\n");                                                        \
-      return 3;                                                                          \
-    }                                                                                    \
+#define PEER_CHECK(cond, ...)                                                                   \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      std::fprintf(stderr, "[%d] %s:%d: check failed: %s: ", int(getpid()), __FILE__, __LINE__, \
+                   #cond);                                                                      \
+      std::fprintf(stderr, __VA_ARGS__);                                                        \
+      std::fprintf(stderr, "\n");                                                               \
+      return 3;                                                                                 \
+    }                                                                                           \
   } while (0)
 
 struct PairOptions {
@@ -206,9 +206,9 @@ class StreamWatch {
 
 struct WatchedRun {
   PairOutcome outcome;
-  bool started = false;  // both ends connected and the script ran
-  double receiverStartedAt = 0;  // nowSeconds() when the receiver reported its comm connected
-  EndState receiver, sender;  // at the end of the script, before the comms close
+  bool started = false;                // both ends connected and the script ran
+  double receiverStartedAt = 0;        // nowSeconds() when the receiver reported its comm connected
+  EndState receiver, sender;           // at the end of the script, before the comms close
   std::string receiverLog, senderLog;  // every message each end logged, closing included
 };
 // Streams `messageBytes` messages, `depth` in flight per side, checking every byte, while

@@ -81,9 +81,14 @@ inline bool countPhases(const std::vector<std::string>& args,
   }
   const std::string dir = dirTemplate;
   std::string out = "--callgrind-out-file=" + dir + "/cg.out";
-  std::vector<std::string> argvS = {"valgrind", "--tool=callgrind", "--quiet",
-                                    "--separate-threads=yes", "--collect-atstart=yes",
-                                    "--dump-instr=no", out, exe};
+  std::vector<std::string> argvS = {"valgrind",
+                                    "--tool=callgrind",
+                                    "--quiet",
+                                    "--separate-threads=yes",
+                                    "--collect-atstart=yes",
+                                    "--dump-instr=no",
+                                    out,
+                                    exe};
   argvS.insert(argvS.end(), args.begin(), args.end());
   pid_t pid = fork();
   if (pid == 0) {

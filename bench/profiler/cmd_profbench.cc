@@ -131,7 +131,8 @@ class Subject {
         auto a = Clock::now();
         f();
         auto b = Clock::now();
-        samples->push_back(uint32_t(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count()));
+        samples->push_back(
+            uint32_t(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count()));
       } else {
         f();
       }
@@ -279,7 +280,6 @@ bool measure(const Options& opt, const std::string& empty, Result* r) {
   return true;
 }
 
-
 // Under callgrind: each configuration's all-reduces, ours then the empty plugin, each a phase.
 template <int kAbi>
 bool countChild(const std::string& empty, const std::string& config) {
@@ -353,9 +353,10 @@ int countInstructions(const Options& opt) {
   Row rows[] = {{"default", counted(c, "default", kTargetNsPerCallback)},
                 {"v7", counted(c, "v7", kTargetNsPerCallback)},
                 {"exports", counted(c, "exports", kTargetNsPerCallbackExports)}};
-  std::printf("profbench --instructions: %d all-reduces x %d callbacks per configuration under "
-              "callgrind, instructions of the calling thread above the empty plugin\n\n",
-              kCountedAllReduces, kCallbacksPerAllReduce);
+  std::printf(
+      "profbench --instructions: %d all-reduces x %d callbacks per configuration under "
+      "callgrind, instructions of the calling thread above the empty plugin\n\n",
+      kCountedAllReduces, kCallbacksPerAllReduce);
   std::printf("%-9s %16s %18s %18s  %s\n", "config", "instr/callback", "instr/all-reduce",
               "budget/callback", "verdict");
   bool ok = true;
@@ -374,9 +375,10 @@ int countInstructions(const Options& opt) {
     json += buf;
   }
   json += "}\n";
-  std::printf("\nbudget: %.0fx README's target (%.0f ns per callback, %.0f with every export on) "
-              "x %.0f instructions per ns\n",
-              kSlack, kTargetNsPerCallback, kTargetNsPerCallbackExports, kInstructionsPerNs);
+  std::printf(
+      "\nbudget: %.0fx README's target (%.0f ns per callback, %.0f with every export on) "
+      "x %.0f instructions per ns\n",
+      kSlack, kTargetNsPerCallback, kTargetNsPerCallbackExports, kInstructionsPerNs);
   if (!opt.jsonPath.empty()) {
     std::FILE* f = std::fopen(opt.jsonPath.c_str(), "w");
     if (f == nullptr || std::fputs(json.c_str(), f) < 0 || std::fclose(f) != 0) return 1;
@@ -423,9 +425,10 @@ int cmdProfbench(int argc, char** argv) {
     return ok ? 0 : 1;
   }
   if (opt.instructions) return countInstructions(opt);
-  std::printf("profbench: %d callbacks per all-reduce (16 channels), autopilot vs %s, "
-              "alternating rounds%s\n\n", kCallbacksPerAllReduce, empty.c_str(),
-              opt.quick ? " (quick: indicative only)" : "");
+  std::printf(
+      "profbench: %d callbacks per all-reduce (16 channels), autopilot vs %s, "
+      "alternating rounds%s\n\n",
+      kCallbacksPerAllReduce, empty.c_str(), opt.quick ? " (quick: indicative only)" : "");
   std::printf("%-9s %10s %12s %18s %17s %12s\n", "config", "ns/cb+", "us/allred+",
               "median ns us/emp", "p99 ns us/emp", "RSS growth");
 
@@ -459,16 +462,19 @@ int cmdProfbench(int argc, char** argv) {
   rmdir(dir);
   if (!ok) return 1;
   printRow("exports", exp);
-  std::printf("\nns/cb+ and us/allred+: median over rounds of (autopilot - empty); median and p99 "
-              "per callback include the timer (~20-30 ns) on both sides.\n"
-              "targets: default <= 30 ns/callback (<= 0.5 us/all-reduce), exports <= 60 ns; "
-              "memory flat.\n");
+  std::printf(
+      "\nns/cb+ and us/allred+: median over rounds of (autopilot - empty); median and p99 "
+      "per callback include the timer (~20-30 ns) on both sides.\n"
+      "targets: default <= 30 ns/callback (<= 0.5 us/all-reduce), exports <= 60 ns; "
+      "memory flat.\n");
 
   if (!opt.jsonPath.empty()) {
     std::string json = "{";
     char head[160];
-    std::snprintf(head, sizeof(head), "\"callbacks_per_allreduce\": %d, \"channels\": %d, "
-                  "\"quick\": %s, ", kCallbacksPerAllReduce, kChannels, opt.quick ? "true" : "false");
+    std::snprintf(head, sizeof(head),
+                  "\"callbacks_per_allreduce\": %d, \"channels\": %d, "
+                  "\"quick\": %s, ",
+                  kCallbacksPerAllReduce, kChannels, opt.quick ? "true" : "false");
     json += head;
     appendJson(&json, def);
     json += ", \"exports\": {";

@@ -27,21 +27,28 @@ namespace ev = abi::event;
 inline bool ncclStarts(uint64_t type, int mask) {
   uint64_t m = uint64_t(unsigned(mask));
   switch (type) {
-    case ev::kGroupApi: return (m & ~ev::kProxyCtrl) != 0;
+    case ev::kGroupApi:
+      return (m & ~ev::kProxyCtrl) != 0;
     case ev::kCollApi:
       return m & (ev::kCollApi | ev::kColl | ev::kProxyOp | ev::kProxyStep | ev::kKernelCh |
                   ev::kNetPlugin);
-    case ev::kKernelLaunch: return m & ev::kKernelLaunch;
+    case ev::kKernelLaunch:
+      return m & ev::kKernelLaunch;
     case ev::kGroup:
       return m & (ev::kGroup | ev::kColl | ev::kP2p | ev::kProxyOp | ev::kProxyStep |
                   ev::kKernelCh | ev::kNetPlugin);
     case ev::kColl:
       return m & (ev::kColl | ev::kProxyOp | ev::kProxyStep | ev::kKernelCh | ev::kNetPlugin);
-    case ev::kProxyOp: return m & (ev::kProxyOp | ev::kProxyStep | ev::kNetPlugin);
-    case ev::kProxyStep: return m & (ev::kProxyStep | ev::kNetPlugin);
-    case ev::kKernelCh: return m & ev::kKernelCh;
-    case ev::kNetPlugin: return m & ev::kNetPlugin;
-    default: return false;
+    case ev::kProxyOp:
+      return m & (ev::kProxyOp | ev::kProxyStep | ev::kNetPlugin);
+    case ev::kProxyStep:
+      return m & (ev::kProxyStep | ev::kNetPlugin);
+    case ev::kKernelCh:
+      return m & ev::kKernelCh;
+    case ev::kNetPlugin:
+      return m & ev::kNetPlugin;
+    default:
+      return false;
   }
 }
 
@@ -177,7 +184,8 @@ class Replayer {
   void collective(const CollSpec& s, uint64_t gpuStart, uint64_t gpuDuration, uint64_t skew = 0) {
     Enqueued e = enqueue(s);
     for (int c = 0; c < s.nChannels; ++c) {
-      kernelChannel(e, c, gpuStart + uint64_t(c) * skew, gpuStart + gpuDuration - uint64_t(c) * skew);
+      kernelChannel(e, c, gpuStart + uint64_t(c) * skew,
+                    gpuStart + gpuDuration - uint64_t(c) * skew);
     }
   }
 

@@ -90,9 +90,9 @@ bool readForcedArmCsv(const std::string& path, std::vector<ForcedArmRow>* rows, 
   std::map<std::string, size_t> col;
   std::vector<std::string> header = splitCsvLine(line);
   for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
-  for (const char* required : {"system", "collective", "arm_algo", "arm_proto", "size_bytes",
-                               "time_us_out_of_place", "algbw_GBps", "busbw_GBps",
-                               "time_us_in_place"}) {
+  for (const char* required :
+       {"system", "collective", "arm_algo", "arm_proto", "size_bytes", "time_us_out_of_place",
+        "algbw_GBps", "busbw_GBps", "time_us_in_place"}) {
     if (!col.count(required)) {
       *error = path + ": missing column " + required;
       return false;

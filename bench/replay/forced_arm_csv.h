@@ -17,8 +17,8 @@ struct ForcedArmRow {
   std::string collective;  // nccl-tests name: all_reduce, all_gather, ...
   std::string armAlgo;     // "AUTO" = not forced
   std::string armProto;
-  int channels = 0;        // 0: NCCL's own channel count; N: the row's system ended with
-                           // "; channels forced to N" (the arm (algo, proto, N channels))
+  int channels = 0;  // 0: NCCL's own channel count; N: the row's system ended with
+                     // "; channels forced to N" (the arm (algo, proto, N channels))
   uint64_t sizeBytes = 0;
   double timeOutOfPlaceUs = -1;  // -1: not given
   double timeInPlaceUs = -1;
@@ -37,7 +37,8 @@ inline constexpr int kMaxForcedChannels = 64;
 int splitForcedChannels(std::string* system);
 
 // Reads a whole file. Rows with an unknown size, no usable number or an invalid forced channel
-// count are skipped and counted in *skipped; a missing or unreadable file, or a header without the required columns, fails.
+// count are skipped and counted in *skipped; a missing or unreadable file, or a header without the
+// required columns, fails.
 bool readForcedArmCsv(const std::string& path, std::vector<ForcedArmRow>* rows, int* skipped,
                       std::string* error);
 

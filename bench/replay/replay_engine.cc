@@ -21,8 +21,8 @@ using tuner::BanditPolicy;
 using tuner::ContextDecision;
 using tuner::kNumCells;
 
-const char* kAlgoNames[abi::kNumAlgorithms] = {"Tree", "Ring", "CollNetDirect", "CollNetChain",
-                                               "NVLS", "NVLSTree", "PAT"};
+const char* kAlgoNames[abi::kNumAlgorithms] = {
+    "Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
 const char* kProtoNames[abi::kNumProtocols] = {"LL", "LL128", "Simple"};
 
 bool fileExists(const std::string& path) {
@@ -103,8 +103,7 @@ class TopologySource {
   TopologySource(const std::string& csvPath, const ReplayOptions& options) {
     if (options.flatPrior) return;
     std::string name = baseName(csvPath) + ".topo.json";
-    for (const std::string& dir :
-         {dirName(csvPath), options.topoDir, options.builtinTopoDir}) {
+    for (const std::string& dir : {dirName(csvPath), options.topoDir, options.builtinTopoDir}) {
       if (dir.empty()) continue;
       std::string candidate = dir + "/" + name;
       if (fileExists(candidate) && readFile(candidate, &text_)) {
@@ -165,10 +164,12 @@ int cellForConfig(const std::string& algoName, const std::string& protoName, con
 bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model,
                std::map<std::string, int>* cellOf) {
   float full[kNumCells];
-  if (model != nullptr) model->fillTable(ctx->func, ctx->size, 1, reinterpret_cast<float(*)[3]>(full));
+  if (model != nullptr)
+    model->fillTable(ctx->func, ctx->size, 1, reinterpret_cast<float(*)[3]>(full));
   std::vector<std::string> configs;
   for (const auto& [config, t] : ctx->measurements) {
-    if (std::find(configs.begin(), configs.end(), config) == configs.end()) configs.push_back(config);
+    if (std::find(configs.begin(), configs.end(), config) == configs.end())
+      configs.push_back(config);
   }
   std::stable_partition(configs.begin(), configs.end(),
                         [](const std::string& c) { return c == "AUTO/AUTO"; });
@@ -185,8 +186,7 @@ bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model,
     size_t slash = config.find('/');
     size_t end = config.find('/', slash + 1);
     std::string proto = config.substr(slash + 1, end == std::string::npos ? end : end - slash - 1);
-    int natural = cellForConfig(config.substr(0, slash), proto,
-                                model != nullptr ? full : nullptr);
+    int natural = cellForConfig(config.substr(0, slash), proto, model != nullptr ? full : nullptr);
     if (natural == -2) continue;  // an algorithm or protocol name this model does not know
     if (known == cellOf->end()) (*cellOf)[config] = cell;
     Arm arm;
@@ -298,7 +298,8 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     int nRanks = 0;
     if (topo.present()) {
       std::string err;
-      if (const auto* m = topo.model(r.system, &err)) nRanks = m->topology().nRanks;
+      if (const auto* m = topo.model(r.system, &err))
+        nRanks = m->topology().nRanks;
       else if (!err.empty()) {
         *error = err;
         return false;
@@ -393,7 +394,8 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
       int armIndex = c.armOfCell[cell];
       if (armIndex < 0) armIndex = c.defaultArm;  // cannot happen: IGNORE cells are never forced
       const Arm& arm = c.arms[armIndex];
-      double sample = arm.samples[rng() % arm.samples.size()] * std::exp(out->noiseSigma * n01(rng));
+      double sample =
+          arm.samples[rng() % arm.samples.size()] * std::exp(out->noiseSigma * n01(rng));
       if (learns) policy.observe(i, cell, sample);
       spent += arm.truth;
       bestSpent += c.arms[c.bestArm].truth;
@@ -414,7 +416,8 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
         float correction[kNumCells];
         if (!policy.learnedCorrection(i, correction)) continue;
         for (const Arm& arm : contexts[i].arms) {
-          if (correction[arm.cell] != 0) out->corrections[transferKey(contexts[i], arm)] = correction[arm.cell];
+          if (correction[arm.cell] != 0)
+            out->corrections[transferKey(contexts[i], arm)] = correction[arm.cell];
         }
       }
     }

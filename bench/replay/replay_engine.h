@@ -34,13 +34,13 @@ namespace autopilot::replay {
 
 struct ReplayOptions {
   int callsPerContext = 300;
-  int runs = 5;              // independent runs (seeds); learned losses are the worst over runs
+  int runs = 5;  // independent runs (seeds); learned losses are the worst over runs
   uint64_t seed = 1;
-  double statedNoise = 0.03; // lognormal sigma when no repeats file exists
-  std::string topoDir;       // searched after the CSV's own folder
+  double statedNoise = 0.03;  // lognormal sigma when no repeats file exists
+  std::string topoDir;        // searched after the CSV's own folder
   std::string builtinTopoDir;
-  bool flatPrior = false;    // ignore sidecars
-  uint64_t minBytes = 0;     // as NCCL_AUTOPILOT_TUNER_MIN_BYTES: smaller sizes stay NCCL's
+  bool flatPrior = false;  // ignore sidecars
+  uint64_t minBytes = 0;   // as NCCL_AUTOPILOT_TUNER_MIN_BYTES: smaller sizes stay NCCL's
   tuner::PolicyConfig policy;
   bool shareAcrossSizes = true;  // contexts of a (system, collective, placement) share a model
   // Transfer across scales: learned corrections of another file (FileResult::corrections),

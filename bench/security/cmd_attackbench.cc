@@ -244,7 +244,8 @@ int runFollower(uint64_t commId, int nRanks, int rank, int waitMs, const std::st
     usleep(10000);
   }
   s.finalize();
-  if (expect == "defaults") return host::LogCapture::count(abi::kLogInfo, "policy v0 in effect") == 1 ? 0 : 5;
+  if (expect == "defaults")
+    return host::LogCapture::count(abi::kLogInfo, "policy v0 in effect") == 1 ? 0 : 5;
   return 6;
 }
 
@@ -298,7 +299,8 @@ int cmdAttackbench(int argc, char** argv) {
   setenv("NCCL_AUTOPILOT_COORDINATOR", coordinator.c_str(), 1);
   setenv("NCCL_AUTOPILOT_TRANSPORT", "tcp", 1);
   setenv("NCCL_AUTOPILOT_NET_ADDRS", "127.0.0.1", 1);
-  setenv("NCCL_AUTOPILOT_TUNER_JOIN_TIMEOUT_MS", std::to_string(int(seconds * 1000) + 30000).c_str(), 1);
+  setenv("NCCL_AUTOPILOT_TUNER_JOIN_TIMEOUT_MS",
+         std::to_string(int(seconds * 1000) + 30000).c_str(), 1);
 
   host::PluginHost::Options o;
   o.netPlugin = "autopilot";
@@ -330,7 +332,8 @@ int cmdAttackbench(int argc, char** argv) {
   {
     // The first rail address of our own handle (TCP transport: after the header).
     net::tcp::Handle decoded;
-    if (net::tcp::decodeHandle(handle, net::tcp::kHandleBytes, &decoded) == net::tcp::wire::DecodeError::kOk) {
+    if (net::tcp::decodeHandle(handle, net::tcp::kHandleBytes, &decoded) ==
+        net::tcp::wire::DecodeError::kOk) {
       netPort = uint16_t(decoded.rails[0].port());
     }
   }
@@ -448,7 +451,8 @@ int cmdAttackbench(int argc, char** argv) {
       f.impostorJoined = impostor >= 0;
       int real = spawnFollower(dc.commId, dc.nRanks, 1, 1500, "defaults");
       for (int i = 0; i < 300 && !f.duplicateFroze; ++i) {
-        f.duplicateFroze = host::LogCapture::count(abi::kLogWarn, "rank 1 was claimed by two connections") > 0;
+        f.duplicateFroze =
+            host::LogCapture::count(abi::kLogWarn, "rank 1 was claimed by two connections") > 0;
         usleep(10000);
       }
       f.followerStayedAtDefaults = waitFollower(real) == 0;
@@ -459,19 +463,23 @@ int cmdAttackbench(int argc, char** argv) {
   ep.net()->closeListen(listenComm);
 
   double growthMiB = double(f.peakKb - f.rssBeforeKb) / 1024.0;
-  std::printf("attackbench: %.1f s of attack on the tuner rendezvous (127.0.0.1:%d) and a net "
-              "listener (port %u)\n", seconds, port, unsigned(netPort));
+  std::printf(
+      "attackbench: %.1f s of attack on the tuner rendezvous (127.0.0.1:%d) and a net "
+      "listener (port %u)\n",
+      seconds, port, unsigned(netPort));
   std::printf("| attack | volume |\n|---|---|\n");
-  std::printf("| frame flood | %llu MiB over %llu connections |\n",
-              (unsigned long long)f.floodMiB, (unsigned long long)f.floodConnections);
+  std::printf("| frame flood | %llu MiB over %llu connections |\n", (unsigned long long)f.floodMiB,
+              (unsigned long long)f.floodConnections);
   std::printf("| idle connections (slowloris) | %llu opened |\n", (unsigned long long)f.idleOpened);
   std::printf("| strangers (hello without the key) | %llu |\n", (unsigned long long)f.strangers);
-  std::printf("\n| what NCCL saw | under attack | baseline (same run, no attack) |\n|---|---|---|\n");
+  std::printf(
+      "\n| what NCCL saw | under attack | baseline (same run, no attack) |\n|---|---|---|\n");
   std::printf("| peak resident memory growth | %.1f MiB | |\n", growthMiB);
-  std::printf("| tuner init of another communicator (median / p99 / max) | %.2f / %.2f / %.2f ms "
-              "(%d inits) | %.2f / %.2f / %.2f ms (%zu inits) |\n",
-              f.initMedianMs, f.initP99Ms, f.initMaxMs, f.inits, baseMedian, baseP99, baseMax,
-              baseInitMs.size());
+  std::printf(
+      "| tuner init of another communicator (median / p99 / max) | %.2f / %.2f / %.2f ms "
+      "(%d inits) | %.2f / %.2f / %.2f ms (%zu inits) |\n",
+      f.initMedianMs, f.initP99Ms, f.initMaxMs, f.inits, baseMedian, baseP99, baseMax,
+      baseInitMs.size());
   std::printf("| getCollInfo of the attacked communicator, max | %.1f us | %.1f us |\n",
               f.collInfoMaxUs, baseCollInfoMaxUs);
   std::printf("| net connect through the attacked listener | max %.1f ms, %d of %d failed |\n",
@@ -496,8 +504,8 @@ int cmdAttackbench(int argc, char** argv) {
                    seconds, (unsigned long long)f.floodMiB, (unsigned long long)f.floodConnections,
                    (unsigned long long)f.idleOpened, (unsigned long long)f.strangers, growthMiB,
                    f.initMedianMs, f.initP99Ms, f.initMaxMs, f.inits, baseMax, f.collInfoMaxUs,
-                   f.connectMaxMs,
-                   f.connectFailures, f.connects, f.followerJoined ? "true" : "false",
+                   f.connectMaxMs, f.connectFailures, f.connects,
+                   f.followerJoined ? "true" : "false",
                    f.duplicateFroze && f.followerStayedAtDefaults ? "true" : "false");
       std::fclose(out);
     }
@@ -505,7 +513,8 @@ int cmdAttackbench(int argc, char** argv) {
   if (check) {
     bool ok = true;
     if (growthMiB > 64) {
-      std::fprintf(stderr, "attackbench: memory grew by %.1f MiB under attack (bound 64)\n", growthMiB);
+      std::fprintf(stderr, "attackbench: memory grew by %.1f MiB under attack (bound 64)\n",
+                   growthMiB);
       ok = false;
     }
     if (!f.followerJoined) {
@@ -517,7 +526,8 @@ int cmdAttackbench(int argc, char** argv) {
       ok = false;
     }
     if (!f.impostorJoined || !f.duplicateFroze || !f.followerStayedAtDefaults) {
-      std::fprintf(stderr, "attackbench: a rank claimed twice did not freeze every rank at "
+      std::fprintf(stderr,
+                   "attackbench: a rank claimed twice did not freeze every rank at "
                    "NCCL's defaults (impostor joined %d, leader froze %d, real rank at v0 %d)\n",
                    f.impostorJoined, f.duplicateFroze, f.followerStayedAtDefaults);
       ok = false;

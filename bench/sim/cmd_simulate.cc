@@ -59,8 +59,8 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 const std::vector<std::string>& allScenarios() {
-  static const std::vector<std::string> all = {"healthy", "gray50", "gray10", "nic-down",
-                                               "fail-heal", "flap", "spine", "multi"};
+  static const std::vector<std::string> all = {"healthy",   "gray50", "gray10", "nic-down",
+                                               "fail-heal", "flap",   "spine",  "multi"};
   return all;
 }
 
@@ -141,9 +141,9 @@ std::string serialize(const RunResult& r) {
   std::snprintf(buf, sizeof(buf),
                 "ok=%d step=%.9g comm=%.9g compute=%.9g warmup=%.9g stopped=%d stopat=%.9g "
                 "recovery=%.9g transfers=%llu fails=%llu rejoins=%llu tuner=%s\n",
-                r.ok ? 1 : 0, r.stepS, r.commS, r.computeS, r.warmupS, r.stopped ? 1 : 0,
-                r.stopAtS, r.recoveryS, (unsigned long long)r.transfers,
-                (unsigned long long)r.railFailures, (unsigned long long)r.railRejoins,
+                r.ok ? 1 : 0, r.stepS, r.commS, r.computeS, r.warmupS, r.stopped ? 1 : 0, r.stopAtS,
+                r.recoveryS, (unsigned long long)r.transfers, (unsigned long long)r.railFailures,
+                (unsigned long long)r.railRejoins,
                 r.tunerChoice.empty() ? "-" : r.tunerChoice.c_str());
   return buf;
 }
@@ -157,18 +157,30 @@ RunResult deserialize(const std::string& s) {
     if (eq == std::string::npos) continue;
     std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
     double d = std::atof(v.c_str());
-    if (k == "ok") r.ok = d != 0;
-    else if (k == "step") r.stepS = d;
-    else if (k == "comm") r.commS = d;
-    else if (k == "compute") r.computeS = d;
-    else if (k == "warmup") r.warmupS = d;
-    else if (k == "stopped") r.stopped = d != 0;
-    else if (k == "stopat") r.stopAtS = d;
-    else if (k == "recovery") r.recoveryS = d;
-    else if (k == "transfers") r.transfers = uint64_t(d);
-    else if (k == "fails") r.railFailures = uint64_t(d);
-    else if (k == "rejoins") r.railRejoins = uint64_t(d);
-    else if (k == "tuner") r.tunerChoice = v == "-" ? "" : v;
+    if (k == "ok")
+      r.ok = d != 0;
+    else if (k == "step")
+      r.stepS = d;
+    else if (k == "comm")
+      r.commS = d;
+    else if (k == "compute")
+      r.computeS = d;
+    else if (k == "warmup")
+      r.warmupS = d;
+    else if (k == "stopped")
+      r.stopped = d != 0;
+    else if (k == "stopat")
+      r.stopAtS = d;
+    else if (k == "recovery")
+      r.recoveryS = d;
+    else if (k == "transfers")
+      r.transfers = uint64_t(d);
+    else if (k == "fails")
+      r.railFailures = uint64_t(d);
+    else if (k == "rejoins")
+      r.railRejoins = uint64_t(d);
+    else if (k == "tuner")
+      r.tunerChoice = v == "-" ? "" : v;
   }
   return r;
 }
@@ -359,10 +371,11 @@ int cmdSimulate(int argc, char** argv) {
     return 2;
   }
   int gpus = fabric.nodes * fabric.gpusPerNode;
-  std::printf("autopilot simulate: %d GPUs = %d nodes x %d GPUs, %d NICs/node at %.0f Gbit/s, "
-              "%s fabric (SimGrid flow model)\n",
-              gpus, fabric.nodes, fabric.gpusPerNode, fabric.nicsPerNode,
-              fabric.nicBytesPerSec * 8e-9, fabric.railOptimized ? "rail-optimized" : "fat-tree");
+  std::printf(
+      "autopilot simulate: %d GPUs = %d nodes x %d GPUs, %d NICs/node at %.0f Gbit/s, "
+      "%s fabric (SimGrid flow model)\n",
+      gpus, fabric.nodes, fabric.gpusPerNode, fabric.nicsPerNode, fabric.nicBytesPerSec * 8e-9,
+      fabric.railOptimized ? "rail-optimized" : "fat-tree");
   std::fflush(stdout);
 
   std::vector<Row> rows;
@@ -401,10 +414,11 @@ int cmdSimulate(int argc, char** argv) {
         std::fprintf(stderr, "autopilot simulate: the healthy run failed: %s\n", h0.error.c_str());
         return 1;
       }
-      std::printf("  %s: healthy step %.3f s (compute %.3f s, network %.3f s), warm-up %.3f s, "
-                  "%llu transfers, %.1f s wall\n",
-                  base.model.name.c_str(), h0.stepS, h0.computeS, h0.commS, h0.warmupS,
-                  (unsigned long long)h0.transfers, h0.wallS);
+      std::printf(
+          "  %s: healthy step %.3f s (compute %.3f s, network %.3f s), warm-up %.3f s, "
+          "%llu transfers, %.1f s wall\n",
+          base.model.name.c_str(), h0.stepS, h0.computeS, h0.commS, h0.warmupS,
+          (unsigned long long)h0.transfers, h0.wallS);
       std::fflush(stdout);
       std::vector<RunSpec> specs;
       struct Key {
@@ -452,8 +466,9 @@ int cmdSimulate(int argc, char** argv) {
         if (!r.stopped) return r.stepS;
         return healthy[p].stepS + base.statics.restartS + base.statics.checkpointIntervalS / 2;
       };
-      std::map<std::pair<std::string, PolicyKind>, std::vector<size_t>> groups;
-      for (size_t i = 0; i < keys.size(); ++i) groups[{keys[i].scenario, keys[i].policy}].push_back(i);
+      std::map<std::pair<std::string, PolicyKind>, std::vector<size_t> > groups;
+      for (size_t i = 0; i < keys.size(); ++i)
+        groups[{keys[i].scenario, keys[i].policy}].push_back(i);
       for (const std::string& sc : o.scenarios) {
         for (PolicyKind p : o.policies) {
           const std::vector<size_t>& idx = groups[{sc, p}];
@@ -513,7 +528,7 @@ int cmdSimulate(int argc, char** argv) {
     //    per ring, one ring per GPU of a node, every GPU's share striped over the node's NICs.
     FabricSpec f = builtinFabric(64);
     std::vector<RunSpec> specs;
-    std::vector<std::pair<std::string, double>> predicted;
+    std::vector<std::pair<std::string, double> > predicted;
     for (PolicyKind p : {PolicyKind::kStatic, PolicyKind::kOurs}) {
       for (const char* algo : {"ring", "allgather"}) {
         for (uint64_t bytes : {uint64_t(64) << 20, uint64_t(1) << 30}) {
@@ -532,9 +547,8 @@ int cmdSimulate(int argc, char** argv) {
           double t = steps * (alpha + perNic / f.nicBytesPerSec);
           char name[160];
           std::snprintf(name, sizeof(name), "%s %s %llu MiB, %d nodes x %d GPUs (%s) vs alpha-beta",
-                        std::string(algo) == "ring" ? "ring all-reduce" : "ring all-gather",
-                        "", (unsigned long long)(bytes >> 20), f.nodes, f.gpusPerNode,
-                        policyName(p));
+                        std::string(algo) == "ring" ? "ring all-reduce" : "ring all-gather", "",
+                        (unsigned long long)(bytes >> 20), f.nodes, f.gpusPerNode, policyName(p));
           predicted.push_back({name, t});
         }
       }
@@ -548,7 +562,8 @@ int cmdSimulate(int argc, char** argv) {
     demo.nicBytesPerSec = 250e6 / 8;
     demo.nicLatencyS = 50e-6;
     demo.railOptimized = true;
-    demo.topoText = "{\"nodes\": 4, \"gpus_per_node\": 1, \"nics_per_node\": 3, \"nic_gbps\": 0.25}";
+    demo.topoText =
+        "{\"nodes\": 4, \"gpus_per_node\": 1, \"nics_per_node\": 3, \"nic_gbps\": 0.25}";
     struct DemoPhase {
       const char* name;
       PolicyKind policy;
@@ -640,7 +655,8 @@ int cmdSimulate(int argc, char** argv) {
     }
   }
 
-  double wallTotal = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  double wallTotal =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 
   // Table.
   if (!rows.empty()) {
@@ -649,15 +665,18 @@ int cmdSimulate(int argc, char** argv) {
                 "stopped", "wall s", "tuner");
     for (const Row& r : rows) {
       char rec[32];
-      if (r.recoveryS >= 0) std::snprintf(rec, sizeof(rec), "%.3f s", r.recoveryS);
-      else std::snprintf(rec, sizeof(rec), "-");
+      if (r.recoveryS >= 0)
+        std::snprintf(rec, sizeof(rec), "%.3f s", r.recoveryS);
+      else
+        std::snprintf(rec, sizeof(rec), "-");
       std::printf("%-14s %-10s %-10s %11.3f %11.3f %8.2fx %9.2fx %9s %5d/%-2d %7.1f %8s\n",
                   r.model.c_str(), r.scenario.c_str(), r.policy.c_str(), r.stepS, r.commS,
                   r.vsStatic, r.vsHealthy, rec, r.stoppedRuns, r.runs, r.wallS,
                   r.tuner.empty() ? "-" : r.tuner.c_str());
     }
     // The targets of issue 18, from the medians.
-    auto find = [&](const std::string& model, const std::string& sc, const std::string& p) -> const Row* {
+    auto find = [&](const std::string& model, const std::string& sc,
+                    const std::string& p) -> const Row* {
       for (const Row& r : rows) {
         if (r.model == model && r.scenario == sc && r.policy == p) return &r;
       }
@@ -667,19 +686,21 @@ int cmdSimulate(int argc, char** argv) {
       const Row* g10s = find(m, "gray10", "static");
       const Row* g10o = find(m, "gray10", "ours");
       if (g10s && g10o) {
-        std::printf("\n%s, one NIC at 10%%: ours vs static: %.2fx faster step, %.2fx faster "
-                    "network phases\n",
-                    m.c_str(), g10s->stepS / g10o->stepS, g10s->commS / g10o->commS);
+        std::printf(
+            "\n%s, one NIC at 10%%: ours vs static: %.2fx faster step, %.2fx faster "
+            "network phases\n",
+            m.c_str(), g10s->stepS / g10o->stepS, g10s->commS / g10o->commS);
       }
       const Row* down = find(m, "nic-down", "ours");
       const Row* h = find(m, "healthy", "ours");
       if (down && h) {
         double k = fabric.nicsPerNode;
         double bound = h->commS * k / (k - 1);
-        std::printf("%s, one NIC down: ours network %.4f s vs healthy x %d/%d = %.4f s "
-                    "(%+.2f%%), job stopped in %d of %d runs\n",
-                    m.c_str(), down->commS, int(k), int(k - 1), bound,
-                    100 * (down->commS / bound - 1), down->stoppedRuns, down->runs);
+        std::printf(
+            "%s, one NIC down: ours network %.4f s vs healthy x %d/%d = %.4f s "
+            "(%+.2f%%), job stopped in %d of %d runs\n",
+            m.c_str(), down->commS, int(k), int(k - 1), bound, 100 * (down->commS / bound - 1),
+            down->stoppedRuns, down->runs);
       }
     }
   }
@@ -734,8 +755,8 @@ int cmdSimulate(int argc, char** argv) {
       std::ofstream out(data);
       out << "model,scenario,policy,step_s,comm_s,stopped\n";
       for (const Row& r : rows) {
-        out << r.model << "," << r.scenario << "," << r.policy << "," << r.stepS << ","
-            << r.commS << "," << (r.stopped ? 1 : 0) << "\n";
+        out << r.model << "," << r.scenario << "," << r.policy << "," << r.stepS << "," << r.commS
+            << "," << (r.stopped ? 1 : 0) << "\n";
       }
     }
     static const char* kPlot = R"PY(
@@ -779,8 +800,10 @@ fig.savefig(sys.argv[2], dpi=110)
     const char* py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
     std::string cmd = std::string(py) + " '" + script + "' '" + data + "' '" + o.plot + "'";
     if (std::system(cmd.c_str()) != 0) {
-      std::fprintf(stderr, "autopilot simulate: plotting failed (python3-matplotlib?); the data "
-                           "is in %s\n", data.c_str());
+      std::fprintf(stderr,
+                   "autopilot simulate: plotting failed (python3-matplotlib?); the data "
+                   "is in %s\n",
+                   data.c_str());
     } else {
       std::remove(script.c_str());
       std::printf("plot: %s\n", o.plot.c_str());

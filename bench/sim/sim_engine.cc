@@ -22,8 +22,6 @@
 // Time is SimGrid's clock, in nanoseconds, handed to the policy classes as their `nowNs`.
 #include "bench/sim/sim_engine.h"
 
-#include <simgrid/s4u.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -33,15 +31,16 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <simgrid/s4u.hpp>
 #include <string>
 #include <vector>
 
+#include "model/cost_model.h"
+#include "model/topology_description.h"
 #include "net_plugin/core/rail_health.h"
 #include "net_plugin/core/rail_striper.h"
 #include "tuner_plugin/bandit_policy.h"
-#include "model/cost_model.h"
 #include "tuner_plugin/decision.h"
-#include "model/topology_description.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -58,11 +57,13 @@ using net::core::RailMode;
 using net::core::RailStriper;
 using net::core::StripingPolicy;
 
-constexpr double kDeadRate = 1000.0;  // bytes/s of a link that is down (a trickle SimGrid can re-rate)
-constexpr double kProgressBytes = 64 * 1024;  // bytes moved that count as progress (far above a dead link's trickle)
-constexpr double kPollS = 0.010;           // ours: how often a waiting sender checks its rails
+constexpr double kDeadRate =
+    1000.0;  // bytes/s of a link that is down (a trickle SimGrid can re-rate)
+constexpr double kProgressBytes =
+    64 * 1024;  // bytes moved that count as progress (far above a dead link's trickle)
+constexpr double kPollS = 0.010;              // ours: how often a waiting sender checks its rails
 constexpr uint64_t kEvaluateNs = 20'000'000;  // ours: degradation verdicts (as the transport)
-constexpr double kRejoinShare = 0.125;     // ours: a re-joined rail starts at this share
+constexpr double kRejoinShare = 0.125;        // ours: a re-joined rail starts at this share
 
 // Stops the run (the job hangs on a dead link): unwinds every actor of the simulation.
 struct JobStopped {};
@@ -79,7 +80,7 @@ struct World {
   uint64_t transfers = 0;
   bool stopped = false;
   double stopAtS = 0;
-  double firstDownS = -1;   // onset of the first down-type fault
+  double firstDownS = -1;     // onset of the first down-type fault
   double lastFailoverS = -1;  // latest first-failover of a connection after that onset
   uint64_t railFailures = 0, railRejoins = 0;
   // nccl-2.30: failed devices per communicator.
@@ -94,7 +95,9 @@ double nowS() { return sg4::Engine::get_clock(); }
 
 void setNicRate(int node, int r, double factor) {
   int i = node * W->nics + r;
-  if (gTrace) std::fprintf(stderr, "t=%.4f node %d nic %d rate x%g\n", sg4::Engine::get_clock(), node, r, factor);
+  if (gTrace)
+    std::fprintf(stderr, "t=%.4f node %d nic %d rate x%g\n", sg4::Engine::get_clock(), node, r,
+                 factor);
   if (W->nicFactor[i] <= 0 && factor > 0) W->nicRepairs[i]++;
   W->nicFactor[i] = factor;
   double rate = factor <= 0 ? kDeadRate : W->spec.fabric.nicBytesPerSec * factor;
@@ -188,7 +191,8 @@ struct Conn {
 std::vector<std::unique_ptr<Conn>> gConns;
 
 uint64_t repairsOf(const Conn& c, int rail) {
-  return W->nicRepairs[size_t(c.src) * W->nics + rail] + W->nicRepairs[size_t(c.dst) * W->nics + rail];
+  return W->nicRepairs[size_t(c.src) * W->nics + rail] +
+         W->nicRepairs[size_t(c.dst) * W->nics + rail];
 }
 
 Conn* makeConn(int src, int dst, int comm) {
@@ -198,8 +202,8 @@ Conn* makeConn(int src, int dst, int comm) {
   c->comm = comm;
   int k = W->nics;
   RailStriper::Config sc;
-  sc.policy = W->spec.policy == PolicyKind::kOurs ? StripingPolicy::kMeasured
-                                                  : StripingPolicy::kEqualSplit;
+  sc.policy =
+      W->spec.policy == PolicyKind::kOurs ? StripingPolicy::kMeasured : StripingPolicy::kEqualSplit;
   sc.initialBandwidth = W->spec.fabric.nicBytesPerSec;
   sc.maxBandwidth = W->spec.fabric.nicBytesPerSec * 4;
   if (W->spec.windowBytes > 0) {
@@ -355,7 +359,9 @@ void oursMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
     }
     if (fd.failed(t, held, bw) && h.stallBlamesRail(r, t)) {
       h.fail(r, t, "no progress");
-      if (gTrace) std::fprintf(stderr, "t=%.4f conn %d->%d rail %d failed (stalled %.3f s)\n", nowS(), c.src, c.dst, r, h.failure(r).stalledForNs(t) * 1e-9);
+      if (gTrace)
+        std::fprintf(stderr, "t=%.4f conn %d->%d rail %d failed (stalled %.3f s)\n", nowS(), c.src,
+                     c.dst, r, h.failure(r).stalledForNs(t) * 1e-9);
       s.onRailLost(r);
       s.setMode(r, RailMode::kDown);
       reclaim(flights, comms, pending, r);
@@ -466,8 +472,7 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       double rem = std::max(1.0, f.comm->get_remaining());
       f.comm->cancel();
       f.comm = sg4::Comm::sendto_async(W->nicHost[size_t(c.src) * W->nics + f.rail],
-                                       W->nicHost[size_t(c.dst) * W->nics + f.rail],
-                                       uint64_t(rem));
+                                       W->nicHost[size_t(c.dst) * W->nics + f.rail], uint64_t(rem));
       W->transfers++;
       f.lastRemaining = rem;
       f.repairs = rep;
@@ -698,17 +703,18 @@ struct Dense {
   std::vector<Ring> dpRings;
   std::vector<std::vector<int>> dpGroups;  // node lists (tree)
   std::map<std::pair<int, int>, Conn*> dpEdge;
-  std::vector<Conn*> ppFwd, ppBwd;           // by stage boundary, flattened
+  std::vector<Conn*> ppFwd, ppBwd;                   // by stage boundary, flattened
   std::vector<std::vector<Conn*>> ppFwdAt, ppBwdAt;  // [stage] -> conns leaving that stage
-  std::vector<std::vector<Conn*>> a2aAt;     // [stage] -> all-to-all conns
-  double fwdS = 0, bwdS = 0;                 // compute per micro-batch and stage (incl. TP)
+  std::vector<std::vector<Conn*>> a2aAt;             // [stage] -> all-to-all conns
+  double fwdS = 0, bwdS = 0;                         // compute per micro-batch and stage (incl. TP)
   uint64_t actBytes = 0, a2aBytes = 0, gradBytes = 0;
 };
 
 double tpAllReduceS(uint64_t bytes, int tp) {
   const FabricSpec& f = W->spec.fabric;
   if (tp < 2) return 0;
-  return 2.0 * (tp - 1) * f.nvlinkLatencyS + 2.0 * (tp - 1) / tp * double(bytes) / f.nvlinkBytesPerSec;
+  return 2.0 * (tp - 1) * f.nvlinkLatencyS +
+         2.0 * (tp - 1) / tp * double(bytes) / f.nvlinkBytesPerSec;
 }
 
 Dense buildDense() {
@@ -803,7 +809,8 @@ Dense buildDense() {
       int n = int(members.size());
       for (int tree = 0; tree < 2; ++tree) {
         for (int i = 1; i < n; ++i) {
-          int a = members[(i + tree * (n / 2)) % n], b = members[((i - 1) / 2 + tree * (n / 2)) % n];
+          int a = members[(i + tree * (n / 2)) % n],
+              b = members[((i - 1) / 2 + tree * (n / 2)) % n];
           if (!d.dpEdge.count({a, b})) d.dpEdge[{a, b}] = makeConn(a, b, 3000000 + a);
           if (!d.dpEdge.count({b, a})) d.dpEdge[{b, a}] = makeConn(b, a, 3000000 + b);
         }
@@ -925,7 +932,8 @@ RunResult runOnce(const RunSpec& spec, void (*onStop)(const RunResult&)) {
     if (f.node < 0) f.node = int(rng() % uint64_t(W->nodes));
     if (f.nic < 0) f.nic = int(rng() % uint64_t(W->nics));
     if (f.onsetS < 0) f.onsetS = (0.1 + 0.8 * unit(rng)) * spec.warmupS;
-    if (f.kind == FaultKind::kDown || f.kind == FaultKind::kFailHeal || f.kind == FaultKind::kFlap) {
+    if (f.kind == FaultKind::kDown || f.kind == FaultKind::kFailHeal ||
+        f.kind == FaultKind::kFlap) {
       W->firstDownS = W->firstDownS < 0 ? f.onsetS : std::min(W->firstDownS, f.onsetS);
     }
     sg4::ActorPtr a = sg4::Actor::create("fault", anyHost(), [f]() { faultActor(f); });
@@ -942,7 +950,8 @@ RunResult runOnce(const RunSpec& spec, void (*onStop)(const RunResult&)) {
         for (int n = 0; n < W->nodes; ++n) members.push_back(n);
         for (int g = 0; g < spec.fabric.gpusPerNode; ++g) {
           Ring ring;
-          for (int n = 0; n < W->nodes; ++n) ring.conns.push_back(makeConn(n, (n + 1) % W->nodes, g));
+          for (int n = 0; n < W->nodes; ++n)
+            ring.conns.push_back(makeConn(n, (n + 1) % W->nodes, g));
           rings.push_back(ring);
         }
         double t0 = nowS();

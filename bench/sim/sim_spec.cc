@@ -117,9 +117,12 @@ ModelSpec mixtral8x22b() {
 
 const char* policyName(PolicyKind p) {
   switch (p) {
-    case PolicyKind::kStatic: return "static";
-    case PolicyKind::kNcclResilient: return "nccl-2.30";
-    case PolicyKind::kOurs: return "ours";
+    case PolicyKind::kStatic:
+      return "static";
+    case PolicyKind::kNcclResilient:
+      return "nccl-2.30";
+    case PolicyKind::kOurs:
+      return "ours";
   }
   return "?";
 }

@@ -15,16 +15,16 @@ struct FabricSpec {
   int nodes = 8;
   int gpusPerNode = 8;
   int nicsPerNode = 8;
-  double nicBytesPerSec = 50e9;     // per NIC, each direction
-  double nicLatencyS = 2e-6;        // NIC to its leaf switch, one way
-  bool railOptimized = true;        // rail r of every node on leaf (rail switch) r
-  int nodesPerLeaf = 16;            // plain fat-tree: nodes per leaf switch
-  double uplinkBytesPerSec = 0;     // leaf <-> spine per leaf and direction (0: non-blocking)
+  double nicBytesPerSec = 50e9;  // per NIC, each direction
+  double nicLatencyS = 2e-6;     // NIC to its leaf switch, one way
+  bool railOptimized = true;     // rail r of every node on leaf (rail switch) r
+  int nodesPerLeaf = 16;         // plain fat-tree: nodes per leaf switch
+  double uplinkBytesPerSec = 0;  // leaf <-> spine per leaf and direction (0: non-blocking)
   double uplinkLatencyS = 1e-6;
-  double nvlinkBytesPerSec = 450e9; // per GPU, NVLink inside a node
+  double nvlinkBytesPerSec = 450e9;  // per GPU, NVLink inside a node
   double nvlinkLatencyS = 1e-6;
   int sm = 90;
-  std::string topoText;             // the document (cost-model prior for the tuner)
+  std::string topoText;  // the document (cost-model prior for the tuner)
 };
 
 bool fabricFromJson(const std::string& text, FabricSpec* out, std::string* error);
@@ -61,8 +61,8 @@ struct Fault {
   int node = 0, nic = 0;  // the NIC (kSpine: nic = the leaf whose uplink degrades)
   double factor = 0.1;    // remaining rate (gray, spine)
   double onsetS = 0;
-  double durationS = 0;   // fail-heal: how long it is down; flap: down time per period
-  double periodS = 0;     // flap
+  double durationS = 0;  // fail-heal: how long it is down; flap: down time per period
+  double periodS = 0;    // flap
 };
 
 struct Scenario {
@@ -79,8 +79,8 @@ struct StaticConfig {
 };
 
 struct NcclResilConfig {
-  double detectS = 30.0;    // RC retry budget before a completion error (defaults)
-  double failbackS = 1.0;   // a repaired NIC is used again this long after it heals
+  double detectS = 30.0;   // RC retry budget before a completion error (defaults)
+  double failbackS = 1.0;  // a repaired NIC is used again this long after it heals
 };
 
 struct RunSpec {
@@ -89,31 +89,31 @@ struct RunSpec {
   ModelSpec model;
   GpuSpec gpu;
   uint64_t allReduceBytes = 1ull << 30;  // kAllReduce
-  std::string algo = "ring";              // kAllReduce: ring | tree | allgather | reducescatter
+  std::string algo = "ring";             // kAllReduce: ring | tree | allgather | reducescatter
   Scenario scenario;
   PolicyKind policy = PolicyKind::kOurs;
   StaticConfig statics;
   NcclResilConfig nccl;
   bool tuner = true;  // ours: the bandit picks ring/tree per DP bucket
   uint64_t seed = 1;
-  int chunksPerRail = 4;   // chunks per rail and ring step (simulation granularity)
+  int chunksPerRail = 4;      // chunks per rail and ring step (simulation granularity)
   uint64_t windowBytes = 0;   // the striper's in-flight cap per rail (0: the plugin's 4 MiB);
-                               // coarse runs need it above their chunk size
+                              // coarse runs need it above their chunk size
   bool pluginChunks = false;  // the plugin's own chunk sizes (64 KiB .. 1 MiB; small runs)
-  double warmupS = 0;      // where faults with a random onset may start (set by the driver)
+  double warmupS = 0;         // where faults with a random onset may start (set by the driver)
 };
 
 struct RunResult {
   bool ok = false;
   std::string error;
-  double stepS = 0;       // the measured step (after warm-up)
-  double commS = 0;       // its network phases (compute excluded)
+  double stepS = 0;  // the measured step (after warm-up)
+  double commS = 0;  // its network phases (compute excluded)
   double computeS = 0;
   double warmupS = 0;
-  bool stopped = false;   // the job stopped (static / NCCL with no path left)
+  bool stopped = false;  // the job stopped (static / NCCL with no path left)
   double stopAtS = 0;
-  double recoveryS = -1;  // first fault onset -> traffic flows again (ours: rail failed over)
-  uint64_t transfers = 0; // simulated network transfers
+  double recoveryS = -1;   // first fault onset -> traffic flows again (ours: rail failed over)
+  uint64_t transfers = 0;  // simulated network transfers
   uint64_t railFailures = 0, railRejoins = 0;
   double wallS = 0;
   std::string tunerChoice;  // what the tuner settled on for the DP all-reduce

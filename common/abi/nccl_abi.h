@@ -107,10 +107,10 @@ inline constexpr int kNumProtocols = 3;
 inline constexpr float kAlgoProtoIgnore = -1.0f;
 
 // NCCL_HW_*, compute-capability and scale indices of the v5 tuner constants.
-inline constexpr int kNumHwLinks = 3;      // NVLINK, PCI, NET
-inline constexpr int kNumCompCaps = 4;     // VOLTA, AMPERE, HOPPER, BLACKWELL
-inline constexpr int kNumCompCapsV7 = 5;   // tuner v7 (NCCL 2.32.6+) adds a fifth row
-inline constexpr int kNumTuningScales = 3; // 1 node, 2 nodes, 4 nodes
+inline constexpr int kNumHwLinks = 3;       // NVLINK, PCI, NET
+inline constexpr int kNumCompCaps = 4;      // VOLTA, AMPERE, HOPPER, BLACKWELL
+inline constexpr int kNumCompCapsV7 = 5;    // tuner v7 (NCCL 2.32.6+) adds a fifth row
+inline constexpr int kNumTuningScales = 3;  // 1 node, 2 nodes, 4 nodes
 
 }  // namespace autopilot::abi
 
@@ -118,6 +118,6 @@ inline constexpr int kNumTuningScales = 3; // 1 node, 2 nodes, 4 nodes
 // finds it although everything else is built with -fvisibility=hidden. The objects are
 // non-const: a namespace-scope const object would have internal linkage and silently vanish.
 // Use as: AP_EXPORT_TABLE(abi::NetV11, ncclNetPlugin_v11) = {...};
-#define AP_EXPORT_TABLE(Type, symbol)                          \
+#define AP_EXPORT_TABLE(Type, symbol)                            \
   extern "C" __attribute__((visibility("default"))) Type symbol; \
   Type symbol

@@ -168,8 +168,7 @@ struct NetV11 {
                   void** request);
   Result (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                   void** phandles, void** request);
-  Result (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
-                   void** request);
+  Result (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
   Result (*test)(void* request, int* done, int* sizes);
   Result (*closeSend)(void* sendComm);
   Result (*closeRecv)(void* recvComm);
@@ -201,8 +200,7 @@ struct NetV12 {
                   void** request);
   Result (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                   void** phandles, void** request);
-  Result (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
-                   void** request);
+  Result (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
   Result (*test)(void* request, int* done, int* sizes);
   Result (*closeSend)(void* sendComm);
   Result (*closeRecv)(void* recvComm);
@@ -231,8 +229,7 @@ struct NetV10 {
                   void** request);
   Result (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                   void** phandles, void** request);
-  Result (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
-                   void** request);
+  Result (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
   Result (*test)(void* request, int* done, int* sizes);
   Result (*closeSend)(void* sendComm);
   Result (*closeRecv)(void* recvComm);
@@ -254,12 +251,10 @@ struct NetV9 {
   Result (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
                         void** mhandle);
   Result (*deregMr)(void* comm, void* mhandle);
-  Result (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle,
-                  void** request);
+  Result (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request);
   Result (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                   void** request);
-  Result (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
-                   void** request);
+  Result (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
   Result (*test)(void* request, int* done, int* sizes);
   Result (*closeSend)(void* sendComm);
   Result (*closeRecv)(void* recvComm);
@@ -284,8 +279,7 @@ struct NetV8 {
   Result (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle, void** request);
   Result (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles,
                   void** request);
-  Result (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
-                   void** request);
+  Result (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
   Result (*test)(void* request, int* done, int* sizes);
   Result (*closeSend)(void* sendComm);
   Result (*closeRecv)(void* recvComm);

@@ -53,8 +53,8 @@ struct TunerV3 {
 
 // v6 (NCCL 2.30.3+): the v5 table plus an optional fifth member. NCCL passes the chunk size it
 // computed for one scheduled task in *chunkSize and clamps whatever comes back to its buffers.
-using TunerGetChunkSizeFn = Result (*)(void* ctx, int collType, size_t nBytes, int algo,
-                                       int proto, int nChannels, size_t* chunkSize);
+using TunerGetChunkSizeFn = Result (*)(void* ctx, int collType, size_t nBytes, int algo, int proto,
+                                       int nChannels, size_t* chunkSize);
 
 struct TunerV6 {
   const char* name;

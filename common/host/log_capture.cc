@@ -1,5 +1,6 @@
 #include "common/host/log_capture.h"
 
+#include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -10,7 +11,6 @@
 #include <deque>
 #include <mutex>
 #include <sstream>
-#include <strings.h>
 
 namespace autopilot::host {
 namespace {
@@ -25,11 +25,16 @@ unsigned long gEchoMask = abi::subsys::kInit | abi::subsys::kBootstrap | abi::su
 
 const char* levelName(int level) {
   switch (level) {
-    case abi::kLogVersion: return "VERSION";
-    case abi::kLogWarn: return "WARN";
-    case abi::kLogInfo: return "INFO";
-    case abi::kLogAbort: return "ABORT";
-    case abi::kLogTrace: return "TRACE";
+    case abi::kLogVersion:
+      return "VERSION";
+    case abi::kLogWarn:
+      return "WARN";
+    case abi::kLogInfo:
+      return "INFO";
+    case abi::kLogAbort:
+      return "ABORT";
+    case abi::kLogTrace:
+      return "TRACE";
   }
   return "LOG";
 }
@@ -89,14 +94,22 @@ unsigned long parseSubsysList(const std::string& value) {
   static const struct {
     const char* name;
     unsigned long flag;
-  } kNames[] = {{"INIT", abi::subsys::kInit},       {"COLL", abi::subsys::kColl},
-                {"P2P", abi::subsys::kP2p},         {"SHM", abi::subsys::kShm},
-                {"NET", abi::subsys::kNet},         {"GRAPH", abi::subsys::kGraph},
-                {"TUNING", abi::subsys::kTuning},   {"ENV", abi::subsys::kEnv},
-                {"ALLOC", abi::subsys::kAlloc},     {"CALL", abi::subsys::kCall},
-                {"PROXY", abi::subsys::kProxy},     {"NVLS", abi::subsys::kNvls},
-                {"BOOTSTRAP", abi::subsys::kBootstrap}, {"REG", abi::subsys::kReg},
-                {"PROFILE", abi::subsys::kProfile}, {"RAS", abi::subsys::kRas},
+  } kNames[] = {{"INIT", abi::subsys::kInit},
+                {"COLL", abi::subsys::kColl},
+                {"P2P", abi::subsys::kP2p},
+                {"SHM", abi::subsys::kShm},
+                {"NET", abi::subsys::kNet},
+                {"GRAPH", abi::subsys::kGraph},
+                {"TUNING", abi::subsys::kTuning},
+                {"ENV", abi::subsys::kEnv},
+                {"ALLOC", abi::subsys::kAlloc},
+                {"CALL", abi::subsys::kCall},
+                {"PROXY", abi::subsys::kProxy},
+                {"NVLS", abi::subsys::kNvls},
+                {"BOOTSTRAP", abi::subsys::kBootstrap},
+                {"REG", abi::subsys::kReg},
+                {"PROFILE", abi::subsys::kProfile},
+                {"RAS", abi::subsys::kRas},
                 {"ALL", abi::subsys::kAll}};
   std::string list = value;
   bool invert = !list.empty() && list[0] == '^';
@@ -115,11 +128,16 @@ unsigned long parseSubsysList(const std::string& value) {
 void LogCapture::configureEchoFromEnv() {
   int level = abi::kLogWarn;
   if (const char* d = std::getenv("NCCL_DEBUG")) {
-    if (strcasecmp(d, "VERSION") == 0) level = abi::kLogVersion;
-    else if (strcasecmp(d, "WARN") == 0) level = abi::kLogWarn;
-    else if (strcasecmp(d, "INFO") == 0) level = abi::kLogInfo;
-    else if (strcasecmp(d, "TRACE") == 0) level = abi::kLogTrace;
-    else if (strcasecmp(d, "NONE") == 0) level = abi::kLogNone;
+    if (strcasecmp(d, "VERSION") == 0)
+      level = abi::kLogVersion;
+    else if (strcasecmp(d, "WARN") == 0)
+      level = abi::kLogWarn;
+    else if (strcasecmp(d, "INFO") == 0)
+      level = abi::kLogInfo;
+    else if (strcasecmp(d, "TRACE") == 0)
+      level = abi::kLogTrace;
+    else if (strcasecmp(d, "NONE") == 0)
+      level = abi::kLogNone;
   }
   unsigned long mask = abi::subsys::kInit | abi::subsys::kBootstrap | abi::subsys::kEnv;
   if (const char* s = std::getenv("NCCL_DEBUG_SUBSYS")) mask = parseSubsysList(s);

@@ -2,12 +2,12 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <strings.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
-#include <strings.h>
 
 #include "common/host/log_capture.h"
 
@@ -18,9 +18,12 @@ constexpr int kMaxNetPluginEntries = 14;  // NCCL_NET_MAX_PLUGINS - 2
 
 const char* kindPrefix(PluginKind kind) {
   switch (kind) {
-    case PluginKind::kNet: return "libnccl-net";
-    case PluginKind::kTuner: return "libnccl-tuner";
-    case PluginKind::kProfiler: return "libnccl-profiler";
+    case PluginKind::kNet:
+      return "libnccl-net";
+    case PluginKind::kTuner:
+      return "libnccl-tuner";
+    case PluginKind::kProfiler:
+      return "libnccl-profiler";
   }
   return "";
 }
@@ -64,18 +67,24 @@ struct LegacyNetContext {
 
 const char* kindName(PluginKind kind) {
   switch (kind) {
-    case PluginKind::kNet: return "net";
-    case PluginKind::kTuner: return "tuner";
-    case PluginKind::kProfiler: return "profiler";
+    case PluginKind::kNet:
+      return "net";
+    case PluginKind::kTuner:
+      return "tuner";
+    case PluginKind::kProfiler:
+      return "profiler";
   }
   return "";
 }
 
 const char* kindEnvVar(PluginKind kind) {
   switch (kind) {
-    case PluginKind::kNet: return "NCCL_NET_PLUGIN";
-    case PluginKind::kTuner: return "NCCL_TUNER_PLUGIN";
-    case PluginKind::kProfiler: return "NCCL_PROFILER_PLUGIN";
+    case PluginKind::kNet:
+      return "NCCL_NET_PLUGIN";
+    case PluginKind::kTuner:
+      return "NCCL_TUNER_PLUGIN";
+    case PluginKind::kProfiler:
+      return "NCCL_PROFILER_PLUGIN";
   }
   return "";
 }
@@ -85,8 +94,8 @@ std::vector<std::string> candidateNames(PluginKind kind, const std::string& name
   if (name.empty()) return {prefix + ".so"};
   std::vector<std::string> out{name};
   bool hasSlash = name.find('/') != std::string::npos;
-  bool isLibSo = name.rfind("lib", 0) == 0 && name.size() >= 3 &&
-                 name.compare(name.size() - 3, 3, ".so") == 0;
+  bool isLibSo =
+      name.rfind("lib", 0) == 0 && name.size() >= 3 && name.compare(name.size() - 3, 3, ".so") == 0;
   if (!hasSlash && !isLibSo) out.push_back(prefix + "-" + name + ".so");
   return out;
 }
@@ -100,7 +109,7 @@ abi::Result HostNet::init(void** ctx, uint64_t commId, abi::NetCommConfigV11* co
   if (version_ >= 11) return table<abi::NetV11>(table_)->init(ctx, commId, config, log, prof);
   // Older versions: init once per process; the per-comm "context" only carries the config.
   if (!legacyInitDone_) {
-    abi::Result r = version_ == 10 ? table<abi::NetV10>(table_)->init(log, prof)
+    abi::Result r = version_ == 10  ? table<abi::NetV10>(table_)->init(log, prof)
                     : version_ == 9 ? table<abi::NetV9>(table_)->init(log)
                                     : table<abi::NetV8>(table_)->init(log);
     if (r != abi::kSuccess) return r;
@@ -150,8 +159,8 @@ abi::Result HostNet::getProperties(int dev, abi::NetPropertiesV11* props) {
     if (r != abi::kSuccess) return r;
     std::memset(props, 0, sizeof(*props));
     std::memcpy(props, &p, offsetof(abi::NetPropertiesV11, vProps));
-    props->vProps.ndevs = p.vProps.ndevs < abi::kNetMaxDevsPerNic ? p.vProps.ndevs
-                                                                  : abi::kNetMaxDevsPerNic;
+    props->vProps.ndevs =
+        p.vProps.ndevs < abi::kNetMaxDevsPerNic ? p.vProps.ndevs : abi::kNetMaxDevsPerNic;
     for (int i = 0; i < abi::kNetMaxDevsPerNic; ++i) props->vProps.devs[i] = p.vProps.devs[i];
     props->maxP2pBytes = p.maxP2pBytes;
     props->maxCollBytes = p.maxCollBytes;
@@ -159,10 +168,10 @@ abi::Result HostNet::getProperties(int dev, abi::NetPropertiesV11* props) {
     return r;
   }
   if (props == nullptr) {  // only tests do this; hand the NULL through to the plugin
-    return version_ == 12 ? table<abi::NetV12>(table_)->getProperties(dev, nullptr)
+    return version_ == 12   ? table<abi::NetV12>(table_)->getProperties(dev, nullptr)
            : version_ == 11 ? table<abi::NetV11>(table_)->getProperties(dev, nullptr)
-           : version_ >= 9 ? table<abi::NetV10>(table_)->getProperties(dev, nullptr)
-                           : table<abi::NetV8>(table_)->getProperties(dev, nullptr);
+           : version_ >= 9  ? table<abi::NetV10>(table_)->getProperties(dev, nullptr)
+                            : table<abi::NetV8>(table_)->getProperties(dev, nullptr);
   }
   std::memset(props, 0, sizeof(*props));
   if (version_ == 11) return table<abi::NetV11>(table_)->getProperties(dev, props);
@@ -252,11 +261,11 @@ abi::Result HostNet::irecv(void* recvComm, int n, void** data, size_t* sizes, in
                            void** mhandles, void** phandles, void** request) {
   if (version_ >= 11) {
     return table<abi::NetV11>(table_)->irecv(recvComm, n, data, sizes, tags, mhandles, phandles,
-                                            request);
+                                             request);
   }
   if (version_ == 10) {
     return table<abi::NetV10>(table_)->irecv(recvComm, n, data, sizes, tags, mhandles, phandles,
-                                            request);
+                                             request);
   }
   if (version_ == 9) {
     return table<abi::NetV9>(table_)->irecv(recvComm, n, data, sizes, tags, mhandles, request);
@@ -421,10 +430,17 @@ abi::Result HostProfiler::startEvent(void* ctx, void** eHandle, abi::ProfilerEve
   std::memset(static_cast<void*>(&d), 0, sizeof(d));
   std::memcpy(static_cast<void*>(&d), d5, sizeof(*d5));
   switch (d5->type) {  // the fields v7 appended, which the v5 bytes do not cover
-    case abi::event::kCollApi: d.collApi.userTag = 0; break;
-    case abi::event::kP2pApi: d.p2pApi.userTag = 0; break;
-    case abi::event::kP2p: d.p2p.userTag = 0; break;
-    default: break;
+    case abi::event::kCollApi:
+      d.collApi.userTag = 0;
+      break;
+    case abi::event::kP2pApi:
+      d.p2pApi.userTag = 0;
+      break;
+    case abi::event::kP2p:
+      d.p2p.userTag = 0;
+      break;
+    default:
+      break;
   }
   return startEvent(ctx, eHandle, &d);
 }
@@ -565,8 +581,7 @@ bool PluginHost::openLibrary(PluginKind kind, const std::string& name, OpenedLib
 bool PluginHost::openViaNetLibrary(OpenedLibrary* out) {
   if (!net_ || net_->lib_.handle == nullptr) return false;
   // NCCL dlopens the net library's name again: same handle, one more reference.
-  void* h = dlopen(net_->lib_.requested == "STATIC_PLUGIN" ? nullptr
-                                                           : net_->lib_.requested.c_str(),
+  void* h = dlopen(net_->lib_.requested == "STATIC_PLUGIN" ? nullptr : net_->lib_.requested.c_str(),
                    RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) return false;
   out->handle = h;
@@ -694,9 +709,9 @@ abi::Result CommSession::init() {
     if (r != abi::kSuccess) profilerCtx_ = nullptr;  // 2.28.9: logged, plugin stays loaded
   }
   if (HostTuner* tuner = host_.tuner()) {
-    abi::Result r = tuner->init(&tunerCtx_, config_.commId, size_t(config_.nRanks),
-                                size_t(config_.nNodes), logger, &config_.nvlDomain,
-                                &config_.constants);
+    abi::Result r =
+        tuner->init(&tunerCtx_, config_.commId, size_t(config_.nRanks), size_t(config_.nNodes),
+                    logger, &config_.nvlDomain, &config_.constants);
     if (r != abi::kSuccess) return r;  // fatal for the communicator in NCCL
   }
   return abi::kSuccess;

@@ -64,10 +64,10 @@ class HostNet {
   abi::Result accept(void* listenComm, void** recvComm);
   abi::Result regMr(void* comm, void* data, size_t size, int type, void** mhandle);
   abi::Result deregMr(void* comm, void* mhandle);
-  abi::Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle,
-                    void* phandle, void** request);
-  abi::Result irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags,
-                    void** mhandles, void** phandles, void** request);
+  abi::Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                    void** request);
+  abi::Result irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                    void** phandles, void** request);
   abi::Result iflush(void* recvComm, int n, void** data, int* sizes, void** mhandles,
                      void** request);
   abi::Result test(void* request, int* done, int* sizes);
@@ -107,9 +107,8 @@ class HostTuner {
                            int nChannels, size_t* chunkSize);
   // What the last v7 init saw and left (for tests).
   const abi::TunerConstantsV7& lastConstantsV7() const { return constantsV7_; }
-  abi::Result getCollInfo(void* ctx, int collType, size_t nBytes, int numPipeOps,
-                          float** costTable, int numAlgo, int numProto, int regBuff,
-                          int* nChannels);
+  abi::Result getCollInfo(void* ctx, int collType, size_t nBytes, int numPipeOps, float** costTable,
+                          int numAlgo, int numProto, int regBuff, int* nChannels);
   abi::Result finalize(void* ctx);
   // The raw v5 function, for overhead benchmarks that must call exactly what NCCL calls.
   abi::TunerGetCollInfoV5Fn rawGetCollInfoV5() const;

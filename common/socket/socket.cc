@@ -6,10 +6,10 @@
 #include <fcntl.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
-#include <sys/ioctl.h>
-#include <sys/un.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>

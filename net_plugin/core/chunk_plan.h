@@ -11,8 +11,8 @@ struct ChunkPolicy {
   uint64_t wholeBelowBytes = 128 << 10;  // smaller messages travel whole, on one rail
   uint64_t minChunkBytes = 64 << 10;
   uint64_t maxChunkBytes = 1 << 20;
-  uint32_t maxChunks = 1024;  // bounds the receiver's per-message bitmap
-  uint32_t chunksPerRail = 4; // target number of chunks per usable rail (balance vs overhead)
+  uint32_t maxChunks = 1024;   // bounds the receiver's per-message bitmap
+  uint32_t chunksPerRail = 4;  // target number of chunks per usable rail (balance vs overhead)
 };
 
 struct ChunkPlan {
@@ -21,9 +21,7 @@ struct ChunkPlan {
   uint32_t count = 1;       // >= 1: a zero-byte message is one empty chunk
 
   uint64_t offset(uint32_t i) const { return uint64_t(i) * chunkBytes; }
-  uint64_t length(uint32_t i) const {
-    return i + 1 < count ? chunkBytes : totalBytes - offset(i);
-  }
+  uint64_t length(uint32_t i) const { return i + 1 < count ? chunkBytes : totalBytes - offset(i); }
 };
 
 // Chunk size: about `chunksPerRail` chunks per usable rail, clamped to [min, max], rounded up

@@ -15,10 +15,10 @@ struct CommConfig {
   RailStriper::Config striper;
   ChunkPolicy chunks;
   RailHealthConfig health;
-  uint64_t peerTimeoutNs = 2'000'000'000;    // no rail at all for this long: error to NCCL
+  uint64_t peerTimeoutNs = 2'000'000'000;  // no rail at all for this long: error to NCCL
   uint64_t connectTimeoutNs = 30'000'000'000;
-  uint64_t probeTimeoutNs = 1'000'000'000;   // one background re-connection attempt
-  uint64_t stragglerNs = 500'000'000;        // connect/accept wait this long for slow rails
+  uint64_t probeTimeoutNs = 1'000'000'000;  // one background re-connection attempt
+  uint64_t stragglerNs = 500'000'000;       // connect/accept wait this long for slow rails
   double rejoinShare = 0.125;  // a re-joined rail starts at this fraction of its peers' bandwidth
   bool failover = true;        // false: the first failed rail fails the connection (a baseline)
   int maxRecvs = 8;

@@ -8,8 +8,7 @@ void DegradationDetector::reset() {
   pendingSinceNs_ = 0;
 }
 
-bool DegradationDetector::update(double railBandwidth, double referenceBandwidth,
-                                 uint64_t nowNs) {
+bool DegradationDetector::update(double railBandwidth, double referenceBandwidth, uint64_t nowNs) {
   if (!(referenceBandwidth > 0)) {
     pending_ = false;
     if (degraded_) {

@@ -27,7 +27,7 @@ struct NetDevice {
   std::vector<int> rails;  // indices into the rail list
   int speedMbps = 0;       // sum over the rails
   uint64_t guid = 0;
-  std::string pciPath;     // the first rail's, if any
+  std::string pciPath;  // the first rail's, if any
   bool isVirtual = false;
   std::vector<int> children;  // virtual devices: the physical devices merged
 };

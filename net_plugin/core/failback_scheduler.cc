@@ -10,9 +10,7 @@ FailbackScheduler::FailbackScheduler(const Config& config) : config_(config) {
   backoffNs_ = config_.initialBackoffNs;
 }
 
-void FailbackScheduler::grow() {
-  backoffNs_ = std::min(backoffNs_ * 2, config_.maxBackoffNs);
-}
+void FailbackScheduler::grow() { backoffNs_ = std::min(backoffNs_ * 2, config_.maxBackoffNs); }
 
 void FailbackScheduler::onFailed(uint64_t nowNs) {
   bool flapping = everRejoined_ && nowNs - rejoinedAtNs_ < config_.stableNs;

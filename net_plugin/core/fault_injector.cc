@@ -17,7 +17,8 @@ namespace {
 params::StringParam gFaultFile(
     "NCCL_AUTOPILOT_FAULT_FILE", "",
     "Simulated rail faults for tests and demos without root: a file re-read while running, "
-    "with lines 'rail <name|index> down|deaf|up|rate <Mbit/s>|qp-reset <n>'. Empty: no simulated faults.");
+    "with lines 'rail <name|index> down|deaf|up|rate <Mbit/s>|qp-reset <n>'. Empty: no simulated "
+    "faults.");
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
 constexpr size_t kMaxFileBytes = 64 << 10;
@@ -111,19 +112,29 @@ void FaultInjector::reload() {
       continue;
     }
     switch (rule.action) {
-      case FaultRule::Action::kDown: down[idx] = true; break;
-      case FaultRule::Action::kUp: down[idx] = deaf[idx] = false; break;
-      case FaultRule::Action::kDeaf: deaf[idx] = true; break;
-      case FaultRule::Action::kRate: rate[idx] = uint64_t(rule.rateMbps * 1e6 / 8); break;
-      case FaultRule::Action::kQpReset: reset[idx] = uint32_t(rule.resetSequence); break;
+      case FaultRule::Action::kDown:
+        down[idx] = true;
+        break;
+      case FaultRule::Action::kUp:
+        down[idx] = deaf[idx] = false;
+        break;
+      case FaultRule::Action::kDeaf:
+        deaf[idx] = true;
+        break;
+      case FaultRule::Action::kRate:
+        rate[idx] = uint64_t(rule.rateMbps * 1e6 / 8);
+        break;
+      case FaultRule::Action::kQpReset:
+        reset[idx] = uint32_t(rule.resetSequence);
+        break;
     }
   }
   for (int i = 0; i < kMaxRails && i < int(names_.size()); ++i) {
     bool wasDown = down_[i].exchange(down[i], std::memory_order_relaxed);
     if (deaf_[i].exchange(deaf[i], std::memory_order_relaxed) != deaf[i]) {
-      AP_WARN(kFlags, "SIMULATED fault: rail %d (%s) %s", i, names_[i].c_str(),
-              deaf[i] ? "DEAF: nothing it delivers is read here (one direction dead)"
-                      : "hears again");
+      AP_WARN(
+          kFlags, "SIMULATED fault: rail %d (%s) %s", i, names_[i].c_str(),
+          deaf[i] ? "DEAF: nothing it delivers is read here (one direction dead)" : "hears again");
     }
     uint64_t wasRate = rateBytesPerSec_[i].exchange(rate[i], std::memory_order_relaxed);
     if (qpReset_[i].exchange(reset[i], std::memory_order_relaxed) != reset[i] && reset[i] != 0) {
@@ -138,8 +149,8 @@ void FaultInjector::reload() {
       if (rate[i] == 0) {
         AP_WARN(kFlags, "SIMULATED fault: rail %d (%s) rate limit removed", i, names_[i].c_str());
       } else {
-        AP_WARN(kFlags, "SIMULATED fault: rail %d (%s) paced to %.1f Mbit/s", i,
-                names_[i].c_str(), double(rate[i]) * 8 / 1e6);
+        AP_WARN(kFlags, "SIMULATED fault: rail %d (%s) paced to %.1f Mbit/s", i, names_[i].c_str(),
+                double(rate[i]) * 8 / 1e6);
       }
     }
   }

@@ -124,8 +124,8 @@ FaultPlan parseFaultPlan(const char* text, size_t length) {
         continue;
       }
     } else {
-      plan.errors.push_back(where +
-                            "expected down, deaf, up, rate <Mbit/s> or qp-reset <n> after the rail");
+      plan.errors.push_back(
+          where + "expected down, deaf, up, rate <Mbit/s> or qp-reset <n> after the rail");
       continue;
     }
     plan.rules.push_back(std::move(rule));

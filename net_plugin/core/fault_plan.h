@@ -29,7 +29,7 @@ struct FaultRule {
   std::string rail;  // as written: a name or a decimal index
   int index = -1;    // >= 0 when `rail` is a decimal index
   Action action = Action::kUp;
-  double rateMbps = 0;  // kRate only; 0: unlimited
+  double rateMbps = 0;    // kRate only; 0: unlimited
   int resetSequence = 0;  // kQpReset only
   int line = 0;
 };

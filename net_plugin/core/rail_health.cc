@@ -39,9 +39,8 @@ bool RailHealth::stallBlamesRail(int r, uint64_t nowNs) const {
   if (fd.stalledForNs(nowNs) >= config_.peerStallNs) return true;
   // The evidence must be recent as well: a peer that answered on another rail right after this
   // stall began and then paused (descheduled, page faults) says nothing about this rail.
-  const uint64_t recent = nowNs > config_.failure.stallTimeoutNs / 2
-                              ? nowNs - config_.failure.stallTimeoutNs / 2
-                              : 0;
+  const uint64_t recent =
+      nowNs > config_.failure.stallTimeoutNs / 2 ? nowNs - config_.failure.stallTimeoutNs / 2 : 0;
   const uint64_t since = std::max(fd.stallStartNs(), recent);
   for (size_t q = 0; q < rails_.size(); ++q) {
     if (int(q) == r || rails_[q].state == State::kFailed) continue;
@@ -58,9 +57,12 @@ int RailHealth::liveCount() const {
 
 RailMode RailHealth::mode(int r) const {
   switch (rails_[r].state) {
-    case State::kFailed: return RailMode::kDown;
-    case State::kStandby: return RailMode::kStandby;
-    default: return RailMode::kActive;
+    case State::kFailed:
+      return RailMode::kDown;
+    case State::kStandby:
+      return RailMode::kStandby;
+    default:
+      return RailMode::kActive;
   }
 }
 
@@ -84,17 +86,16 @@ void RailHealth::transition(int r, State to, uint64_t nowNs, const char* kind,
   const char* fromName = telemetry::railStateName(from);
   const char* toName = telemetry::railStateName(to);
   if (to == State::kFailed && warn) {
-    AP_WARN(kFlags, "comm 0x%llx %s rail %d (%s): %s -> %s: %s", (unsigned long long)commId_,
-            role_, r, rail.info.name.c_str(), fromName, toName, detail.c_str());
+    AP_WARN(kFlags, "comm 0x%llx %s rail %d (%s): %s -> %s: %s", (unsigned long long)commId_, role_,
+            r, rail.info.name.c_str(), fromName, toName, detail.c_str());
   } else {
-    AP_INFO(kFlags, "comm 0x%llx %s rail %d (%s): %s -> %s%s%s", (unsigned long long)commId_,
-            role_, r, rail.info.name.c_str(), fromName, toName, detail.empty() ? "" : ": ",
+    AP_INFO(kFlags, "comm 0x%llx %s rail %d (%s): %s -> %s%s%s", (unsigned long long)commId_, role_,
+            r, rail.info.name.c_str(), fromName, toName, detail.empty() ? "" : ": ",
             detail.c_str());
   }
-  journal::EventJournal::instance().record(journal::Source::kNet, commId_, rail.info.telemetryId,
-                                           kind, "%s rail %d (%s) %s->%s %s", role_, r,
-                                           rail.info.name.c_str(), fromName, toName,
-                                           detail.c_str());
+  journal::EventJournal::instance().record(
+      journal::Source::kNet, commId_, rail.info.telemetryId, kind, "%s rail %d (%s) %s->%s %s",
+      role_, r, rail.info.name.c_str(), fromName, toName, detail.c_str());
   updateNoLive(nowNs);
 }
 
@@ -117,9 +118,10 @@ void RailHealth::connectFailed(int r, uint64_t nowNs, const std::string& reason)
   if (rail.info.telemetryId >= 0) {
     telemetry::RailRegistry::instance().setState(rail.info.telemetryId, State::kFailed, nowNs);
   }
-  AP_WARN(kFlags, "comm 0x%llx %s rail %d (%s) could not be connected: %s; retrying in the "
-          "background", (unsigned long long)commId_, role_, r, rail.info.name.c_str(),
-          reason.c_str());
+  AP_WARN(kFlags,
+          "comm 0x%llx %s rail %d (%s) could not be connected: %s; retrying in the "
+          "background",
+          (unsigned long long)commId_, role_, r, rail.info.name.c_str(), reason.c_str());
   journal::EventJournal::instance().record(journal::Source::kNet, commId_, rail.info.telemetryId,
                                            "rail_failed", "%s rail %d (%s) not connected: %s",
                                            role_, r, rail.info.name.c_str(), reason.c_str());

@@ -173,7 +173,7 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   r.sampleBytes += bytes;
   if (r.sampleNs >= config_.sampleMinNs) {
     double sample = clampBandwidth(double(r.sampleBytes) * 1e9 / double(r.sampleNs));
-    double alpha = r.samples == 0                                              ? 1.0
+    double alpha = r.samples == 0                                           ? 1.0
                    : (sample > 2 * r.bandwidth || 2 * sample < r.bandwidth) ? config_.fastAlpha
                                                                             : config_.ewmaAlpha;
     if (r.pipelined) {

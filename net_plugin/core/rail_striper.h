@@ -51,16 +51,16 @@ class RailStriper {
     double initialBandwidth = 1.25e9;  // bytes/s before the first measurement
     double minBandwidth = 1.0e6;
     double maxBandwidth = 1.0e12;
-    double ewmaAlpha = 0.3;                    // weight of a new sample
-    double fastAlpha = 0.75;                   // ... when it is 2x away from the estimate
-    uint64_t windowBytes = 4u << 20;           // in-flight cap per rail
-    uint64_t startWindowBytes = 1u << 20;      // ... before the rail's first measurement
-    uint64_t measureMinBytes = 64u << 10;      // smaller chunks do not feed the estimate
-    uint64_t sampleMinNs = 5'000'000;          // a sample spans at least this much busy time
-    uint32_t probeEvery = 32;                  // probe cadence, in picks (0: never)
-    uint64_t probeIdleNs = 50'000'000;         // a rail idle this long is due for a probe
-    double equalBand = 0.5;                    // |bw - median| <= band * median: the median
-    uint64_t bandHoldNs = 300'000'000;         // ... and until outside that long
+    double ewmaAlpha = 0.3;                // weight of a new sample
+    double fastAlpha = 0.75;               // ... when it is 2x away from the estimate
+    uint64_t windowBytes = 4u << 20;       // in-flight cap per rail
+    uint64_t startWindowBytes = 1u << 20;  // ... before the rail's first measurement
+    uint64_t measureMinBytes = 64u << 10;  // smaller chunks do not feed the estimate
+    uint64_t sampleMinNs = 5'000'000;      // a sample spans at least this much busy time
+    uint32_t probeEvery = 32;              // probe cadence, in picks (0: never)
+    uint64_t probeIdleNs = 50'000'000;     // a rail idle this long is due for a probe
+    double equalBand = 0.5;                // |bw - median| <= band * median: the median
+    uint64_t bandHoldNs = 300'000'000;     // ... and until outside that long
   };
 
   RailStriper() : RailStriper(Config{}) {}

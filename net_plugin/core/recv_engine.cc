@@ -21,9 +21,8 @@ std::vector<int> telemetryIds(const std::vector<RailHealth::RailInfo>& rails) {
 
 }  // namespace
 
-RecvEngine::RecvEngine(uint32_t magic, uint64_t commId, const char* label,
-                       const CommConfig& config, const std::vector<RailHealth::RailInfo>& rails,
-                       int slots)
+RecvEngine::RecvEngine(uint32_t magic, uint64_t commId, const char* label, const CommConfig& config,
+                       const std::vector<RailHealth::RailInfo>& rails, int slots)
     : CommBase(magic),
       commId_(commId),
       label_(label),
@@ -50,8 +49,8 @@ void RecvEngine::failComm(abi::Result error, const std::string& reason) {
           label_, reason.c_str());
 }
 
-abi::Result RecvEngine::postReceive(int n, void* const* data, const size_t* sizes,
-                                    const int* tags, RecvRequest** request) {
+abi::Result RecvEngine::postReceive(int n, void* const* data, const size_t* sizes, const int* tags,
+                                    RecvRequest** request) {
   *request = nullptr;
   if (failed_ != abi::kSuccess) return failed_;
   if (n < 1 || n > config_.maxRecvs) {

@@ -37,9 +37,9 @@ std::string formatBytes(uint64_t b) {
   return buf;
 }
 
-SendEngine::SendEngine(uint32_t magic, uint64_t commId, const char* label,
-                       const CommConfig& config, const std::vector<RailInfo>& rails,
-                       uint32_t trackerDepth, uint32_t matchWindow)
+SendEngine::SendEngine(uint32_t magic, uint64_t commId, const char* label, const CommConfig& config,
+                       const std::vector<RailInfo>& rails, uint32_t trackerDepth,
+                       uint32_t matchWindow)
     : CommBase(magic),
       commId_(commId),
       label_(label),
@@ -219,8 +219,9 @@ uint32_t SendEngine::moveChunksOff(int r, bool orderly, uint64_t* bytes, bool* p
   *bytes = 0;
   *proceed = false;
   if (!config_.failover && !orderly) {
-    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
-                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) +
+                                    " failed and failover is off "
+                                    "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
     return 0;
   }
   // A message counts once per failed rail, however many of its chunks the rail held.

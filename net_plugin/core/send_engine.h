@@ -38,9 +38,9 @@ struct SendRequest : RequestHeader {
   const uint8_t* data = nullptr;
   uint64_t size = 0;
   int32_t tag = 0;
-  uint64_t recvSeq = 0;  // the matched receive
-  uint8_t buffer = 0;    // buffer within it
-  uint32_t failovers = 0;  // rails that failed while holding some of its chunks
+  uint64_t recvSeq = 0;       // the matched receive
+  uint8_t buffer = 0;         // buffer within it
+  uint32_t failovers = 0;     // rails that failed while holding some of its chunks
   uint32_t failoverMark = 0;  // the rail failure that last counted it (once per failure)
   abi::Result error = abi::kSuccess;
 };

@@ -85,8 +85,10 @@ bool SendTracker::completeByPeer(uint32_t message, uint32_t partialRails) {
   uint32_t kept = 0;
   for (uint32_t i = 0; i < resend_.size; ++i) {
     const Entry& e = at(resend_, resendCapacity_, i);
-    if (!ours(e)) resend_.items[(resend_.head + kept++) % resendCapacity_] = e;
-    else resend_.bytes -= e.bytes;
+    if (!ours(e))
+      resend_.items[(resend_.head + kept++) % resendCapacity_] = e;
+    else
+      resend_.bytes -= e.bytes;
   }
   resend_.size = kept;
   return true;

@@ -52,8 +52,8 @@ class Transport {
                             void** request) = 0;
   virtual abi::Result irecv(void* recvComm, int n, void** data, const size_t* sizes,
                             const int* tags, void** mhandles, void** request) = 0;
-  virtual abi::Result iflush(void* recvComm, int n, void** data, const int* sizes,
-                             void** mhandles, void** request) = 0;
+  virtual abi::Result iflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
+                             void** request) = 0;
   virtual abi::Result test(void* request, int* done, int* sizes) = 0;
   virtual abi::Result closeSend(void* sendComm) = 0;
   virtual abi::Result closeRecv(void* recvComm) = 0;

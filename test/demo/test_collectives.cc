@@ -1,8 +1,7 @@
 // The demo's collectives compute exact results for every algorithm, protocol, rank count and
 // awkward size, over an in-memory transport that refuses posts and delays completions at random.
-#include <thread>
-
 #include <catch2/catch.hpp>
+#include <thread>
 
 #include "bench/demo/collectives.h"
 #include "test/demo/memory_transport.h"
@@ -19,7 +18,8 @@ float inputValue(int rank, size_t i) { return float((rank + 1) * 3 + int(i % 97)
 std::vector<float> makeInput(const CollectiveCall& call, int rank, int n) {
   std::vector<float> data(bufferElements(call, n), -1.0f);
   if (call.kind == CollectiveKind::kAllGather) {
-    for (size_t i = 0; i < call.count; ++i) data[size_t(rank) * call.count + i] = inputValue(rank, i);
+    for (size_t i = 0; i < call.count; ++i)
+      data[size_t(rank) * call.count + i] = inputValue(rank, i);
   } else if (call.kind == CollectiveKind::kBroadcast) {
     if (rank == call.root) {
       for (size_t i = 0; i < call.count; ++i) data[i] = inputValue(rank, i);

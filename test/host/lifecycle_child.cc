@@ -32,15 +32,15 @@ using namespace autopilot::host;
 
 namespace {
 
-#define CHILD_CHECK(code, cond, ...)                                               \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
+#define CHILD_CHECK(code, cond, ...)                                                        \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
       std::fprintf(stderr, "lifecycle_child %d: check failed: %s: ", int(getpid()), #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                           \
-      std::fprintf(stderr, "\n");                                                  \
-      std::fflush(stderr);                                                         \
-      _exit(code);                                                                 \
-    }                                                                              \
+      std::fprintf(stderr, __VA_ARGS__);                                                    \
+      std::fprintf(stderr, "\n");                                                           \
+      std::fflush(stderr);                                                                  \
+      _exit(code);                                                                          \
+    }                                                                                       \
   } while (0)
 
 // Threads of ours are named ap-*.
@@ -107,10 +107,10 @@ struct Job {
       }
       float** rows = reinterpret_cast<float**>(table);
       int channels = 0;
-      CHILD_CHECK(93, host->tuner()->getCollInfo(s->tunerContext(), abi::kFuncAllReduce, 1 << 20,
-                                                 1, rows, abi::kNumAlgorithms,
-                                                 abi::kNumProtocols, 0, &channels) ==
-                          abi::kSuccess,
+      CHILD_CHECK(93,
+                  host->tuner()->getCollInfo(s->tunerContext(), abi::kFuncAllReduce, 1 << 20, 1,
+                                             rows, abi::kNumAlgorithms, abi::kNumProtocols, 0,
+                                             &channels) == abi::kSuccess,
                   "getCollInfo");
     }
   }
@@ -192,8 +192,7 @@ void streamForever(std::atomic<bool>* ready) {
     size_t size = in.size();
     int tag = 0;
     CHILD_CHECK(98, ep.irecv(recvComm, 1, &data, &size, &tag, &rreq) == abi::kSuccess, "irecv");
-    CHILD_CHECK(98, ep.isend(sendComm, out.data(), out.size(), 0, &sreq) == abi::kSuccess,
-                "isend");
+    CHILD_CHECK(98, ep.isend(sendComm, out.data(), out.size(), 0, &sreq) == abi::kSuccess, "isend");
     int sizes = 0;
     CHILD_CHECK(98, ep.wait(sreq, &sizes, 20) == abi::kSuccess, "send");
     CHILD_CHECK(98, ep.wait(rreq, &sizes, 20) == abi::kSuccess, "recv");

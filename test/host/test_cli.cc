@@ -8,9 +8,11 @@ using autopilot::test::runCommand;
 
 TEST_CASE("autopilot info shows the three plugins as one instance", "[cli]") {
   int status = -1;
-  std::string out = runCommand("env -u NCCL_NET_PLUGIN -u NCCL_TUNER_PLUGIN -u "
-                               "NCCL_PROFILER_PLUGIN " + binDir() + "/autopilot info 2>&1",
-                               &status);
+  std::string out = runCommand(
+      "env -u NCCL_NET_PLUGIN -u NCCL_TUNER_PLUGIN -u "
+      "NCCL_PROFILER_PLUGIN " +
+          binDir() + "/autopilot info 2>&1",
+      &status);
   INFO(out);
   CHECK(status == 0);
   CHECK(out.find("symbol  ncclNetPlugin_v12") != std::string::npos);
@@ -32,9 +34,11 @@ TEST_CASE("autopilot info reports a rejected parameter value and still succeeds"
 
 TEST_CASE("autopilot info --nccl shows the symbol and layout an older NCCL would pick", "[cli]") {
   int status = -1;
-  std::string out = runCommand("env -u NCCL_NET_PLUGIN -u NCCL_TUNER_PLUGIN -u "
-                               "NCCL_PROFILER_PLUGIN " + binDir() + "/autopilot info --nccl 2.31 2>&1",
-                               &status);
+  std::string out = runCommand(
+      "env -u NCCL_NET_PLUGIN -u NCCL_TUNER_PLUGIN -u "
+      "NCCL_PROFILER_PLUGIN " +
+          binDir() + "/autopilot info --nccl 2.31 2>&1",
+      &status);
   INFO(out);
   CHECK(status == 0);
   CHECK(out.find("as NCCL 2.31 would load them") != std::string::npos);
@@ -42,7 +46,8 @@ TEST_CASE("autopilot info --nccl shows the symbol and layout an older NCCL would
   CHECK(out.find("symbol  ncclTunerPlugin_v6") != std::string::npos);  // v7 is 2.32's
   CHECK(out.find("symbol  ncclProfiler_v7") != std::string::npos);
   CHECK(out.find("layout  getCollInfo + getChunkSize; constants 1152 B") != std::string::npos);
-  CHECK(out.find("NCCL 2.31 looks for ncclTunerPlugin_v6, ncclTunerPlugin_v5") != std::string::npos);
+  CHECK(out.find("NCCL 2.31 looks for ncclTunerPlugin_v6, ncclTunerPlugin_v5") !=
+        std::string::npos);
 
   out = runCommand(binDir() + "/autopilot info --nccl 2.22 2>&1", &status);
   CHECK(status == 0);

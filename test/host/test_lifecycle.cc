@@ -2,10 +2,9 @@
 // communicators), boundary behaviour on bad input, and bad parameter values.
 #include <dlfcn.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
-
-#include <catch2/catch.hpp>
 
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"
@@ -117,8 +116,8 @@ TEST_CASE("entry points reject bad pointers with a result code, never a crash", 
                        abi::kNumAlgorithms, abi::kNumProtocols, 0, &nChannels) == abi::kSuccess);
   CHECK(t->getCollInfo(nullptr, abi::kFuncAllReduce, 1, 1, nullptr, 0, 0, 0, nullptr) ==
         abi::kSuccess);
-  CHECK(t->getCollInfo(session.tunerContext(), -1, 0, -5, reinterpret_cast<float**>(table), 0, 0,
-                       1, &nChannels) == abi::kSuccess);
+  CHECK(t->getCollInfo(session.tunerContext(), -1, 0, -5, reinterpret_cast<float**>(table), 0, 0, 1,
+                       &nChannels) == abi::kSuccess);
   // Finalizing a NULL context (after a failed init) is fine.
   CHECK(t->finalize(nullptr) == abi::kSuccess);
 

@@ -2,11 +2,10 @@
 // three plugin names resolve to one loaded instance.
 #include <dlfcn.h>
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <regex>
 #include <set>
-
-#include <catch2/catch.hpp>
 
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"

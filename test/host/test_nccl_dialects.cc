@@ -2,10 +2,9 @@
 // library (the newest it knows, for 2.28 .. 2.32) and one full call sequence per plugin in its
 // dialect (load, init, the calls that release makes, teardown). The full suites elsewhere drive
 // the newest dialect (2.32); these smoke runs keep the older ones covered at little CI cost.
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "common/host/log_capture.h"
 #include "common/host/nccl_releases.h"
@@ -91,8 +90,8 @@ TEST_CASE("one full call sequence per plugin in each dialect from 2.28 to 2.32",
       int nChannels = 0;
       std::vector<int> funcs = {abi::kFuncBroadcast, abi::kFuncAllGather, abi::kFuncAllReduce};
       if (atLeast(r, 29)) {
-        funcs.insert(funcs.end(), {abi::kFuncAllGatherV, abi::kFuncPutSignal,
-                                   abi::kFuncWaitSignal, 15, 1000, -1});
+        funcs.insert(funcs.end(), {abi::kFuncAllGatherV, abi::kFuncPutSignal, abi::kFuncWaitSignal,
+                                   15, 1000, -1});
       }
       for (int f : funcs) {
         CHECK(host.tuner()->getCollInfo(session.tunerContext(), f, 1 << 20, 1,

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -16,8 +17,6 @@
 #include <sstream>
 #include <string>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "test/host/host_test_util.h"
 
@@ -115,7 +114,8 @@ bool awaitLine(const Child& c, const std::string& line, double timeoutSec) {
 // parent's written twice by a forked child.
 void checkTraces(const std::string& dir, int expectedFiles) {
   int status = 0;
-  std::string files = autopilot::test::runCommand("ls " + dir + "/trace-*.json 2>/dev/null", &status);
+  std::string files =
+      autopilot::test::runCommand("ls " + dir + "/trace-*.json 2>/dev/null", &status);
   std::istringstream list(files);
   std::string path;
   int n = 0;
@@ -129,7 +129,7 @@ void checkTraces(const std::string& dir, int expectedFiles) {
     REQUIRE(s.rfind("[\n", 0) == 0);
     REQUIRE(s.size() >= 3);
     CHECK(s.compare(s.size() - 3, 3, "\n]\n") == 0);
-    CHECK(s.find("\n]\n") == s.size() - 3);   // closed exactly once
+    CHECK(s.find("\n]\n") == s.size() - 3);  // closed exactly once
     size_t first = s.find("\"process_name\"");
     CHECK(s.find("\"process_name\"", first + 1) == std::string::npos);  // header written once
   }
@@ -158,8 +158,10 @@ TEST_CASE("_exit() without finalize ends with the program's status", "[lifecycle
 TEST_CASE("fork() with live communicators: the child ends as it wants, the parent goes on",
           "[lifecycle][process]") {
   // The parent returns its child's status after using and finalizing its own communicators.
-  for (auto [how, status] : {std::pair<const char*, int>{"exit", 5}, {"_exit", 6},
-                             {"new-comm", 7}, {"finalize-inherited", 8}}) {
+  for (auto [how, status] : {std::pair<const char*, int>{"exit", 5},
+                             {"_exit", 6},
+                             {"new-comm", 7},
+                             {"finalize-inherited", 8}}) {
     INFO("child: " << how);
     std::string dir = caseDir(std::string("fork-") + how);
     CHECK(runScenario(std::string("fork-") + how, dir) == status);
@@ -186,8 +188,8 @@ TEST_CASE("communicators created and finalized interleaved", "[lifecycle][proces
 
 TEST_CASE("SIGTERM during collectives: default action, and a handler that calls exit()",
           "[lifecycle][process]") {
-  for (auto [scenario, status] : {std::pair<const char*, int>{"sigterm", 128 + SIGTERM},
-                                  {"sigterm-exit", 143}}) {
+  for (auto [scenario, status] :
+       {std::pair<const char*, int>{"sigterm", 128 + SIGTERM}, {"sigterm-exit", 143}}) {
     INFO(scenario);
     std::string dir = caseDir(scenario);
     Child c = spawnChild(scenario, dir);

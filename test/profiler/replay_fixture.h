@@ -57,7 +57,10 @@ inline std::vector<bus::CollectiveSample> drainBus(uint64_t commId) {
 // Sets (or clears, with NULL) an NCCL_AUTOPILOT_* variable for the scope, re-reading params.
 struct ScopedParam {
   ScopedParam(const char* name, const char* value) : name_(name) {
-    if (value) setenv(name, value, 1); else unsetenv(name);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
     params::resetAllForTesting();
   }
   ~ScopedParam() {

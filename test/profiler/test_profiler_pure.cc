@@ -3,17 +3,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
 
-#include <catch2/catch.hpp>
-
 #include "common/comm_tag.h"
 #include "common/safe_file.h"
-
 #include "profiler_plugin/context.h"
 #include "profiler_plugin/event_records.h"
 #include "profiler_plugin/export_util.h"
@@ -27,8 +25,9 @@ using namespace autopilot;
 using namespace autopilot::profiler;
 
 TEST_CASE("NCCL names map to the tuner's indices and back", "[names]") {
-  const char* funcs[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce",
-                         "SendRecv", "Send", "Recv", "AllToAll", "Scatter", "Gather"};
+  const char* funcs[] = {"Broadcast", "Reduce",   "AllGather", "ReduceScatter",
+                         "AllReduce", "SendRecv", "Send",      "Recv",
+                         "AllToAll",  "Scatter",  "Gather"};
   for (int i = 0; i < 11; ++i) {
     CHECK(parseFunc(funcs[i]) == i);
     CHECK(std::string(funcName(i)) == funcs[i]);
@@ -65,7 +64,8 @@ TEST_CASE("record pool: full means drop, never grow", "[pool]") {
   CHECK(pool.inUse() == 4);
 }
 
-TEST_CASE("rail monitor: samples only active rails, flags state changes, detects a drop", "[rails]") {
+TEST_CASE("rail monitor: samples only active rails, flags state changes, detects a drop",
+          "[rails]") {
   RailMonitor m(/*minBytes=*/1 << 20);
   telemetry::RailSnapshot r[2] = {};
   r[0].id = 0;
@@ -79,9 +79,9 @@ TEST_CASE("rail monitor: samples only active rails, flags state changes, detects
   CHECK(out[0].bytesPerSec == 0);  // first snapshot: nothing to compare with
   int fires = 0;
   for (int i = 0; i < 100; ++i) {
-    t += 100000000;                     // 100 ms
-    r[0].bytesSent += 100000000;        // 1 GB/s from the byte counters (no estimate kept)
-    r[1].bytesSent += 1000;             // eth1 nearly idle: no samples
+    t += 100000000;               // 100 ms
+    r[0].bytesSent += 100000000;  // 1 GB/s from the byte counters (no estimate kept)
+    r[1].bytesSent += 1000;       // eth1 nearly idle: no samples
     m.update(r, 2, t, &out);
     CHECK(out[0].bytesPerSec == Approx(1e9));
     CHECK(out[1].bytesPerSec == 0);
@@ -168,7 +168,9 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
   INFO(text);
   CHECK(test::checkExposition(text).empty());
   CHECK(text.find("nccl_autopilot_collective_count_total{hostname=\"node-1\",pid=\"42\","
-                  "comm_id=\"" + commTag(0xfeed) + "\",comm_name=\"tp \\\"group\\\"\\n1\",rank=\"3\","
+                  "comm_id=\"" +
+                  commTag(0xfeed) +
+                  "\",comm_name=\"tp \\\"group\\\"\\n1\",rank=\"3\","
                   "n_ranks=\"8\",collective=\"AllReduce\",size_bucket=\"1048576\","
                   "algo=\"Ring\",proto=\"Simple\"} 10\n") != std::string::npos);
   CHECK(text.find("nccl_autopilot_collective_exec_time_seconds{") != std::string::npos);
@@ -202,11 +204,12 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
     if (ci != nullptr && std::string(ci) == "true") {
       FAIL("promtool not installed under CI=true (Debian package prometheus, scripts/ap.sh)");
     }
-    WARN("promtool not installed (Debian package prometheus): only the built-in exposition "
-         "checker ran");
+    WARN(
+        "promtool not installed (Debian package prometheus): only the built-in exposition "
+        "checker ran");
   }
   // The checker itself rejects what node_exporter would reject.
-  CHECK_FALSE(test::checkExposition("x_total 1\n").empty());                         // no TYPE
+  CHECK_FALSE(test::checkExposition("x_total 1\n").empty());                          // no TYPE
   CHECK_FALSE(test::checkExposition("# HELP a h\n# TYPE a counter\na 1\n").empty());  // _total
   CHECK_FALSE(test::checkExposition("# HELP a h\n# TYPE a gauge\na{b=\"1\"} 1\na{b=\"1\"} 2\n")
                   .empty());  // duplicate series
@@ -249,7 +252,11 @@ TEST_CASE("exports: a planted symlink is refused, a write error leaves no partia
   ProfilerContext ctx(4, 4, 4);
   ctx.commId = 0x51;
   std::string victim = dir + "/victim";
-  { std::FILE* v = std::fopen(victim.c_str(), "w"); std::fputs("precious\n", v); std::fclose(v); }
+  {
+    std::FILE* v = std::fopen(victim.c_str(), "w");
+    std::fputs("precious\n", v);
+    std::fclose(v);
+  }
   REQUIRE(symlink(victim.c_str(), (dir + "/trace.json").c_str()) == 0);
   REQUIRE(symlink(victim.c_str(), (dir + "/insp.jsonl").c_str()) == 0);
   CHECK(TraceWriter::open(dir + "/trace.json", 1000, ctx) == nullptr);

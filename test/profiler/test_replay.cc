@@ -3,10 +3,9 @@
 // size and arm, and how the plugin copes with NCCL's odd orders and NULLs.
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "common/comm_registry.h"
 #include "common/event_journal.h"
@@ -16,8 +15,8 @@
 #include "test/profiler/replay_fixture.h"
 
 using namespace autopilot;
-using autopilot::test::InProcessProfiler;
 using autopilot::test::drainBus;
+using autopilot::test::InProcessProfiler;
 using replay::CollSpec;
 
 TEST_CASE("a blocking all-reduce on 16 channels yields one GPU-timed bus sample", "[replay]") {
@@ -69,13 +68,14 @@ TEST_CASE("bus sizes follow the tuner's nBytes rules and every NCCL name maps", 
     uint64_t bytes;
   } cases[] = {
       {"AllReduce", "ncclFloat16", 1000, 2000},
-      {"AllGather", "ncclInt8", 4096, 4096 * 4},        // count in bytes, times nRanks
+      {"AllGather", "ncclInt8", 4096, 4096 * 4},         // count in bytes, times nRanks
       {"ReduceScatter", "ncclFloat32", 10, 10 * 4 * 4},  // times nRanks
       {"Broadcast", "ncclInt8", 777, 777},
       {"Reduce", "ncclFloat64", 3, 24},
       {"AllReduce", "ncclBfloat16", 5, 10},
   };
-  const char* algos[] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
+  const char* algos[] = {"Tree",     "Ring", "CollNetDirect", "CollNetChain", "NVLS",
+                         "NVLSTree", "PAT"};
   const char* protos[] = {"LL", "LL128", "Simple"};
   uint64_t seq = 0;
   for (const Case& c : cases) {

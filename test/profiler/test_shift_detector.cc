@@ -1,19 +1,18 @@
 // The change-point detector: noise never fires, a real step fires within a bounded number of
 // values, and the detector recovers (re-learns, then reports the return). Seeded generators:
 // every run sees the same streams.
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
-
-#include <catch2/catch.hpp>
 
 #include "common/shift_detector.h"
 #include "profiler_plugin/collective_stats.h"
 
-using autopilot::profiler::ArmShift;
-using autopilot::profiler::CollectiveStats;
 using autopilot::Shift;
 using autopilot::ShiftDetector;
 using autopilot::ShiftDetectorConfig;
+using autopilot::profiler::ArmShift;
+using autopilot::profiler::CollectiveStats;
 
 namespace {
 
@@ -50,12 +49,10 @@ TEST_CASE("noise alone never fires", "[detector]") {
   struct Case {
     double sigma, outlierRate, outlierFactor;
   } cases[] = {
-      {0.001, 0.0, 1.0},   // ultra-stable: the noise floor keeps small wobbles quiet
-      {0.02, 0.0, 1.0},
-      {0.10, 0.0, 1.0},
-      {0.30, 0.0, 1.0},    // very noisy
-      {0.05, 0.01, 5.0},   // 1% of values 5x slower (preemption, retransmits)
-      {0.05, 0.01, 0.2},   // 1% 5x faster
+      {0.001, 0.0, 1.0},  // ultra-stable: the noise floor keeps small wobbles quiet
+      {0.02, 0.0, 1.0},  {0.10, 0.0, 1.0}, {0.30, 0.0, 1.0},  // very noisy
+      {0.05, 0.01, 5.0},  // 1% of values 5x slower (preemption, retransmits)
+      {0.05, 0.01, 0.2},  // 1% 5x faster
   };
   for (const Case& c : cases) {
     for (uint64_t seed = 1; seed <= 5; ++seed) {
@@ -114,7 +111,8 @@ TEST_CASE("small persistent changes below the noise floor do not fire", "[detect
 
 TEST_CASE("bad values are ignored", "[detector]") {
   ShiftDetector d;
-  for (double v : {0.0, -1.0, double(std::nan("")), double(INFINITY)}) CHECK_FALSE(d.update(v).fired);
+  for (double v : {0.0, -1.0, double(std::nan("")), double(INFINITY)})
+    CHECK_FALSE(d.update(v).fired);
   CHECK(d.values() == 0);
 }
 

@@ -6,12 +6,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "bench/profiler/nccl_replay.h"
 #include "common/host/log_capture.h"
@@ -165,8 +164,10 @@ TEST_CASE("application and proxy threads of two communicators, service thread ex
     if (rec.message.find("summary: comm") != std::string::npos) summaries += rec.message + "\n";
   }
   INFO(summaries);
-  CHECK(host::LogCapture::count(abi::kLogInfo, "comm 0xc0a '' rank 0/2: 3000 collectives completed") == 1);
-  CHECK(host::LogCapture::count(abi::kLogInfo, "comm 0xc0b '' rank 0/2: 3000 collectives completed") == 1);
+  CHECK(host::LogCapture::count(abi::kLogInfo,
+                                "comm 0xc0a '' rank 0/2: 3000 collectives completed") == 1);
+  CHECK(host::LogCapture::count(abi::kLogInfo,
+                                "comm 0xc0b '' rank 0/2: 3000 collectives completed") == 1);
   // (No tuner drains the bus here: its ring fills and later samples are counted as bus-full.)
   CHECK(host::LogCapture::count(abi::kLogInfo, "dropped: 0 pool-full, 0 queue-full") == 2);
   CHECK(host::LogCapture::count(abi::kLogInfo, "0 other-clock, 0 reclaimed") == 2);

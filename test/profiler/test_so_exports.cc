@@ -5,17 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include <catch2/catch.hpp>
-
-#include "common/comm_tag.h"
-
 #include "bench/profiler/nccl_replay.h"
+#include "common/comm_tag.h"
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"
 #include "test/host/host_test_util.h"
@@ -84,8 +82,9 @@ TEST_CASE("exports of the real library: trace, Inspector lines, Prometheus, summ
   std::string promPath = dir + "/autopilot-" + std::to_string(getpid()) + ".prom";
 
   // Trace and Inspector lines, checked by Python's json module.
-  std::string script = std::string(std::getenv("AUTOPILOT_SOURCE_DIR") ? std::getenv("AUTOPILOT_SOURCE_DIR") : ".") +
-                       "/test/profiler/check_exports.py";
+  std::string script =
+      std::string(std::getenv("AUTOPILOT_SOURCE_DIR") ? std::getenv("AUTOPILOT_SOURCE_DIR") : ".") +
+      "/test/profiler/check_exports.py";
   int status = -1;
   std::string out = test::runCommand("python3 " + script + " " + tracePath + " " + inspectorPath +
                                          " " + std::to_string(kGpuUs) + " 2>&1",
@@ -103,7 +102,8 @@ TEST_CASE("exports of the real library: trace, Inspector lines, Prometheus, summ
   std::string text = readFile(promPath);
   INFO(text);
   CHECK(test::checkExposition(text).empty());
-  CHECK(text.find("comm_id=\"" + commTag(0xabcdef) + "\",comm_name=\"exports \\\"test\\\"\",rank=\"3\","
+  CHECK(text.find("comm_id=\"" + commTag(0xabcdef) +
+                  "\",comm_name=\"exports \\\"test\\\"\",rank=\"3\","
                   "n_ranks=\"4\",collective=\"AllReduce\",size_bucket=\"4194304\",algo=\"Ring\","
                   "proto=\"Simple\"} 300\n") != std::string::npos);
   CHECK(text.find("nccl_autopilot_collective_latency_shifts_total{") != std::string::npos);
@@ -117,22 +117,26 @@ TEST_CASE("exports of the real library: trace, Inspector lines, Prometheus, summ
     if (ci != nullptr && std::string(ci) == "true") {
       FAIL("promtool not installed under CI=true (Debian package prometheus, scripts/ap.sh)");
     }
-    WARN("promtool not installed (Debian package prometheus): only the built-in exposition "
-         "checker ran");
+    WARN(
+        "promtool not installed (Debian package prometheus): only the built-in exposition "
+        "checker ran");
   }
 
   // The summary, through NCCL's logger.
   CHECK(host::LogCapture::count(abi::kLogInfo, "profiler summary: comm 0xabcdef") == 1);
   CHECK(host::LogCapture::count(abi::kLogInfo, "300 collectives completed") == 1);
-  CHECK(host::LogCapture::count(abi::kLogInfo, "slowest #1 AllReduce 4.0 MiB+ Ring/Simple: 300 calls") == 1);
-  CHECK(host::LogCapture::count(abi::kLogInfo, "latency jump AllReduce 4.0 MiB+ Ring/Simple x2.5") == 1);
+  CHECK(host::LogCapture::count(abi::kLogInfo,
+                                "slowest #1 AllReduce 4.0 MiB+ Ring/Simple: 300 calls") == 1);
+  CHECK(host::LogCapture::count(abi::kLogInfo,
+                                "latency jump AllReduce 4.0 MiB+ Ring/Simple x2.5") == 1);
   CHECK(host::LogCapture::count(abi::kLogInfo, "the slow part is likely another rank") == 1);
 
   for (const std::string& f : {tracePath, inspectorPath, promPath}) unlink(f.c_str());
   CHECK(rmdir(dir.c_str()) == 0);  // nothing else was left behind (temporary files renamed)
 }
 
-TEST_CASE("an export path that cannot be written warns and the profiler keeps measuring", "[exports]") {
+TEST_CASE("an export path that cannot be written warns and the profiler keeps measuring",
+          "[exports]") {
   ScopedEnv trace("NCCL_AUTOPILOT_TRACE_FILE", "/nonexistent-dir/trace.json");
   ScopedEnv prom("NCCL_AUTOPILOT_PROM_FILE", "/nonexistent-dir/x.prom");
   host::LogCapture::clear();
@@ -146,8 +150,12 @@ TEST_CASE("an export path that cannot be written warns and the profiler keeps me
   replay::Replayer r(h.profiler(), s.profilerContext(), h.activationMask());
   r.collective(replay::CollSpec{}, 10, 1000);
   s.finalize();
-  CHECK(host::LogCapture::count(abi::kLogWarn, "trace file cannot be created (cannot open /nonexistent-dir/trace.json") == 1);
-  CHECK(host::LogCapture::count(abi::kLogWarn, "cannot write the Prometheus file: cannot create a temporary file beside /nonexistent-dir/x.prom") == 1);
+  CHECK(host::LogCapture::count(
+            abi::kLogWarn,
+            "trace file cannot be created (cannot open /nonexistent-dir/trace.json") == 1);
+  CHECK(host::LogCapture::count(abi::kLogWarn,
+                                "cannot write the Prometheus file: cannot create a temporary file "
+                                "beside /nonexistent-dir/x.prom") == 1);
   CHECK(host::LogCapture::count(abi::kLogInfo, "1 collectives completed") == 1);
 }
 
@@ -182,7 +190,11 @@ TEST_CASE("symlinks planted at the export paths are never followed", "[exports][
   std::string dir = "/tmp/ap-prof-planted-" + std::to_string(getpid());
   REQUIRE(mkdir(dir.c_str(), 0755) == 0);
   std::string victim = dir + "/victim";
-  { std::FILE* v = std::fopen(victim.c_str(), "w"); std::fputs("precious\n", v); std::fclose(v); }
+  {
+    std::FILE* v = std::fopen(victim.c_str(), "w");
+    std::fputs("precious\n", v);
+    std::fclose(v);
+  }
   for (const char* name : {"/trace.json", "/insp.jsonl", "/metrics.prom"}) {
     REQUIRE(symlink(victim.c_str(), (dir + name).c_str()) == 0);
   }
@@ -202,8 +214,10 @@ TEST_CASE("symlinks planted at the export paths are never followed", "[exports][
     s.finalize();
   }
   CHECK(readFile(victim) == "precious\n");
-  CHECK(host::LogCapture::count(abi::kLogWarn, "trace.json is a symbolic link; refusing to follow it") == 1);
-  CHECK(host::LogCapture::count(abi::kLogWarn, "insp.jsonl is a symbolic link; refusing to follow it") == 1);
+  CHECK(host::LogCapture::count(abi::kLogWarn,
+                                "trace.json is a symbolic link; refusing to follow it") == 1);
+  CHECK(host::LogCapture::count(abi::kLogWarn,
+                                "insp.jsonl is a symbolic link; refusing to follow it") == 1);
   // The Prometheus file is replaced atomically: the link itself is replaced, never written through.
   struct stat st;
   REQUIRE(lstat((dir + "/metrics.prom").c_str(), &st) == 0);

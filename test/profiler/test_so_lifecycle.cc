@@ -6,10 +6,9 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "bench/profiler/nccl_replay.h"
 #include "common/host/log_capture.h"

@@ -5,13 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"
@@ -132,7 +131,8 @@ void copyEngineCollective(host::HostProfiler* p, void* ctx, uint64_t seq) {
 
 }  // namespace
 
-TEST_CASE("profiler v7: user tags, kernel variants and phases reach the exports", "[profiler][v7]") {
+TEST_CASE("profiler v7: user tags, kernel variants and phases reach the exports",
+          "[profiler][v7]") {
   std::string dir = "/tmp/ap-prof-v7-" + std::to_string(getpid());
   REQUIRE(mkdir(dir.c_str(), 0755) == 0);
   std::string tracePath = dir + "/trace.json";
@@ -153,7 +153,8 @@ TEST_CASE("profiler v7: user tags, kernel variants and phases reach the exports"
     CHECK((*h.activationMask() & int(abi::event::kKernelPhase)) != 0);
     host::HostProfiler* p = h.profiler();
     void* ctx = s.profilerContext();
-    for (int i = 0; i < 5; ++i) taggedCollective(p, ctx, uint64_t(i), 1000000 + uint64_t(i) * 1000000);
+    for (int i = 0; i < 5; ++i)
+      taggedCollective(p, ctx, uint64_t(i), 1000000 + uint64_t(i) * 1000000);
     copyEngineCollective(p, ctx, 0);
     // What a newer NCCL might send: an event type and a state nobody defined yet.
     abi::ProfilerEventDescrV7 unknown{};
@@ -183,7 +184,8 @@ TEST_CASE("profiler v7: user tags, kernel variants and phases reach the exports"
   CHECK(rmdir(dir.c_str()) == 0);
 }
 
-TEST_CASE("older profiler dialects never see what their version cannot describe", "[profiler][v7]") {
+TEST_CASE("older profiler dialects never see what their version cannot describe",
+          "[profiler][v7]") {
   for (const char* nccl : {"2.28", "2.29", "2.30"}) {
     DYNAMIC_SECTION("NCCL " << nccl) {
       host::LogCapture::clear();

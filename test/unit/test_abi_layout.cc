@@ -1,8 +1,7 @@
 // Layout of every struct of every ABI version we export, against the sizes and offsets in
 // NCCL's headers (LP64; docs/nccl-plugin-abi.md). A mismatch fails the build, not just the test.
-#include <cstddef>
-
 #include <catch2/catch.hpp>
+#include <cstddef>
 
 #include "common/abi/net_abi.h"
 #include "common/abi/profiler_abi.h"
@@ -10,7 +9,8 @@
 
 using namespace autopilot::abi;
 
-#define AP_OFFSET(type, member, value) static_assert(offsetof(type, member) == (value), #type "." #member)
+#define AP_OFFSET(type, member, value) \
+  static_assert(offsetof(type, member) == (value), #type "." #member)
 
 // ---- common
 static_assert(sizeof(Result) == 4 && sizeof(Func) == 4 && sizeof(LogLevel) == 4);

@@ -1,8 +1,7 @@
 // Nothing escapes the C ABI: exceptions become ncclResult_t values, and the never-fail wrapper
 // used by getCollInfo and the profiler callbacks always reports success.
-#include <stdexcept>
-
 #include <catch2/catch.hpp>
+#include <stdexcept>
 
 #include "common/boundary.h"
 

@@ -1,9 +1,8 @@
 // Rail telemetry, the event journal and the measurement bus: the in-process channels between
 // the three plugins.
+#include <catch2/catch.hpp>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "common/event_journal.h"
 #include "common/measurement_bus.h"

@@ -3,12 +3,11 @@
 // tuner's calls relate: lone collectives, lost and reordered samples, merged aggregates, calls
 // without tasks, tasks without calls, unrecorded calls, a full window, bad input.
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <random>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "common/measurement_matcher.h"
 
@@ -162,8 +161,7 @@ TEST_CASE("matcher: an aggregate whose last task was lost is abandoned, then rea
   CHECK(ctx == 12);
 }
 
-TEST_CASE("matcher: tasks without a call (graph replays) and calls without a task",
-          "[matcher]") {
+TEST_CASE("matcher: tasks without a call (graph replays) and calls without a task", "[matcher]") {
   MeasurementMatcher m(64);
   int ctx = -1;
   m.addCall(kAllReduce, 0, 1000, 1);
@@ -191,7 +189,7 @@ TEST_CASE("matcher: tasks without a call (graph replays) and calls without a tas
 
   // A simulated call larger than the task that takes its place looks like the start of an
   // aggregate: those samples are lost, never attributed to the wrong call.
-  m.addCall(kAllReduce, 7, 9000, 8);   // never launched
+  m.addCall(kAllReduce, 7, 9000, 8);  // never launched
   m.addCall(kAllReduce, 8, 3000, 9);
   m.addCall(kAllReduce, 9, 3000, 10);
   m.addCall(kAllReduce, 10, 5000, 11);
@@ -289,8 +287,7 @@ TEST_CASE("matcher: bad input is counted, never matched", "[matcher]") {
   CHECK(clockOnly.stats().callsRejected == 1);
 }
 
-TEST_CASE("matcher: lone collectives with losses and reordering are matched exactly",
-          "[matcher]") {
+TEST_CASE("matcher: lone collectives with losses and reordering are matched exactly", "[matcher]") {
   // Randomised: 5 functions, sizes from a small set (many repeats), 10% of samples lost, pairs
   // completing out of order. Every sample that arrives names its own call.
   std::mt19937_64 rng(7);

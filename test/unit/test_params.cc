@@ -1,8 +1,7 @@
 // The typed parameter registry: strict parsing, defaults on bad input, sources, freezing.
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "common/params.h"
 
@@ -39,7 +38,8 @@ TEST_CASE("integers parse strictly", "[params]") {
   withEnv(tInt, "42");
   CHECK(tInt.get() == 42);
   CHECK(tInt.source() == Source::kEnvironment);
-  for (const char* bad : {"", "abc", "42x", "4 2", "101", "0", "-3", "1e3", "99999999999999999999"}) {
+  for (const char* bad :
+       {"", "abc", "42x", "4 2", "101", "0", "-3", "1e3", "99999999999999999999"}) {
     withEnv(tInt, bad);
     INFO("value '" << bad << "'");
     CHECK(tInt.get() == 5);

@@ -2,11 +2,10 @@
 // FIFO, full and empty, wraparound, reset) and concurrent producers and consumers, which
 // scripts/ap.sh test also runs under ThreadSanitizer (target ring_tests).
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "common/ring.h"
 
@@ -18,8 +17,8 @@ using autopilot::RingProducers;
 static_assert(alignof(Ring<int>) == 64);
 static_assert(sizeof(Ring<int>) % 64 == 0 && sizeof(Ring<int>) >= 3 * 64);
 
-TEMPLATE_TEST_CASE_SIG("ring: capacity, FIFO, full drops, empty", "[ring]",
-                       ((RingProducers P), P), RingProducers::kSingle, RingProducers::kMulti) {
+TEMPLATE_TEST_CASE_SIG("ring: capacity, FIFO, full drops, empty", "[ring]", ((RingProducers P), P),
+                       RingProducers::kSingle, RingProducers::kMulti) {
   CHECK(Ring<int, P>::roundUp(0) == 2);
   CHECK(Ring<int, P>::roundUp(2) == 2);
   CHECK(Ring<int, P>::roundUp(1000) == 1024);

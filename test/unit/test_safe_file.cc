@@ -5,14 +5,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "common/safe_file.h"
 
@@ -103,7 +102,8 @@ TEST_CASE("a lock held elsewhere is waited on for a bounded time only", "[safe_f
     std::string e;
     auto start = std::chrono::steady_clock::now();
     int other = lockFileWithin(lock, 200, &e);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     // Refused, after about the timeout (3x margin above; the lower bound is the property).
     _exit(other == -1 && ms >= 190 && ms < 5000 ? 0 : 1);
   }

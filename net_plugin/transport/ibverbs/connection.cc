@@ -30,8 +30,9 @@ bool controlAddress(tcp::SockAddr* out, std::string* error) {
   tcp::TcpRails& tcpRails = tcp::TcpRails::instance();
   tcpRails.ensureDiscovered();
   if (tcpRails.rails().empty()) {
-    *error = "no interface for the out-of-band control connection (set NCCL_AUTOPILOT_IFNAME or "
-             "NCCL_AUTOPILOT_NET_ADDRS)";
+    *error =
+        "no interface for the out-of-band control connection (set NCCL_AUTOPILOT_IFNAME or "
+        "NCCL_AUTOPILOT_NET_ADDRS)";
     return false;
   }
   *out = tcpRails.rails()[0].address;
@@ -96,9 +97,9 @@ std::unique_ptr<RecvComm> ListenComm::admit(Pending& p, const wire::ControlMessa
     return nullptr;
   }
   if (m.railCount > nRails_) {
-    refuse(p, m, wire::ControlStatus::kBadRails,
-           std::to_string(m.railCount) + " rails asked, this device has " +
-               std::to_string(nRails_));
+    refuse(
+        p, m, wire::ControlStatus::kBadRails,
+        std::to_string(m.railCount) + " rails asked, this device has " + std::to_string(nRails_));
     return nullptr;
   }
   RecvCommSetup setup;
@@ -164,8 +165,11 @@ abi::Result ListenComm::accept(RecvComm** recvComm) {
     PendingAdmission a = admitPending(views, kMaxPending, kMaxPendingPerSource);
     Pending* slot = &pending_[a.slot];
     if (a.evicts) {
-      AP_WARN_LIMITED(kFlags, "comm 0x%llx: too many unidentified connections (at most %d); closed the oldest, from "
-                      "%s", (unsigned long long)commId_, kMaxPending, slot->peer.str().c_str());
+      AP_WARN_LIMITED(
+          kFlags,
+          "comm 0x%llx: too many unidentified connections (at most %d); closed the oldest, from "
+          "%s",
+          (unsigned long long)commId_, kMaxPending, slot->peer.str().c_str());
       slot->fd.reset();
     }
     slot->fd = std::move(fd);
@@ -178,16 +182,19 @@ abi::Result ListenComm::accept(RecvComm** recvComm) {
     tcp::IoResult r = tcp::readSome(p.fd.get(), p.buf + p.got, sizeof(p.buf) - p.got);
     if (r.status == tcp::Io::kOk) p.got += r.bytes;
     if (r.status == tcp::Io::kError || r.status == tcp::Io::kClosed) {
-      AP_WARN_LIMITED(kFlags, "comm 0x%llx: a connection from %s closed before identifying "
-                      "itself", (unsigned long long)commId_, p.peer.str().c_str());
+      AP_WARN_LIMITED(kFlags,
+                      "comm 0x%llx: a connection from %s closed before identifying "
+                      "itself",
+                      (unsigned long long)commId_, p.peer.str().c_str());
       p.fd.reset();
       continue;
     }
     if (p.got < sizeof(p.buf)) {
       if (now > p.deadlineNs) {
-        AP_WARN_LIMITED(kFlags, "comm 0x%llx: a connection from %s sent %zu of %zu bytes of "
-                        "its CONNECT in %llu s; closed", (unsigned long long)commId_,
-                        p.peer.str().c_str(), p.got, sizeof(p.buf),
+        AP_WARN_LIMITED(kFlags,
+                        "comm 0x%llx: a connection from %s sent %zu of %zu bytes of "
+                        "its CONNECT in %llu s; closed",
+                        (unsigned long long)commId_, p.peer.str().c_str(), p.got, sizeof(p.buf),
                         (unsigned long long)(kHelloTimeoutNs / 1000000000));
         p.fd.reset();
       }
@@ -197,11 +204,12 @@ abi::Result ListenComm::accept(RecvComm** recvComm) {
     wire::DecodeError e = wire::decodeControl(p.buf, sizeof(p.buf), &m);
     if (e != wire::DecodeError::kOk || m.type != wire::ControlType::kConnect) {
       AP_WARN_LIMITED(kFlags, "comm 0x%llx: refused a connection from %s: %s",
-              (unsigned long long)commId_, p.peer.str().c_str(),
-              e == wire::DecodeError::kBadVersion ? "another protocol version (a different "
-                                                    "nccl-autopilot version on the other side?)"
-              : e != wire::DecodeError::kOk       ? wire::decodeErrorText(e)
-                                                  : "not a CONNECT message");
+                      (unsigned long long)commId_, p.peer.str().c_str(),
+                      e == wire::DecodeError::kBadVersion
+                          ? "another protocol version (a different "
+                            "nccl-autopilot version on the other side?)"
+                      : e != wire::DecodeError::kOk ? wire::decodeErrorText(e)
+                                                    : "not a CONNECT message");
       p.fd.reset();
       continue;
     }
@@ -228,9 +236,10 @@ abi::Result Connector::fail(const std::string& why) {
 abi::Result Connector::start(const uint8_t* handle) {
   wire::DecodeError e = wire::decodeHandle(handle, wire::kHandleBytes, &peer_);
   if (e == wire::DecodeError::kBadVersion) {
-    AP_WARN(kFlags, "connect: the peer's handle is RDMA protocol version %u, we speak %u (a "
-            "different nccl-autopilot version on the other side?)", peer_.version,
-            wire::kProtocolVersion);
+    AP_WARN(kFlags,
+            "connect: the peer's handle is RDMA protocol version %u, we speak %u (a "
+            "different nccl-autopilot version on the other side?)",
+            peer_.version, wire::kProtocolVersion);
     return abi::kInvalidUsage;
   }
   if (e != wire::DecodeError::kOk) {

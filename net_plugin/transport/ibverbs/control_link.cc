@@ -35,8 +35,8 @@ void ControlLink::sendRailDown(uint64_t connectionId, int rail, uint32_t generat
 
 ControlLink::Status ControlLink::flush(std::string* error) {
   while (up() && outCount_ > 0) {
-    tcp::IoResult r = tcp::writeSome(fd_.get(), out_[outHead_] + outOffset_,
-                                     wire::kControlBytes - outOffset_);
+    tcp::IoResult r =
+        tcp::writeSome(fd_.get(), out_[outHead_] + outOffset_, wire::kControlBytes - outOffset_);
     if (r.status == tcp::Io::kError) {
       *error = "control connection: write: " + tcp::errnoText(r.error);
       return Status::kError;
@@ -52,8 +52,8 @@ ControlLink::Status ControlLink::flush(std::string* error) {
   return Status::kOk;
 }
 
-bool ControlLink::receive(wire::ControlMessage* m, wire::DecodeError* decodeError,
-                          Status* status, std::string* error) {
+bool ControlLink::receive(wire::ControlMessage* m, wire::DecodeError* decodeError, Status* status,
+                          std::string* error) {
   *status = Status::kOk;
   while (up() && inBytes_ < wire::kControlBytes) {
     tcp::IoResult r = tcp::readSome(fd_.get(), in_ + inBytes_, wire::kControlBytes - inBytes_);

@@ -59,9 +59,12 @@ GidType gidType(const VerbsLibrary* lib, ibv_context* ctx, const std::string& de
     ibv_gid_entry entry{};
     if (lib->queryGidEx(ctx, port, uint32_t(index), &entry, 0, sizeof(entry)) == 0) {
       switch (entry.gid_type) {
-        case IBV_GID_TYPE_IB: return GidType::kIb;
-        case IBV_GID_TYPE_ROCE_V1: return GidType::kRoceV1;
-        case IBV_GID_TYPE_ROCE_V2: return GidType::kRoceV2;
+        case IBV_GID_TYPE_IB:
+          return GidType::kIb;
+        case IBV_GID_TYPE_ROCE_V1:
+          return GidType::kRoceV1;
+        case IBV_GID_TYPE_ROCE_V2:
+          return GidType::kRoceV2;
       }
     }
   }
@@ -152,8 +155,7 @@ void IbRails::discover() {
     dev->maxCqe = attr.max_cqe;
     int deviceIndex = int(devices_.size());
     std::vector<IbRail> found;
-    for (int p = 1; p <= attr.phys_port_cnt && int(rails_.size() + found.size()) < kMaxRails;
-         ++p) {
+    for (int p = 1; p <= attr.phys_port_cnt && int(rails_.size() + found.size()) < kMaxRails; ++p) {
       std::string railName = name + ":" + std::to_string(p);
       if (filtered && !core::interfaceMatches(filter, name, p)) continue;
       ibv_port_attr pa{};
@@ -256,9 +258,9 @@ void IbRails::discover() {
     const IbRail& r = rails_[i];
     events_.addRail(int(i), r.device, r.port, r.name, true);
     AP_INFO(kFlags, "RDMA rail %zu: %s %s %s gid[%d] %s lid %u mtu %d speed %d Mbit/s%s", i,
-            r.name.c_str(), linkLayerName(r.linkLayer),
-            devices_[size_t(r.device)]->name.c_str(), r.gidIndex, gidText(r.gid).c_str(),
-            unsigned(r.lid), 128 << int(r.activeMtu), r.speedMbps, r.standby ? " (standby)" : "");
+            r.name.c_str(), linkLayerName(r.linkLayer), devices_[size_t(r.device)]->name.c_str(),
+            r.gidIndex, gidText(r.gid).c_str(), unsigned(r.lid), 128 << int(r.activeMtu),
+            r.speedMbps, r.standby ? " (standby)" : "");
   }
   if (rails_.empty()) AP_INFO(kFlags, "ibverbs transport: no usable RDMA port");
 }

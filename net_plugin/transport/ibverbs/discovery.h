@@ -34,7 +34,7 @@ struct IbDevice {
   int maxQp = 0;
   int maxQpWr = 0;
   int maxCqe = 0;
-  DeviceContext context;   // declared before pd: released after it
+  DeviceContext context;  // declared before pd: released after it
   ProtectionDomain pd;
 };
 

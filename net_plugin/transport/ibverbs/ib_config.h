@@ -14,9 +14,9 @@
 namespace autopilot::net::ib {
 
 struct IbConfig {
-  uint8_t timeout = 14;   // ibv_qp_attr.timeout: 4.096 us x 2^timeout per retry
-  uint8_t retryCnt = 7;   // ibv_qp_attr.retry_cnt
-  uint8_t rnrRetry = 7;   // receiver not ready: retry forever (flow control, not a failure)
+  uint8_t timeout = 14;      // ibv_qp_attr.timeout: 4.096 us x 2^timeout per retry
+  uint8_t retryCnt = 7;      // ibv_qp_attr.retry_cnt
+  uint8_t rnrRetry = 7;      // receiver not ready: retry forever (flow control, not a failure)
   uint8_t minRnrTimer = 12;  // 0.64 ms
   bool gpuDirect = false;    // NCCL_AUTOPILOT_IB_GPU_DIRECT
 };

@@ -72,8 +72,8 @@ const MemoryHandle* memoryOf(const core::CommBase* owner, const void* mhandle) {
 
 void RegisteredArea::Free::operator()(uint8_t* p) const { std::free(p); }
 
-bool RegisteredArea::create(const core::CommBase* owner, const int* rails, int railCount, size_t bytes,
-                            std::string* error) {
+bool RegisteredArea::create(const core::CommBase* owner, const int* rails, int railCount,
+                            size_t bytes, std::string* error) {
   constexpr size_t kPage = 4096;
   size_t rounded = (bytes + kPage - 1) / kPage * kPage;
   void* p = nullptr;

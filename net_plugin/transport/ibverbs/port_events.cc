@@ -20,15 +20,16 @@ void PortEvents::addDevice(const VerbsLibrary* lib, ibv_context* context, const 
   // Non-blocking, so that ibv_get_async_event returns at once when nothing is pending.
   int flags = fcntl(context->async_fd, F_GETFL);
   if (flags < 0 || fcntl(context->async_fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-    AP_WARN(kFlags, "%s: cannot make the async event descriptor non-blocking (errno %d): port "
-            "events are not watched; failures are found by timeouts only", name.c_str(), errno);
+    AP_WARN(kFlags,
+            "%s: cannot make the async event descriptor non-blocking (errno %d): port "
+            "events are not watched; failures are found by timeouts only",
+            name.c_str(), errno);
     return;
   }
   devices_.push_back({context, name});
 }
 
-void PortEvents::addRail(int rail, int device, uint8_t port, const std::string& name,
-                         bool active) {
+void PortEvents::addRail(int rail, int device, uint8_t port, const std::string& name, bool active) {
   if (rail < 0 || rail >= kMaxRails) return;
   rails_[rail].device = device;
   rails_[rail].port = port;

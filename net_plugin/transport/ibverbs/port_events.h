@@ -32,7 +32,9 @@ class PortEvents {
 
   void poll(uint64_t nowNs);
 
-  bool active(int rail) const { return valid(rail) && rails_[rail].active.load(std::memory_order_acquire); }
+  bool active(int rail) const {
+    return valid(rail) && rails_[rail].active.load(std::memory_order_acquire);
+  }
   uint32_t downEvents(int rail) const {
     return valid(rail) ? rails_[rail].down.load(std::memory_order_acquire) : 0;
   }

@@ -48,8 +48,8 @@ class RailQp {
   int rail() const { return rail_; }
 
   // Work requests; 0 or an errno (ENOMEM: the queue is full).
-  int postWrite(uint64_t wrId, const void* local, uint32_t length, uint32_t lkey,
-                uint64_t remote, uint32_t rkey);
+  int postWrite(uint64_t wrId, const void* local, uint32_t length, uint32_t lkey, uint64_t remote,
+                uint32_t rkey);
   int postWriteImm(uint64_t wrId, const void* local, uint32_t length, uint32_t lkey,
                    uint64_t remote, uint32_t rkey, uint32_t immHostOrder);
   int postRead(uint64_t wrId, void* local, uint32_t length, uint32_t lkey, uint64_t remote,

@@ -99,7 +99,6 @@ RecvComm::~RecvComm() {
   }
 }
 
-
 // ---------------------------------------------------------------------------- requests
 
 bool RecvComm::slotReusable(const RecvRequest& q) const { return ctsOf(q).rail < 0; }
@@ -111,8 +110,10 @@ abi::Result RecvComm::irecv(int n, void** data, const size_t* sizes, const int* 
   for (int i = 0; i < n && i < config_.maxRecvs && failed_ == abi::kSuccess; ++i) {
     memory[i] = mhandles ? memoryOf(this, mhandles[i]) : nullptr;
     if (sizes[i] > 0 && (memory[i] == nullptr || !memory[i]->covers(data[i], sizes[i]))) {
-      AP_WARN(kFlags, "irecv buffer %d (%zu bytes at %p) is not inside a registration made with "
-              "regMr on this comm", i, sizes[i], data[i]);
+      AP_WARN(kFlags,
+              "irecv buffer %d (%zu bytes at %p) is not inside a registration made with "
+              "regMr on this comm",
+              i, sizes[i], data[i]);
       return abi::kInvalidArgument;
     }
   }
@@ -215,8 +216,10 @@ void RecvComm::pollFlushes() {
         rail.flushBroken = true;
         // The loopback path of a NIC that just failed: what it wrote was acknowledged before
         // the failure, and nothing else can flush it. The QP is re-created when drained.
-        AP_WARN(kFlags, "comm 0x%llx ib recv rail %d: a flush read failed (%s); the flush "
-                "completes without it", (unsigned long long)commId_, r, statusName(wc[i].status));
+        AP_WARN(kFlags,
+                "comm 0x%llx ib recv rail %d: a flush read failed (%s); the flush "
+                "completes without it",
+                (unsigned long long)commId_, r, statusName(wc[i].status));
       }
     }
     if (rail.flushBroken && rail.flushReads == 0) {
@@ -261,8 +264,7 @@ void RecvComm::pollControl(uint64_t nowNs) {
         if (m.type == wire::ControlType::kReplace) {
           replace(m, nowNs);
         } else if (m.type == wire::ControlType::kRailDown) {
-          if (m.rail < nRails_ && m.generation == rails_[m.rail].generation &&
-              rails_[m.rail].qp) {
+          if (m.rail < nRails_ && m.generation == rails_[m.rail].generation && rails_[m.rail].qp) {
             // Live: the sender lost it; not live: its re-creation attempt failed (quietly).
             failRail(m.rail, nowNs, "the sender gave the rail up", false);
           }
@@ -384,7 +386,6 @@ void RecvComm::replenish(int r, uint64_t nowNs) {
   rail.recvsPosted += rail.qp->postRecvs(workId(Work::kReceive), missing);
   if (rail.recvsPosted == 0) failRail(r, nowNs, "ibv_post_recv failed");
 }
-
 
 void RecvComm::announce(uint64_t nowNs) {
   // Entries go out in sequence order (the sender consumes its FIFO in that order).

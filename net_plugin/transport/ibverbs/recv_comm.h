@@ -53,7 +53,7 @@ class RecvComm final : public core::RecvEngine {
   static constexpr const char* kKind = "receive";
   static constexpr int kSlots = wire::kSlots;
   static constexpr int kRecvDepth = 256;  // receives posted per rail (writes in flight to us)
-  static constexpr int kSendDepth = kSlots + 8;  // entry writes (at most one per slot)
+  static constexpr int kSendDepth = kSlots + 8;          // entry writes (at most one per slot)
   static constexpr int kFlushes = abi::kNetMaxRequests;  // iflush requests in flight
   static constexpr int kFlushDepth = kFlushes * core::kMaxRecvsPerRequest;  // reads per rail
   // The registered area: one staged entry per slot, the sender's probe target (64 bytes), and
@@ -68,8 +68,8 @@ class RecvComm final : public core::RecvEngine {
   static std::unique_ptr<RecvComm> create(RecvCommSetup setup);
   ~RecvComm() override;
 
-  abi::Result irecv(int n, void** data, const size_t* sizes, const int* tags,
-                    void* const* mhandles, void** request);
+  abi::Result irecv(int n, void** data, const size_t* sizes, const int* tags, void* const* mhandles,
+                    void** request);
   // *request: a FlushReq, or NULL when the pool is full (retry later); `done` is the shared
   // completed request when nothing needs flushing.
   abi::Result iflush(int n, void* const* data, const int* sizes, void* const* mhandles,
@@ -83,7 +83,7 @@ class RecvComm final : public core::RecvEngine {
     std::unique_ptr<RailQp> qp;
     int global = -1;
     uint32_t generation = 1;
-    uint32_t fifoKey = 0;    // the sender's FIFO on this rail
+    uint32_t fifoKey = 0;  // the sender's FIFO on this rail
     PortWatch port;
     int recvsPosted = 0;
     int ctsInFlight = 0;
@@ -130,8 +130,8 @@ class RecvComm final : public core::RecvEngine {
   std::unique_ptr<RegisteredArea> area_;
   uint64_t fifoAddress_;
   std::unique_ptr<CtsState[]> cts_;  // by slot
-  uint64_t staleChunks_ = 0;  // late duplicates of completed requests (harmless, counted)
-  uint32_t railsWithData_ = 0;  // rails that delivered data since the last flush
+  uint64_t staleChunks_ = 0;         // late duplicates of completed requests (harmless, counted)
+  uint32_t railsWithData_ = 0;       // rails that delivered data since the last flush
   std::unique_ptr<FlushReq[]> flushes_;
   int flushesOutstanding_ = 0;
 };

@@ -1,7 +1,5 @@
 // The receive comm's failure handling, beside its hot path (recv_comm.cc): failing a rail,
 // answering the sender's queue pair replacement, and the health check.
-#include "net_plugin/transport/ibverbs/recv_comm.h"
-
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 #include "net_plugin/core/fault_injector.h"
 #include "net_plugin/transport/ibverbs/completion.h"
 #include "net_plugin/transport/ibverbs/ib_config.h"
+#include "net_plugin/transport/ibverbs/recv_comm.h"
 
 namespace autopilot::net::ib {
 
@@ -32,8 +31,9 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
   bool wasLive = health_.fail(r, nowNs, reason, warn);
   rail.qp.reset();
   if (wasLive && !config_.failover && warn) {
-    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
-                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) +
+                                    " failed and failover is off "
+                                    "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
     return;
   }
   rail.recvsPosted = 0;
@@ -109,8 +109,9 @@ void RecvComm::checkHealth(uint64_t nowNs) {
     core::FailureDetector& fd = health_.failure(r);
     fd.setOutstanding(rail.ctsInFlight > 0, nowNs);
     if (rail.ctsInFlight > 0 && fd.failed(nowNs, 0, 0) && health_.stallBlamesRail(r, nowNs)) {
-      failRail(r, nowNs, "a clear-to-send write has not completed for " +
-                             std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
+      failRail(r, nowNs,
+               "a clear-to-send write has not completed for " +
+                   std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
     }
   }
   // NCCL closes both sides: the sender's end closing while receives are posted is also how

@@ -7,19 +7,19 @@
 
 #include "common/abi/net_abi.h"
 #include "net_plugin/core/chunk_bitmap.h"
-#include "net_plugin/core/receive_matcher.h"
-#include "net_plugin/transport/ibverbs/memory.h"
 #include "net_plugin/core/opaque_handles.h"
+#include "net_plugin/core/receive_matcher.h"
 #include "net_plugin/core/recv_engine.h"
 #include "net_plugin/core/send_engine.h"
+#include "net_plugin/transport/ibverbs/memory.h"
 
 namespace autopilot::net::ib {
 
 using core::CommBase;
 using core::FlushRequest;
+using core::kRequestMagic;
 using core::RequestHeader;
 using core::RequestKind;
-using core::kRequestMagic;
 
 using core::SendRequest;
 

@@ -101,8 +101,10 @@ abi::Result SendComm::isend(const void* data, size_t size, int tag, const void* 
   if (size > 0 && failed_ == abi::kSuccess) {
     mh = memoryOf(this, mhandle);
     if (mh == nullptr || !mh->covers(data, size)) {
-      AP_WARN(kFlags, "isend of %zu bytes at %p: the buffer is not inside a registration made "
-              "with regMr on this comm", size, data);
+      AP_WARN(kFlags,
+              "isend of %zu bytes at %p: the buffer is not inside a registration made "
+              "with regMr on this comm",
+              size, data);
       return abi::kInvalidArgument;
     }
   }
@@ -171,8 +173,8 @@ void SendComm::pollFifo(uint64_t nowNs) {
       if (ctsCorruptSinceNs_ == 0) ctsCorruptSinceNs_ = nowNs;
       if (nowNs - ctsCorruptSinceNs_ >= kCtsCorruptNs) {
         failComm(abi::kRemoteError, std::string("the receiver's clear-to-send entry ") +
-                                        std::to_string(nextCts_) + " is corrupt: " +
-                                        wire::decodeErrorText(e));
+                                        std::to_string(nextCts_) +
+                                        " is corrupt: " + wire::decodeErrorText(e));
       }
       return;
     }
@@ -297,8 +299,10 @@ bool SendComm::pollCompletions(uint64_t nowNs) {
           tracker_.acknowledge(r, 1, [&](const core::SendTracker::Entry& e) {
             striper_.onCompleted(r, e.bytes, nowNs);
             if (e.resend && replayFailedNs_ != 0) {
-              AP_INFO(kFlags, "comm 0x%llx ib send: the first replayed chunk completed on rail %d "
-                      "%.1f ms after rail %d failed", (unsigned long long)commId_, r,
+              AP_INFO(kFlags,
+                      "comm 0x%llx ib send: the first replayed chunk completed on rail %d "
+                      "%.1f ms after rail %d failed",
+                      (unsigned long long)commId_, r,
                       double(monotonicNs() - replayFailedNs_) * 1e-6, replayFailedRail_);
               replayFailedNs_ = 0;
             }

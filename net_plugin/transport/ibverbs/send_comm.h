@@ -50,10 +50,10 @@ namespace autopilot::net::ib {
 
 // One rail as connection setup leaves it (either end).
 struct RailSetup {
-  int global = -1;                // index in IbRails::rails()
-  std::unique_ptr<RailQp> qp;     // connected; NULL when the rail could not be set up
-  uint32_t remoteKey = 0;         // the peer's region on this rail (probe area, or FIFO)
-  std::string error;              // why the rail is not connected
+  int global = -1;             // index in IbRails::rails()
+  std::unique_ptr<RailQp> qp;  // connected; NULL when the rail could not be set up
+  uint32_t remoteKey = 0;      // the peer's region on this rail (probe area, or FIFO)
+  std::string error;           // why the rail is not connected
 };
 
 struct SendCommSetup {
@@ -70,7 +70,7 @@ class SendComm final : public core::SendEngine {
  public:
   static constexpr uint32_t kMagic = 0x53494941;  // "AIIS"
   static constexpr const char* kKind = "send";
-  static constexpr uint32_t kQueueDepth = 64;     // chunks posted per rail
+  static constexpr uint32_t kQueueDepth = 64;              // chunks posted per rail
   static constexpr int kSendDepth = int(kQueueDepth) + 4;  // + probes
   // The registered area: the FIFO (one clear-to-send entry per receive slot), then 64 bytes the
   // probes are written from.
@@ -103,7 +103,7 @@ class SendComm final : public core::SendEngine {
     std::unique_ptr<RailQp> qp;
     int global = -1;
     uint32_t generation = 1;
-    uint32_t probeKey = 0;      // the receiver's probe area on this rail
+    uint32_t probeKey = 0;  // the receiver's probe area on this rail
     PortWatch port;
     Failback failback = Failback::kIdle;
     uint64_t attemptDeadlineNs = 0;
@@ -144,7 +144,7 @@ class SendComm final : public core::SendEngine {
   // Clear-to-send entries, copied out of the FIFO as they arrive (the FIFO slot is rewritten
   // for the receive 32 later; a matched request keeps its own copy of its buffer's keys).
   wire::CtsEntry cts_[wire::kSlots];
-  uint64_t nextCts_ = 0;           // sequence number of the next entry expected
+  uint64_t nextCts_ = 0;            // sequence number of the next entry expected
   uint64_t ctsCorruptSinceNs_ = 0;  // the expected slot carries its marker but does not decode
 
   // Set when chunks were replayed: new data must not overtake a replay into the same receive

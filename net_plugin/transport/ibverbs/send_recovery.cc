@@ -1,8 +1,6 @@
 // The send comm's failure handling, beside its hot path (send_comm.cc): liveness probes, failing
 // a rail, re-creating its queue pair through the receiver, the probe that lets it re-join, and
 // the health check that decides them.
-#include "net_plugin/transport/ibverbs/send_comm.h"
-
 #include <algorithm>
 #include <climits>
 #include <cstdio>
@@ -13,6 +11,7 @@
 #include "net_plugin/core/fault_injector.h"
 #include "net_plugin/transport/ibverbs/completion.h"
 #include "net_plugin/transport/ibverbs/ib_config.h"
+#include "net_plugin/transport/ibverbs/send_comm.h"
 
 namespace autopilot::net::ib {
 
@@ -62,9 +61,11 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
     }
   }
   // The monotonic time lets tests and operators line the failover up with external events.
-  AP_INFO(kFlags, "comm 0x%llx ib send: rail %d failed at monotonic %.6f s; replaying %u "
-          "unacknowledged chunk%s (%s) on the other rails", (unsigned long long)commId_, r,
-          double(nowNs) * 1e-9, moved, moved == 1 ? "" : "s", formatBytes(bytes).c_str());
+  AP_INFO(kFlags,
+          "comm 0x%llx ib send: rail %d failed at monotonic %.6f s; replaying %u "
+          "unacknowledged chunk%s (%s) on the other rails",
+          (unsigned long long)commId_, r, double(nowNs) * 1e-9, moved, moved == 1 ? "" : "s",
+          formatBytes(bytes).c_str());
   if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
 }
 
@@ -135,9 +136,11 @@ void SendComm::abandonReplace(int r, uint64_t nowNs, const std::string& why, boo
   if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
   // Attempts repeat for as long as the comm lives: log the 1st, 2nd, 4th, 8th, ...
   if ((rail.attempts & (rail.attempts - 1)) == 0) {
-    AP_INFO(kFlags, "comm 0x%llx ib send rail %d: re-creation attempt %llu failed: %s; next in "
-            "%llu ms", (unsigned long long)commId_, r, (unsigned long long)rail.attempts,
-            why.c_str(), (unsigned long long)(health_.failback(r).backoffNs() / 1000000));
+    AP_INFO(kFlags,
+            "comm 0x%llx ib send rail %d: re-creation attempt %llu failed: %s; next in "
+            "%llu ms",
+            (unsigned long long)commId_, r, (unsigned long long)rail.attempts, why.c_str(),
+            (unsigned long long)(health_.failback(r).backoffNs() / 1000000));
   }
 }
 

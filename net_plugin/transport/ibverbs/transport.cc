@@ -85,8 +85,8 @@ class IbTransport final : public core::TransportBase<IbRails, SendComm, RecvComm
         sendComm);
   }
 
-  abi::Result regMr(void* comm, void* data, size_t size, int type, uint64_t offset,
-                    int dmabufFd, void** mhandle) override {
+  abi::Result regMr(void* comm, void* data, size_t size, int type, uint64_t offset, int dmabufFd,
+                    void** mhandle) override {
     const int* rails = nullptr;
     int n = 0;
     if (!commRails(comm, &rails, &n)) {
@@ -95,18 +95,17 @@ class IbTransport final : public core::TransportBase<IbRails, SendComm, RecvComm
     }
     std::string why;
     if (type != abi::kPtrHost && !(type == abi::kPtrCuda && gpuDirectUsable(&why))) {
-      AP_WARN(kFlags, "regMr: memory type %d is not supported: GPU memory is %s", type,
-              type == abi::kPtrCuda ? ("not offered (" + why + ")").c_str()
-                                    : "the only other type");
+      AP_WARN(
+          kFlags, "regMr: memory type %d is not supported: GPU memory is %s", type,
+          type == abi::kPtrCuda ? ("not offered (" + why + ")").c_str() : "the only other type");
       return abi::kInternalError;
     }
     std::string error;
-    std::unique_ptr<MemoryHandle> mh =
-        registerMemory(static_cast<const CommBase*>(comm), rails, n, data, size, type,
-                       dmabufFd, offset, &error);
+    std::unique_ptr<MemoryHandle> mh = registerMemory(static_cast<const CommBase*>(comm), rails, n,
+                                                      data, size, type, dmabufFd, offset, &error);
     if (!mh) {
-      AP_WARN(kFlags, "%s of %zu bytes at %p: %s", dmabufFd >= 0 ? "regMrDmaBuf" : "regMr",
-              size, data, error.c_str());
+      AP_WARN(kFlags, "%s of %zu bytes at %p: %s", dmabufFd >= 0 ? "regMrDmaBuf" : "regMr", size,
+              data, error.c_str());
       return abi::kSystemError;
     }
     *mhandle = mh.release();  // NCCL owns it until deregMr

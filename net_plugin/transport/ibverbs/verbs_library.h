@@ -28,8 +28,8 @@ struct VerbsLibrary {
   int (*closeDevice)(ibv_context* context) = nullptr;
   int (*queryDevice)(ibv_context* context, ibv_device_attr* attr) = nullptr;
   // The exported ibv_query_port takes the old (compat) layout; use queryPort() below.
-  int (*queryPortExported)(ibv_context* context, uint8_t port, _compat_ibv_port_attr* attr) =
-      nullptr;
+  int (*queryPortExported)(ibv_context* context, uint8_t port,
+                           _compat_ibv_port_attr* attr) = nullptr;
   int (*queryGid)(ibv_context* context, uint8_t port, int index, ibv_gid* gid) = nullptr;
   // Optional (rdma-core >= 32): the GID entry with its type (RoCE v1/v2, IB).
   int (*queryGidEx)(ibv_context* context, uint32_t port, uint32_t index, ibv_gid_entry* entry,

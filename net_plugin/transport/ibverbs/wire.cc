@@ -15,8 +15,8 @@ namespace {
 // The byte codec every wire format of the plugin uses (little-endian fields, FNV checksums).
 using namespace core::bytes;
 
-// ---- handle layout: magic @0, version @4, rail count @6, reserved @7, secret @8, control address @24
-// (family 4|6 @24, port @25, address @27, 16 bytes), zeros to @116, checksum @116, token @120.
+// ---- handle layout: magic @0, version @4, rail count @6, reserved @7, secret @8, control address
+// @24 (family 4|6 @24, port @25, address @27, 16 bytes), zeros to @116, checksum @116, token @120.
 constexpr size_t kHandleSecretAt = 8;
 constexpr size_t kHandleAddrAt = 24;
 constexpr size_t kHandleChecksumAt = 116;
@@ -79,11 +79,16 @@ bool getEndpoint(const uint8_t* p, QpEndpoint* e, bool allowAbsent) {
 int controlEndpoints(const ControlMessage& m) {
   bool ok = m.status == ControlStatus::kOk;
   switch (m.type) {
-    case ControlType::kConnect: return std::min<int>(m.railCount, kMaxRails);
-    case ControlType::kAccept: return ok ? std::min<int>(m.railCount, kMaxRails) : 0;
-    case ControlType::kReplace: return 1;
-    case ControlType::kReplaced: return ok ? 1 : 0;
-    case ControlType::kRailDown: return 0;
+    case ControlType::kConnect:
+      return std::min<int>(m.railCount, kMaxRails);
+    case ControlType::kAccept:
+      return ok ? std::min<int>(m.railCount, kMaxRails) : 0;
+    case ControlType::kReplace:
+      return 1;
+    case ControlType::kReplaced:
+      return ok ? 1 : 0;
+    case ControlType::kRailDown:
+      return 0;
   }
   return 0;
 }
@@ -159,11 +164,16 @@ bool isTcpHandle(const uint8_t* in, size_t len) {
 
 const char* controlStatusText(ControlStatus s) {
   switch (s) {
-    case ControlStatus::kOk: return "accepted";
-    case ControlStatus::kBadSecret: return "wrong secret (the handle is stale or not ours)";
-    case ControlStatus::kBadRails: return "rail count does not match the listener's device";
-    case ControlStatus::kNoResources: return "the peer could not create or connect its QP";
-    case ControlStatus::kStale: return "stale generation";
+    case ControlStatus::kOk:
+      return "accepted";
+    case ControlStatus::kBadSecret:
+      return "wrong secret (the handle is stale or not ours)";
+    case ControlStatus::kBadRails:
+      return "rail count does not match the listener's device";
+    case ControlStatus::kNoResources:
+      return "the peer could not create or connect its QP";
+    case ControlStatus::kStale:
+      return "stale generation";
   }
   return "unknown status";
 }
@@ -211,8 +221,7 @@ DecodeError decodeControl(const uint8_t* in, size_t len, ControlMessage* out) {
     if (m.railCount < 1 || m.railCount > kMaxRails || m.rail != 0 || m.generation != 0) {
       return DecodeError::kBadField;
     }
-  } else if (m.railCount != 0 || m.rail >= kMaxRails || m.generation == 0 ||
-             m.regionAddress != 0) {
+  } else if (m.railCount != 0 || m.rail >= kMaxRails || m.generation == 0 || m.regionAddress != 0) {
     return DecodeError::kBadField;
   }
   // Only answers carry a status.
@@ -225,8 +234,7 @@ DecodeError decodeControl(const uint8_t* in, size_t len, ControlMessage* out) {
     return DecodeError::kBadField;
   }
   for (int i = 0; i < endpoints; ++i) {
-    if (!getEndpoint(in + kCtlEndpointsAt + size_t(i) * kEndpointBytes, &m.endpoints[i],
-                     perRail)) {
+    if (!getEndpoint(in + kCtlEndpointsAt + size_t(i) * kEndpointBytes, &m.endpoints[i], perRail)) {
       return DecodeError::kBadField;
     }
   }

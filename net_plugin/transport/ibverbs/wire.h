@@ -86,15 +86,15 @@ enum class ControlType : uint8_t {
 enum class ControlStatus : uint8_t {
   kOk = 0,
   kBadSecret = 1,
-  kBadRails = 2,      // rail count out of range or not what the listener has
-  kNoResources = 3,   // QP creation or connection failed on the answering side
-  kStale = 4,         // generation not newer than the current one
+  kBadRails = 2,     // rail count out of range or not what the listener has
+  kNoResources = 3,  // QP creation or connection failed on the answering side
+  kStale = 4,        // generation not newer than the current one
 };
 const char* controlStatusText(ControlStatus s);
 
 struct ControlMessage {
   ControlType type = ControlType::kConnect;
-  uint64_t connectionId = 0;  // chosen by the sender, never 0
+  uint64_t connectionId = 0;                  // chosen by the sender, never 0
   ControlStatus status = ControlStatus::kOk;  // ACCEPT, REPLACED
   uint8_t secret[kSecretBytes] = {};          // CONNECT
   uint8_t railCount = 0;                      // CONNECT, ACCEPT: endpoints[0..railCount)
@@ -164,7 +164,9 @@ struct ImmFields {
   uint32_t chunks = 1;  // 1..kMaxChunks
 };
 
-inline uint32_t immEpoch(uint64_t seq) { return uint32_t(seq >> kSlotBits) & ((1u << kEpochBits) - 1); }
+inline uint32_t immEpoch(uint64_t seq) {
+  return uint32_t(seq >> kSlotBits) & ((1u << kEpochBits) - 1);
+}
 inline uint32_t immSlot(uint64_t seq) { return uint32_t(seq) & ((1u << kSlotBits) - 1); }
 
 // Host byte order; the transport converts with htonl/ntohl as the verbs API expects.

@@ -91,8 +91,11 @@ void RailAcceptor::progress(uint64_t nowNs, uint32_t pausedMask, Owner& owner) {
       HelloReader& slot = pending_[a.slot];
       if (a.evicts) {
         ++evicted_;
-        AP_WARN_LIMITED(kFlags, "%s: too many connections waiting for their hello (at most %d); closed the oldest, "
-                        "from %s", role, kMaxPending, slot.peer().str().c_str());
+        AP_WARN_LIMITED(
+            kFlags,
+            "%s: too many connections waiting for their hello (at most %d); closed the oldest, "
+            "from %s",
+            role, kMaxPending, slot.peer().str().c_str());
         slot.close();
       }
       slot = HelloReader(std::move(fd), peer, nowNs + kHelloTimeoutNs);
@@ -103,18 +106,18 @@ void RailAcceptor::progress(uint64_t nowNs, uint32_t pausedMask, Owner& owner) {
     HelloReader::State s = p.progress(nowNs);
     if (s == HelloReader::State::kReading) continue;
     if (s == HelloReader::State::kFailed) {
-      AP_WARN_LIMITED(kFlags, "%s: rejected a connection from %s: %s", role,
-                      p.peer().str().c_str(), p.error().c_str());
+      AP_WARN_LIMITED(kFlags, "%s: rejected a connection from %s: %s", role, p.peer().str().c_str(),
+                      p.error().c_str());
       p.close();
       continue;
     }
     const wire::Hello& hello = p.hello();
     wire::AckStatus status = sameSecret(hello.secret, secret_) ? owner.decide(hello, p.peer())
-                                                                : wire::AckStatus::kBadSecret;
+                                                               : wire::AckStatus::kBadSecret;
     p.reply(status, hello.generation);
     if (status != wire::AckStatus::kAccepted) {
-      AP_WARN_LIMITED(kFlags, "%s: rejected rail %d connection from %s: %s", role,
-                      hello.railIndex, p.peer().str().c_str(), wire::ackStatusText(status));
+      AP_WARN_LIMITED(kFlags, "%s: rejected rail %d connection from %s: %s", role, hello.railIndex,
+                      p.peer().str().c_str(), wire::ackStatusText(status));
       p.close();
       continue;
     }

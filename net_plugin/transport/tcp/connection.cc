@@ -132,8 +132,10 @@ Connector::Connector(uint64_t commId, int device) : commId_(commId), device_(dev
 abi::Result Connector::start(const uint8_t* handle) {
   wire::DecodeError e = decodeHandle(handle, kHandleBytes, &peer_);
   if (e == wire::DecodeError::kBadVersion) {
-    AP_WARN(kFlags, "connect: the peer's handle is protocol version %u, we speak %u (a different "
-            "nccl-autopilot version on the other side?)", peer_.version, wire::kProtocolVersion);
+    AP_WARN(kFlags,
+            "connect: the peer's handle is protocol version %u, we speak %u (a different "
+            "nccl-autopilot version on the other side?)",
+            peer_.version, wire::kProtocolVersion);
     return abi::kInvalidUsage;
   }
   if (e != wire::DecodeError::kOk) {

@@ -174,7 +174,8 @@ void TcpRails::ensureDiscovered() {
 int TcpRails::maxComms(int railsPerDevice) const {
   rlimit lim{};
   long files = 1024;
-  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) files = long(lim.rlim_cur);
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+    files = long(lim.rlim_cur);
   if (lim.rlim_cur == RLIM_INFINITY) files = 1 << 20;
   // A receiving comm holds a connection and a listening socket per rail.
   long perComm = 2L * std::max(railsPerDevice, 1);
@@ -198,7 +199,8 @@ void TcpRails::discover() {
     r.speedMbps = readSpeed(c.ifname);
     r.pciPath = pciPathOf(c.ifname);
     r.standby = core::isStandbyRail(r.name, r.ifname);
-    if (std::any_of(rails_.begin(), rails_.end(), [&](const TcpRail& o) { return o.name == r.name; })) {
+    if (std::any_of(rails_.begin(), rails_.end(),
+                    [&](const TcpRail& o) { return o.name == r.name; })) {
       AP_WARN(kFlags, "rail %s listed twice (ignored)", r.name.c_str());
       continue;
     }

@@ -19,10 +19,10 @@
 namespace autopilot::net::tcp {
 
 struct TcpRail {
-  std::string name;    // unique: the interface, or "interface/address" for explicit addresses
+  std::string name;  // unique: the interface, or "interface/address" for explicit addresses
   std::string ifname;
-  SockAddr address;    // local address, port 0
-  int speedMbps = 0;   // from sysfs, 0 when unknown
+  SockAddr address;   // local address, port 0
+  int speedMbps = 0;  // from sysfs, 0 when unknown
   std::string pciPath;
   bool standby = false;
   int telemetryId = -1;

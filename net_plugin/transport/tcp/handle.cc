@@ -100,5 +100,4 @@ wire::DecodeError decodeHandle(const uint8_t* in, size_t len, Handle* out) {
   return DecodeError::kOk;
 }
 
-
 }  // namespace autopilot::net::tcp

@@ -29,7 +29,9 @@ class RailDialer {
              uint64_t nowNs, uint64_t timeoutNs);
   State progress(uint64_t nowNs);
   State state() const { return state_; }
-  bool active() const { return state_ != State::kIdle && state_ != State::kDone && state_ != State::kFailed; }
+  bool active() const {
+    return state_ != State::kIdle && state_ != State::kDone && state_ != State::kFailed;
+  }
   // After kDone: the connected socket.
   Fd take();
   void abandon();

@@ -4,8 +4,7 @@
 
 namespace autopilot::net::tcp {
 
-RailLink::RailLink()
-    : staging_(new uint8_t[kStagingBytes]), out_(new uint8_t[kControlBytes]) {}
+RailLink::RailLink() : staging_(new uint8_t[kStagingBytes]), out_(new uint8_t[kControlBytes]) {}
 
 void RailLink::attach(Fd fd, uint32_t generation) {
   detach(false);

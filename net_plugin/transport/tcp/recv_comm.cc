@@ -16,7 +16,7 @@ namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
 constexpr uint64_t kReadBudgetPerPass = 2 << 20;  // per rail: rails take turns (see send_comm.cc)
-constexpr uint64_t kDirectReadMin = 16 << 10;  // smaller payload remainders go via staging
+constexpr uint64_t kDirectReadMin = 16 << 10;     // smaller payload remainders go via staging
 constexpr uint64_t kAcceptCheckNs = 1'000'000;
 constexpr int kDirectReadRails = 2;
 // The repetition of announcements backs off to this (an idle comm whose receives wait for
@@ -106,7 +106,8 @@ void RecvComm::reannounceIfQuiet(uint64_t nowNs) {
   reannouncedNs_ = nowNs;
   reannounceGapNs_ = std::min(gap * 2, kMaxReannounceGapNs);
   if (++reannouncements_ == 1) {
-    AP_INFO(kFlags, "comm 0x%llx recv: nothing arrived for %llu ms with receives posted: "
+    AP_INFO(kFlags,
+            "comm 0x%llx recv: nothing arrived for %llu ms with receives posted: "
             "announcing them again (repeated at a growing interval while it stays quiet)",
             (unsigned long long)commId_, (unsigned long long)((nowNs - since) / 1000000));
   }
@@ -139,8 +140,7 @@ void RecvComm::progress(uint64_t nowNs) {
   firstRail_ = (firstRail_ + 1) % nRails_;  // rotating service order, as on the sender
   for (int i = 0; i < nRails_; ++i) {
     int r = (firstRail_ + i) % nRails_;
-    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r) &&
-        !simulatedDeaf(r)) {
+    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r) && !simulatedDeaf(r)) {
       fds[n] = {rails_[r].link.fd(), POLLIN, 0};
       which[n++] = r;
     }
@@ -228,9 +228,10 @@ void RecvComm::readRail(int r, uint64_t nowNs) {
       continue;
     }
     if (e != wire::DecodeError::kOk || h.type != wire::FrameType::kData) {
-      failRail(r, nowNs, std::string("protocol error from the sender: ") +
-                             (e != wire::DecodeError::kOk ? wire::decodeErrorText(e)
-                                                          : "unexpected frame type"));
+      failRail(
+          r, nowNs,
+          std::string("protocol error from the sender: ") +
+              (e != wire::DecodeError::kOk ? wire::decodeErrorText(e) : "unexpected frame type"));
       return;
     }
     link.consume(wire::kFrameHeaderBytes);

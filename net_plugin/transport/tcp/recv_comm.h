@@ -14,9 +14,9 @@
 // failing here: the sender fails a rail (its data stalled) and closes it with our frames
 // still unread in its socket, while our TCP had them acknowledged. So when receives stay
 // posted with nothing arriving, every pending announcement is repeated, at a backoff that
-// starts at the stall timeout and doubles while nothing arrives. When a request completes while another rail is still
-// reading a duplicate of one of its chunks, that reader is redirected to discard: NCCL owns
-// the buffer again as soon as test() reports completion.
+// starts at the stall timeout and doubles while nothing arrives. When a request completes while
+// another rail is still reading a duplicate of one of its chunks, that reader is redirected to
+// discard: NCCL owns the buffer again as soon as test() reports completion.
 //
 // Threading: one NCCL thread at a time per comm; no locks; hot paths allocate nothing.
 #pragma once
@@ -86,7 +86,7 @@ class RecvComm final : public core::RecvEngine, private RailAcceptor::Owner {
   // Every receive with a lower seq is complete; sent with every acknowledgement so that the
   // sender can complete a send whose re-sent copies this side no longer needs to read.
   uint64_t completedBelow_ = 0;
-  uint64_t nowNs_ = 0;  // time of the current pass (for the acceptor callbacks)
+  uint64_t nowNs_ = 0;            // time of the current pass (for the acceptor callbacks)
   uint64_t lastArrivalNs_ = 0;    // a DATA frame was consumed, or receives were first posted
   uint64_t reannounceGapNs_ = 0;  // current backoff of the repetition
   uint64_t reannouncedNs_ = 0;    // last repetition

@@ -1,7 +1,5 @@
 // The receive comm's failure handling, beside its hot path (recv_comm.cc): failing a rail, the
 // health check, and installing rails the sender re-connects.
-#include "net_plugin/transport/tcp/recv_comm.h"
-
 #include <poll.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "net_plugin/core/fault_injector.h"
+#include "net_plugin/transport/tcp/recv_comm.h"
 
 namespace autopilot::net::tcp {
 
@@ -25,8 +24,9 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
   rails_[r].link.detach(true);
   rails_[r].tcpWatch = false;
   if (!config_.failover && warn) {
-    failComm(abi::kRemoteError, "rail " + std::to_string(r) + " failed and failover is off "
-                                "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
+    failComm(abi::kRemoteError, "rail " + std::to_string(r) +
+                                    " failed and failover is off "
+                                    "(NCCL_AUTOPILOT_NET_FAILOVER=0)");
     return;
   }
   if (lastDataRail_ == r) lastDataRail_ = -1;
@@ -50,8 +50,9 @@ void RecvComm::checkHealth(uint64_t nowNs) {
     bool held = rail.link.controlQueued() > 0 || (rail.tcpWatch && rail.link.tcpUnacked() > 0);
     fd.setOutstanding(held, nowNs);
     if (held && fd.failed(nowNs, 0, 0) && health_.stallBlamesRail(r, nowNs)) {
-      failRail(r, nowNs, "the sender has taken none of our control frames for " +
-                             std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
+      failRail(r, nowNs,
+               "the sender has taken none of our control frames for " +
+                   std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
     }
   }
   reannounceIfQuiet(nowNs);

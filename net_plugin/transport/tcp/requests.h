@@ -17,9 +17,9 @@ namespace autopilot::net::tcp {
 
 using core::CommBase;
 using core::FlushRequest;
+using core::kRequestMagic;
 using core::RequestHeader;
 using core::RequestKind;
-using core::kRequestMagic;
 
 class SendComm;
 class RecvComm;

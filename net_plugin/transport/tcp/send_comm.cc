@@ -13,7 +13,7 @@ namespace autopilot::net::tcp {
 namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
-constexpr int kMaxFramesPerWrite = 16;          // frames gathered into one sendmsg
+constexpr int kMaxFramesPerWrite = 16;           // frames gathered into one sendmsg
 constexpr uint64_t kMaxBytesPerWrite = 2 << 20;  // per sendmsg
 // Per rail and pass: small enough that rails take turns at the CPU (a rail served after
 // another's 16 MiB would measure slower than it is), large enough to amortise the pass.
@@ -101,8 +101,7 @@ void SendComm::progress(uint64_t nowNs) {
   for (int i = 0; i < nRails_; ++i) {
     int r = (firstRail_ + i) % nRails_;
     if (rails_[r].dialer.active()) pumpDialer(r, nowNs);
-    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r) &&
-        !simulatedDeaf(r)) {
+    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r) && !simulatedDeaf(r)) {
       gotFrames |= readRail(r, nowNs);
     }
   }
@@ -143,8 +142,8 @@ bool SendComm::readRail(int r, uint64_t nowNs) {
       wire::FrameHeader h;
       wire::DecodeError e = wire::decodeFrameHeader(link.staged(), link.stagedBytes(), &h);
       if (e != wire::DecodeError::kOk) {
-        failRail(r, nowNs, std::string("protocol error from the receiver: ") +
-                               wire::decodeErrorText(e));
+        failRail(r, nowNs,
+                 std::string("protocol error from the receiver: ") + wire::decodeErrorText(e));
         return true;
       }
       size_t need = wire::kFrameHeaderBytes + wire::controlBodyBytes(h);
@@ -159,8 +158,7 @@ bool SendComm::readRail(int r, uint64_t nowNs) {
 }
 
 // False when the rail was failed (the caller must stop using it).
-bool SendComm::handleFrame(int r, const wire::FrameHeader& h, const uint8_t* body,
-                           uint64_t nowNs) {
+bool SendComm::handleFrame(int r, const wire::FrameHeader& h, const uint8_t* body, uint64_t nowNs) {
   RailLink& link = rails_[r].link;
   switch (h.type) {
     case wire::FrameType::kCts: {
@@ -223,7 +221,8 @@ bool SendComm::completeByPeer(int r, uint64_t nowNs) {
       }
     }
     if (!tracker_.completeByPeer(q.index, partial)) {
-      failRail(r, nowNs, "protocol error: a receive reported complete before all its data was sent");
+      failRail(r, nowNs,
+               "protocol error: a receive reported complete before all its data was sent");
       return false;
     }
     // A frame of it half-written still reads its buffer: done once that write finishes.

@@ -36,9 +36,9 @@ struct RailSetup {
   bool standby = false;
   int speedMbps = 0;
   SockAddr local, remote;
-  Fd fd;                 // invalid when the rail could not be connected
+  Fd fd;  // invalid when the rail could not be connected
   uint32_t generation = 0;
-  std::string error;     // why it could not be connected
+  std::string error;  // why it could not be connected
 };
 
 struct SendCommSetup {
@@ -90,7 +90,7 @@ class SendComm final : public core::SendEngine {
   uint8_t secret_[wire::kSecretBytes];
   std::unique_ptr<Rail[]> rails_;
   uint64_t peerCompletedBelow_ = 0;  // the receiver's watermark: receives below it are complete
-  int firstRail_ = 0;  // service order rotates every pass
+  int firstRail_ = 0;                // service order rotates every pass
 };
 
 }  // namespace autopilot::net::tcp

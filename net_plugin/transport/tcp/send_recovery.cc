@@ -1,7 +1,5 @@
 // The send comm's failure handling, beside its hot path (send_comm.cc): liveness pings, failing
 // a rail, re-connecting it in the background and the health check that decides both.
-#include "net_plugin/transport/tcp/send_comm.h"
-
 #include <algorithm>
 #include <climits>
 #include <cstdio>
@@ -9,6 +7,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "net_plugin/core/fault_injector.h"
+#include "net_plugin/transport/tcp/send_comm.h"
 
 namespace autopilot::net::tcp {
 
@@ -56,9 +55,11 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
   if (!proceed) return;
   rail.dialer.abandon();
   if (moved > 0) {
-    AP_INFO(kFlags, "comm 0x%llx send: re-sending %u unacknowledged chunk%s (%s) of rail %d on "
-            "the other rails", (unsigned long long)commId_, moved, moved == 1 ? "" : "s",
-            formatBytes(bytes).c_str(), r);
+    AP_INFO(kFlags,
+            "comm 0x%llx send: re-sending %u unacknowledged chunk%s (%s) of rail %d on "
+            "the other rails",
+            (unsigned long long)commId_, moved, moved == 1 ? "" : "s", formatBytes(bytes).c_str(),
+            r);
   }
 }
 
@@ -95,10 +96,11 @@ void SendComm::pumpDialer(int r, uint64_t nowNs) {
     health_.failback(r).onAttemptFailed(nowNs);
     // Attempts repeat for as long as the comm lives: log the 1st, 2nd, 4th, 8th, ...
     if ((rail.attempts & (rail.attempts - 1)) == 0) {
-      AP_INFO(kFlags, "comm 0x%llx send rail %d: re-connection attempt %llu to %s failed: %s; "
-              "next in %llu ms", (unsigned long long)commId_, r,
-              (unsigned long long)rail.attempts, rail.remote.str().c_str(),
-              rail.dialer.error().c_str(),
+      AP_INFO(kFlags,
+              "comm 0x%llx send rail %d: re-connection attempt %llu to %s failed: %s; "
+              "next in %llu ms",
+              (unsigned long long)commId_, r, (unsigned long long)rail.attempts,
+              rail.remote.str().c_str(), rail.dialer.error().c_str(),
               (unsigned long long)(health_.failback(r).backoffNs() / 1000000));
     }
   }
@@ -125,9 +127,9 @@ void SendComm::checkHealth(uint64_t nowNs) {
     if (!outstanding) continue;
     // No acknowledgement for a while: ask the kernel whether the peer's TCP still takes bytes
     // (a slow rail does; a dead one does not).
-    if (fd.stalledForNs(nowNs) > kTcpSampleNs && nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs &&
-        !simulatedDown(r) && !simulatedDeaf(r) &&
-        rail.link.sampleTcp(nowNs)) {
+    if (fd.stalledForNs(nowNs) > kTcpSampleNs &&
+        nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs && !simulatedDown(r) &&
+        !simulatedDeaf(r) && rail.link.sampleTcp(nowNs)) {
       fd.onProgress(nowNs);
     }
     uint64_t held = tracker_.heldBytes(r);
@@ -138,14 +140,16 @@ void SendComm::checkHealth(uint64_t nowNs) {
       char why[160];
       std::snprintf(why, sizeof(why),
                     "no progress for %llu ms while holding %s (allowed %llu ms at %.2f Gbit/s)",
-                    (unsigned long long)(fd.stalledForNs(nowNs) / 1000000), formatBytes(held).c_str(),
+                    (unsigned long long)(fd.stalledForNs(nowNs) / 1000000),
+                    formatBytes(held).c_str(),
                     (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9);
       failRail(r, nowNs, why);
     }
   }
   if (allRefused && health_.noLiveRailSinceNs() != 0) {
-    failComm(abi::kRemoteError, "every rail is down and the receiver refuses re-connections "
-                                "(its side is closed or its process is gone)");
+    failComm(abi::kRemoteError,
+             "every rail is down and the receiver refuses re-connections "
+             "(its side is closed or its process is gone)");
   }
   evaluateHealth(nowNs);
 }

@@ -52,8 +52,8 @@ class TcpTransport final : public core::TransportBase<TcpRails, SendComm, RecvCo
     return abi::kSuccess;
   }
 
-  abi::Result connect(core::TransportContext& ctx, uint64_t commId, int dev,
-                      int /*trafficClass*/, void* handle, void** sendComm) override {
+  abi::Result connect(core::TransportContext& ctx, uint64_t commId, int dev, int /*trafficClass*/,
+                      void* handle, void** sendComm) override {
     TcpRails::instance().ensureDiscovered();
     return core::connectStep<SendComm>(
         static_cast<Context&>(ctx).connects, handle,
@@ -72,8 +72,10 @@ class TcpTransport final : public core::TransportBase<TcpRails, SendComm, RecvCo
       return abi::kInvalidArgument;
     }
     if (type != abi::kPtrHost || dmabufFd >= 0) {
-      AP_WARN(kFlags, "regMr: memory type %d%s is not supported: this transport reads and "
-              "writes host memory only", type, dmabufFd >= 0 ? " (dma-buf)" : "");
+      AP_WARN(kFlags,
+              "regMr: memory type %d%s is not supported: this transport reads and "
+              "writes host memory only",
+              type, dmabufFd >= 0 ? " (dma-buf)" : "");
       return abi::kInternalError;
     }
     // Sockets need no registration; any non-NULL handle will do.

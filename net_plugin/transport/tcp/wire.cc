@@ -29,25 +29,38 @@ DecodeError checkEnvelope(const uint8_t* in, size_t len, uint32_t magic, uint16_
 
 const char* ackStatusText(AckStatus s) {
   switch (s) {
-    case AckStatus::kAccepted: return "accepted";
-    case AckStatus::kBadSecret: return "wrong secret (a handle from another listener?)";
-    case AckStatus::kBadVersion: return "protocol version mismatch";
-    case AckStatus::kWrongConnection: return "listener serves another connection (stale handle?)";
-    case AckStatus::kBadRail: return "rail index out of range";
-    case AckStatus::kStaleGeneration: return "stale re-connection";
-    case AckStatus::kMalformed: return "malformed hello";
-    case AckStatus::kBusy: return "too many pending connections";
+    case AckStatus::kAccepted:
+      return "accepted";
+    case AckStatus::kBadSecret:
+      return "wrong secret (a handle from another listener?)";
+    case AckStatus::kBadVersion:
+      return "protocol version mismatch";
+    case AckStatus::kWrongConnection:
+      return "listener serves another connection (stale handle?)";
+    case AckStatus::kBadRail:
+      return "rail index out of range";
+    case AckStatus::kStaleGeneration:
+      return "stale re-connection";
+    case AckStatus::kMalformed:
+      return "malformed hello";
+    case AckStatus::kBusy:
+      return "too many pending connections";
   }
   return "unknown status";
 }
 
 const char* decodeErrorText(DecodeError e) {
   switch (e) {
-    case DecodeError::kOk: return "ok";
-    case DecodeError::kBadMagic: return "bad magic (not our protocol)";
-    case DecodeError::kBadVersion: return "other protocol version";
-    case DecodeError::kBadChecksum: return "bad checksum";
-    case DecodeError::kBadField: return "malformed field";
+    case DecodeError::kOk:
+      return "ok";
+    case DecodeError::kBadMagic:
+      return "bad magic (not our protocol)";
+    case DecodeError::kBadVersion:
+      return "other protocol version";
+    case DecodeError::kBadChecksum:
+      return "bad checksum";
+    case DecodeError::kBadField:
+      return "malformed field";
   }
   return "?";
 }
@@ -144,8 +157,8 @@ DecodeError decodeFrameHeader(const uint8_t* in, size_t len, FrameHeader* out) {
   switch (h.type) {
     case FrameType::kData:
       if (h.buffer >= core::kMaxRecvsPerRequest || h.chunks == 0 ||
-          h.chunks > kMaxChunksPerMessage || h.chunk >= h.chunks ||
-          h.offset > kMaxMessageBytes || h.length > kMaxMessageBytes - h.offset) {
+          h.chunks > kMaxChunksPerMessage || h.chunk >= h.chunks || h.offset > kMaxMessageBytes ||
+          h.length > kMaxMessageBytes - h.offset) {
         return DecodeError::kBadField;
       }
       break;
@@ -194,8 +207,8 @@ size_t encodeCts(const core::PostedReceive& posted, uint8_t* out) {
 
 DecodeError decodeCtsBody(const FrameHeader& h, const uint8_t* body, size_t len,
                           core::PostedReceive* out) {
-  if (h.type != FrameType::kCts || h.length < 1 ||
-      h.length > uint32_t(core::kMaxRecvsPerRequest) || len < controlBodyBytes(h)) {
+  if (h.type != FrameType::kCts || h.length < 1 || h.length > uint32_t(core::kMaxRecvsPerRequest) ||
+      len < controlBodyBytes(h)) {
     return DecodeError::kBadField;
   }
   core::PostedReceive p;
@@ -211,8 +224,7 @@ DecodeError decodeCtsBody(const FrameHeader& h, const uint8_t* body, size_t len,
   return DecodeError::kOk;
 }
 
-size_t encodeAck(uint64_t consumedFrames, uint64_t completedBelow,
-                 uint8_t out[kFrameHeaderBytes]) {
+size_t encodeAck(uint64_t consumedFrames, uint64_t completedBelow, uint8_t out[kFrameHeaderBytes]) {
   FrameHeader h;
   h.type = FrameType::kAck;
   h.seq = consumedFrames;

@@ -88,10 +88,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   bool fix = data[0] & 0x80;
   switch (data[0] & 0x3) {
-    case 0: handle(data + 1, size - 1, fix); break;
-    case 1: control(data + 1, size - 1, fix); break;
-    case 2: cts(data + 1, size - 1, fix); break;
-    case 3: immediate(data + 1, size - 1); break;
+    case 0:
+      handle(data + 1, size - 1, fix);
+      break;
+    case 1:
+      control(data + 1, size - 1, fix);
+      break;
+    case 2:
+      cts(data + 1, size - 1, fix);
+      break;
+    case 3:
+      immediate(data + 1, size - 1);
+      break;
   }
   return 0;
 }

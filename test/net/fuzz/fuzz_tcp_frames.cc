@@ -98,10 +98,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   data++;
   size--;
   switch (mode % 5) {
-    case 0: hello(data, size, false, false); break;
-    case 1: hello(data, size, true, false); break;
-    case 2: hello(data, size, true, true); break;
-    default: stream(data, size); break;
+    case 0:
+      hello(data, size, false, false);
+      break;
+    case 1:
+      hello(data, size, true, false);
+      break;
+    case 2:
+      hello(data, size, true, true);
+      break;
+    default:
+      stream(data, size);
+      break;
   }
   return 0;
 }

@@ -22,7 +22,8 @@ bool buildNearValid(const uint8_t* data, size_t size, uint8_t* buf) {
   auto next = [&]() -> uint8_t { return pos < size ? data[pos++] : uint8_t(pos++); };
   for (int r = 0; r < h.railCount; ++r) {
     bool v6 = next() & 1;
-    std::string host = v6 ? "fd00::" + std::to_string(next()) : "127.31." + std::to_string(next()) + ".2";
+    std::string host =
+        v6 ? "fd00::" + std::to_string(next()) : "127.31." + std::to_string(next()) + ".2";
     if (!SockAddr::parseHost(host, &h.rails[r])) return false;
     h.rails[r].setPort(uint16_t(1 + next() * 251));
   }

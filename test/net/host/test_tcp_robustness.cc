@@ -5,16 +5,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
+#include "bench/net/pair.h"
 #include "common/host/log_capture.h"
 #include "net_plugin/transport/tcp/handle.h"
 #include "net_plugin/transport/tcp/socket.h"
 #include "net_plugin/transport/tcp/wire.h"
-#include "bench/net/pair.h"
 
 using namespace autopilot;
 using namespace autopilot::bench;
@@ -59,7 +58,8 @@ int readAnswer(int fd) {
     if (r.status == tcp::Io::kWouldBlock) usleep(1000);
   }
   wire::HelloAck ack;
-  if (got < sizeof(buf) || wire::decodeHelloAck(buf, got, &ack) != wire::DecodeError::kOk) return -1;
+  if (got < sizeof(buf) || wire::decodeHelloAck(buf, got, &ack) != wire::DecodeError::kOk)
+    return -1;
   return int(ack.status);
 }
 
@@ -89,8 +89,10 @@ int acceptThroughRogues(NetEndpoint& ep, Channel& peer, const char* expectWarn) 
   }
   ep.net()->closeListen(lc);
   PEER_CHECK(comm != nullptr, "accept never completed");
-  PEER_CHECK(host::LogCapture::count(abi::kLogWarn, expectWarn) >= 1, "no warning '%s'", expectWarn);
-  PEER_CHECK(host::LogCapture::count(abi::kLogWarn, "127.0.0.") >= 1, "the peer address is not logged");
+  PEER_CHECK(host::LogCapture::count(abi::kLogWarn, expectWarn) >= 1, "no warning '%s'",
+             expectWarn);
+  PEER_CHECK(host::LogCapture::count(abi::kLogWarn, "127.0.0.") >= 1,
+             "the peer address is not logged");
   std::vector<uint8_t> buf(1 << 20);
   void* data = buf.data();
   size_t size = buf.size();
@@ -180,7 +182,8 @@ TEST_CASE("rogue connections are rejected and logged; honest peers still connect
             rc.act(fd, handle);
             int status = readAnswer(fd);
             ::close(fd);
-            PEER_CHECK(status == rc.expectStatus, "answer %d, expected %d", status, rc.expectStatus);
+            PEER_CHECK(status == rc.expectStatus, "answer %d, expected %d", status,
+                       rc.expectStatus);
             return honestSend(ep, handle);
           });
       CHECK(out.receiver == 0);
@@ -282,8 +285,10 @@ TEST_CASE("corrupted, foreign and stale handles fail connect cleanly and quickly
   CHECK(out.sender == 0);
 }
 
-TEST_CASE("garbage frames after a valid handshake fail the rail, then the request, in bounded "
-          "time", "[net][tcp][robustness]") {
+TEST_CASE(
+    "garbage frames after a valid handshake fail the rail, then the request, in bounded "
+    "time",
+    "[net][tcp][robustness]") {
   PairOptions o;
   o.env = {{"NCCL_AUTOPILOT_NET_ADDRS", loopbackRails(1)},
            {"NCCL_AUTOPILOT_NET_PEER_TIMEOUT_MS", "500"}};

@@ -3,15 +3,14 @@
 // posted buffer, closing with requests in flight, device properties and virtual devices.
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <set>
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
-#include "common/host/log_capture.h"
 #include "bench/net/pair.h"
+#include "common/host/log_capture.h"
 
 using namespace autopilot;
 using namespace autopilot::bench;
@@ -20,7 +19,9 @@ TEST_CASE("concurrent comms with distinct tags, interleaved", "[net][tcp]") {
   constexpr int kComms = 4;
   constexpr int kRounds = 5;
   constexpr int kPerRound = 8;  // per comm, within NCCL's 32 outstanding requests
-  auto sizeOf = [](int round, int m, int c) { return size_t(1000 + (round * kPerRound + m) * 3000 + c); };
+  auto sizeOf = [](int round, int m, int c) {
+    return size_t(1000 + (round * kPerRound + m) * 3000 + c);
+  };
   PairOptions o;
   o.env = {{"NCCL_AUTOPILOT_NET_ADDRS", loopbackRails(2)}};
   PairOutcome out = runPair(
@@ -49,7 +50,8 @@ TEST_CASE("concurrent comms with distinct tags, interleaved", "[net][tcp]") {
           PEER_CHECK(waitAll(ep, reqs, &sizes, 60) == abi::kSuccess, "round %d", round);
           for (size_t i = 0; i < reqs.size(); ++i) {
             PEER_CHECK(size_t(sizes[i]) == bufs[i].size(), "size of %zu", i);
-            PEER_CHECK(checkPattern(bufs[i].data(), bufs[i].size(), bufs[i].size()) < 0, "data %zu", i);
+            PEER_CHECK(checkPattern(bufs[i].data(), bufs[i].size(), bufs[i].size()) < 0, "data %zu",
+                       i);
           }
         }
         PEER_CHECK(peer.expect("done", 30000), "sender");
@@ -106,7 +108,8 @@ TEST_CASE("the optional-completion preset is overwritten and the data still arri
           size_t size = buf.size();
           int tag = 0;
           void* req = nullptr;
-          PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &req, 10, true) == abi::kSuccess, "irecv");
+          PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &req, 10, true) == abi::kSuccess,
+                     "irecv");
           PEER_CHECK(req != reinterpret_cast<void*>(abi::kNetOptionalRecvCompletion),
                      "the 0x1 preset was left in *request");
           int sizes[abi::kProxyMaxSubs] = {};
@@ -168,8 +171,7 @@ TEST_CASE("a send larger than the posted buffer is an error, not a crash", "[net
   CHECK(out.sender == 0);
 }
 
-TEST_CASE("closing with requests in flight is clean, and the process keeps working",
-          "[net][tcp]") {
+TEST_CASE("closing with requests in flight is clean, and the process keeps working", "[net][tcp]") {
   PairOutcome out = closeWithRequestsInFlight(tcpPair(2));
   CHECK(out.receiver == 0);
   CHECK(out.sender == 0);
@@ -200,10 +202,12 @@ TEST_CASE("device properties, rail grouping and virtual devices", "[net][tcp]") 
         int vd = -1;
         PEER_CHECK(net->makeVDevice(&vd, &v) == abi::kSuccess && vd == 4, "makeVDevice -> %d", vd);
         int ndev = 0;
-        PEER_CHECK(net->devices(&ndev) == abi::kSuccess && ndev == 5, "devices after merge: %d", ndev);
+        PEER_CHECK(net->devices(&ndev) == abi::kSuccess && ndev == 5, "devices after merge: %d",
+                   ndev);
         abi::NetPropertiesV11 p{};
         PEER_CHECK(net->getProperties(4, &p) == abi::kSuccess, "virtual properties");
-        PEER_CHECK(p.vProps.ndevs == 2 && p.vProps.devs[0] == 1 && p.vProps.devs[1] == 3, "children");
+        PEER_CHECK(p.vProps.ndevs == 2 && p.vProps.devs[0] == 1 && p.vProps.devs[1] == 3,
+                   "children");
         PEER_CHECK(names.count(p.name) == 0, "virtual name is new: %s", p.name);
         abi::NetPropertiesV11 c{};
         net->getProperties(1, &c);

@@ -5,13 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
 
-#include <catch2/catch.hpp>
-
-#include "common/host/log_capture.h"
 #include "bench/net/pair.h"
+#include "common/host/log_capture.h"
 
 using namespace autopilot;
 using namespace autopilot::bench;
@@ -59,7 +58,7 @@ double rail1Share(const EndState& later, const EndState& earlier) {
 struct SimRun {
   StreamResult stream;
   int receiver = -1, sender = -1;
-  double railShare[8] = {};  // fraction of the bytes each rail carried (sender's summary)
+  double railShare[8] = {};       // fraction of the bytes each rail carried (sender's summary)
   bool railFailedLogged[8] = {};  // the sender logged a transition of the rail to failed
   long failures[8] = {};          // the rail's failure count in the sender's close summary
 };
@@ -99,8 +98,7 @@ SimRun simulated(int rails, size_t messageBytes, const std::string& initialPlan,
   writeFaultPlan(plan, initialPlan);
   PairOptions o;
   o.timeoutMs = timeoutMs;
-  o.env = {{"NCCL_AUTOPILOT_NET_ADDRS", loopbackRails(rails)},
-           {"NCCL_AUTOPILOT_FAULT_FILE", plan}};
+  o.env = {{"NCCL_AUTOPILOT_NET_ADDRS", loopbackRails(rails)}, {"NCCL_AUTOPILOT_FAULT_FILE", plan}};
   o.env.insert(o.env.end(), extraEnv.begin(), extraEnv.end());
   SimRun run;
   Channel results[2], shares[2];
@@ -182,15 +180,17 @@ TEST_CASE("simulated: a rail going down mid-transfer loses nothing, and re-joins
   EndState atProbing, atHealthy, later;
   WatchedRun run = runWatchedStream(simPair(plan), 1 << 20, 8, [&](StreamWatch& w) {
     EndState st;
-    if (!w.waitState(true, [](const EndState& s) { return s.completed >= 20; }, 30, &st)) return;
+    if (!w.waitState(
+            true, [](const EndState& s) { return s.completed >= 20; }, 30, &st))
+      return;
     writeFaultPlan(plan, std::string(kTwoRails) + "rail 1 down\n");
     // Events, not clocks: the rail is declared failed, then the stream goes on without it
     // while it is still down.
     failedOver = w.waitLog(false, {"send rail 1 (" + rail1 + "): ", "-> failed"}, 20);
     w.state(true, &st);
     atFailure = st.completed;
-    bool moved = w.waitState(true, [&](const EndState& s) { return s.completed >= atFailure + 20; },
-                             20, &st);
+    bool moved = w.waitState(
+        true, [&](const EndState& s) { return s.completed >= atFailure + 20; }, 20, &st);
     duringOutage = st.completed - atFailure;
     if (!failedOver || !moved) return;
     writeFaultPlan(plan, kTwoRails);
@@ -200,8 +200,8 @@ TEST_CASE("simulated: a rail going down mid-transfer loses nothing, and re-joins
     w.state(false, &atHealthy);
     // Then 100 more messages (100 MiB, about 1 s at 2 x 400 Mbit/s).
     uint64_t from = atHealthy.completed;
-    carried = w.waitState(false, [&](const EndState& s) { return s.completed >= from + 100; }, 30,
-                          &later);
+    carried = w.waitState(
+        false, [&](const EndState& s) { return s.completed >= from + 100; }, 30, &later);
   });
   INFO("sender log:\n" << run.senderLog);
   CHECK(run.started);
@@ -239,7 +239,8 @@ TEST_CASE("simulated: a flapping rail never loses or corrupts data", "[net][tcp]
         sleepMs(300);
       },
       // Measurement noise on a loaded machine may call the rail degraded before it first fails.
-      {"send rail 1 (lo/127.0.0.2): healthy -> failed|send rail 1 (lo/127.0.0.2): degraded -> failed"});
+      {"send rail 1 (lo/127.0.0.2): healthy -> failed|send rail 1 (lo/127.0.0.2): degraded -> "
+       "failed"});
   CHECK(run.receiver == 0);
   CHECK(run.sender == 0);
   CHECK(run.stream.messages > 50);
@@ -248,9 +249,9 @@ TEST_CASE("simulated: a flapping rail never loses or corrupts data", "[net][tcp]
 
 TEST_CASE("simulated: a rate-limited rail is marked degraded and carries a small share",
           "[net][tcp][simfault]") {
-  SimRun run = simulated(
-      2, 1 << 20, "rail 0 rate 800\nrail 1 rate 40\n", [](const std::string&) { sleepMs(1500); },
-      {"send rail 1 (lo/127.0.0.2): healthy -> degraded"});
+  SimRun run = simulated(2, 1 << 20, "rail 0 rate 800\nrail 1 rate 40\n",
+                         [](const std::string&) { sleepMs(1500); },
+                         {"send rail 1 (lo/127.0.0.2): healthy -> degraded"});
   CHECK(run.receiver == 0);
   CHECK(run.sender == 0);
   CHECK(run.stream.corrupt == 0);
@@ -266,15 +267,14 @@ TEST_CASE("simulated: a rate-limited rail is marked degraded and carries a small
 
 TEST_CASE("simulated: a degraded rail that heals is re-admitted to a full share",
           "[net][tcp][simfault]") {
-  SimRun run = simulated(
-      2, 1 << 20, "rail 0 rate 800\nrail 1 rate 40\n",
-      [](const std::string& plan) {
-        sleepMs(1000);
-        writeFaultPlan(plan, "rail 0 rate 800\nrail 1 rate 800\n");
-        sleepMs(2000);
-      },
-      {"send rail 1 (lo/127.0.0.2): healthy -> degraded",
-       "send rail 1 (lo/127.0.0.2): degraded -> healthy"});
+  SimRun run = simulated(2, 1 << 20, "rail 0 rate 800\nrail 1 rate 40\n",
+                         [](const std::string& plan) {
+                           sleepMs(1000);
+                           writeFaultPlan(plan, "rail 0 rate 800\nrail 1 rate 800\n");
+                           sleepMs(2000);
+                         },
+                         {"send rail 1 (lo/127.0.0.2): healthy -> degraded",
+                          "send rail 1 (lo/127.0.0.2): degraded -> healthy"});
   CHECK(run.receiver == 0);
   CHECK(run.sender == 0);
   CHECK(run.stream.corrupt == 0);
@@ -291,15 +291,15 @@ TEST_CASE("simulated: a standby rail carries nothing until the active one dies",
   CHECK(idle.stream.corrupt == 0);
   CHECK(idle.railShare[1] == 0.0);
 
-  SimRun takeover = simulated(
-      2, 1 << 20, "rail 0 rate 400\nrail 1 rate 400\n",
-      [](const std::string& plan) {
-        sleepMs(400);
-        writeFaultPlan(plan, "rail 0 rate 400\nrail 1 rate 400\nrail 0 down\n");
-        sleepMs(1000);
-      },
-      {"send rail 0 (lo/127.0.0.1): healthy -> failed"}, {},
-      {{"NCCL_AUTOPILOT_NET_STANDBY", "lo/127.0.0.2"}});
+  SimRun takeover =
+      simulated(2, 1 << 20, "rail 0 rate 400\nrail 1 rate 400\n",
+                [](const std::string& plan) {
+                  sleepMs(400);
+                  writeFaultPlan(plan, "rail 0 rate 400\nrail 1 rate 400\nrail 0 down\n");
+                  sleepMs(1000);
+                },
+                {"send rail 0 (lo/127.0.0.1): healthy -> failed"}, {},
+                {{"NCCL_AUTOPILOT_NET_STANDBY", "lo/127.0.0.2"}});
   CHECK(takeover.receiver == 0);
   CHECK(takeover.sender == 0);
   CHECK(takeover.stream.corrupt == 0);
@@ -319,8 +319,8 @@ TEST_CASE("simulated: with failover off a dead rail stalls the connection",
   EndState before, receiverStalled, senderStalled, after;
   WatchedRun run = runWatchedStream(
       simPair(plan, {{"NCCL_AUTOPILOT_NET_FAILOVER", "0"}}), 256 << 10, 8, [&](StreamWatch& w) {
-        progressed =
-            w.waitState(true, [](const EndState& s) { return s.completed >= 30; }, 30, &before);
+        progressed = w.waitState(
+            true, [](const EndState& s) { return s.completed >= 30; }, 30, &before);
         if (!progressed) return;
         writeFaultPlan(plan, std::string(kTwoRails) + "rail 1 down\n");
         faultApplied = w.waitLog(false, {"SIMULATED fault: rail 1 (lo/127.0.0.2) DOWN"}, 10);
@@ -387,7 +387,9 @@ TEST_CASE("simulated: an error only when no rail is left for 2 s", "[net][tcp][s
   double lastFailureAt = 0;
   WatchedRun run = runWatchedStream(simPair(plan), 1 << 20, 8, [&](StreamWatch& w) {
     EndState st;
-    if (!w.waitState(true, [](const EndState& s) { return s.completed >= 20; }, 30, &st)) return;
+    if (!w.waitState(
+            true, [](const EndState& s) { return s.completed >= 20; }, 30, &st))
+      return;
     // 1. One rail left: rail 1 fails, and for 3 s (longer than the grace) the stream goes on.
     writeFaultPlan(plan, std::string(kTwoRails) + "rail 1 down\n");
     oneLeftFailed = w.waitLog(false, {"send rail 1 (" + rail1 + "): ", "-> failed"}, 20);
@@ -403,8 +405,8 @@ TEST_CASE("simulated: an error only when no rail is left for 2 s", "[net][tcp][s
     writeFaultPlan(plan, kTwoRails);
     w.state(true, &st);
     from = st.completed;
-    backAgain = w.waitState(true, [&](const EndState& s) { return s.completed >= from + 20; }, 30,
-                            &briefAfter);
+    backAgain = w.waitState(
+        true, [&](const EndState& s) { return s.completed >= from + 20; }, 30, &briefAfter);
     // Both rails back (rail 1, down since step 1, re-connects at its grown backoff).
     bothBack = w.waitLogCount(false, "send rail 0 (" + rail0 + "): failed -> probing", 1, 20) &&
                w.waitLogCount(false, "send rail 1 (" + rail1 + "): failed -> probing", 1, 20);
@@ -419,8 +421,10 @@ TEST_CASE("simulated: an error only when no rail is left for 2 s", "[net][tcp][s
     w.state(false, &atLastFailure);
     usleep(1000 * 1000);
     w.state(false, &graceMid);
-    errored = w.waitState(false, [](const EndState& s) { return s.error != 0; }, 30, &senderEnd);
-    w.waitState(true, [](const EndState& s) { return s.error != 0; }, 3, &receiverEnd);
+    errored = w.waitState(
+        false, [](const EndState& s) { return s.error != 0; }, 30, &senderEnd);
+    w.waitState(
+        true, [](const EndState& s) { return s.error != 0; }, 3, &receiverEnd);
   });
   INFO("sender log:\n" << run.senderLog);
   INFO("receiver log:\n" << run.receiverLog);
@@ -447,7 +451,8 @@ TEST_CASE("simulated: an error only when no rail is left for 2 s", "[net][tcp][s
   REQUIRE(at != std::string::npos);
   long ms = std::atol(run.senderLog.c_str() + at + std::strlen("send: no rail left for "));
   INFO("sender: no rail left for " << ms << " ms; error seen "
-       << (senderEnd.errorAt - lastFailureAt) << " s after the last rail's failure was seen");
+                                   << (senderEnd.errorAt - lastFailureAt)
+                                   << " s after the last rail's failure was seen");
   CHECK(ms >= 2000);
   CHECK(ms < 6000);
   CHECK(senderEnd.errorAt - lastFailureAt < 6.0);
@@ -478,7 +483,8 @@ TEST_CASE("simulated: lost acknowledgements never hold a send whose data landed"
   o.senderEnv = {{"NCCL_AUTOPILOT_FAULT_FILE", plan}};
   const std::vector<Message> transfers[] = {
       {Message{size_t(4) << 20, size_t(4) << 20}},
-      {Message{size_t(1) << 20, size_t(1) << 20}, Message{(size_t(16) << 20) + 3, (size_t(16) << 20) + 3}},
+      {Message{size_t(1) << 20, size_t(1) << 20},
+       Message{(size_t(16) << 20) + 3, (size_t(16) << 20) + 3}},
       {Message{300000, 300000}}};
   for (const auto& msgs : transfers) {
     DYNAMIC_SECTION(msgs.size() << " message(s), the last of " << msgs.back().size << " bytes") {

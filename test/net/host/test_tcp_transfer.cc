@@ -1,9 +1,8 @@
 // Data transfers through the real .so between two processes over loopback rails: sizes from
 // 0 B up, data checked end to end, 1/2/4 rails, pipelined requests (more than NCCL's 8 steps),
 // receive buffers larger than the send.
-#include <vector>
-
 #include <catch2/catch.hpp>
+#include <vector>
 
 #include "bench/net/pair.h"
 
@@ -20,8 +19,7 @@ PairOutcome transfer(int rails, const std::vector<Message>& msgs, int depth, int
 
 }  // namespace
 
-TEST_CASE("transfers of 0 B to 64 MiB arrive intact over 1, 2 and 4 loopback rails",
-          "[net][tcp]") {
+TEST_CASE("transfers of 0 B to 64 MiB arrive intact over 1, 2 and 4 loopback rails", "[net][tcp]") {
   for (int rails : {1, 2, 4}) {
     DYNAMIC_SECTION(rails << " rail(s)") {
       PairOutcome out = transfer(rails, sizeSweep(64 << 20), 1);

@@ -6,16 +6,14 @@
 #define CATCH_CONFIG_RUNNER
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
-
 #include <string>
 
-#include <catch2/catch.hpp>
-
 #include "bench/net/netns.h"
-#include "common/host/log_capture.h"
 #include "bench/net/pair.h"
+#include "common/host/log_capture.h"
 
 using namespace autopilot;
 using namespace autopilot::bench;
@@ -32,8 +30,7 @@ struct NetnsRun {
 
 // Streams over `bed`'s rails while `script` breaks things; the sender returns its log lines
 // about rails (state changes, summary) for the test to inspect.
-NetnsRun stream(const NetnsTestbed& bed, size_t messageBytes,
-                const std::function<void()>& script) {
+NetnsRun stream(const NetnsTestbed& bed, size_t messageBytes, const std::function<void()>& script) {
   PairOptions o;
   o.receiverEnv = {{"NCCL_AUTOPILOT_IFNAME", bed.ifnamePrefix('B')}};
   o.senderEnv = {{"NCCL_AUTOPILOT_IFNAME", bed.ifnamePrefix('A')}};
@@ -105,7 +102,9 @@ TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when 
   EndState atHealthy, later;
   WatchedRun run = runWatchedStream(inNamespaces(bed), 4 << 20, 8, [&](StreamWatch& w) {
     EndState st;
-    if (!w.waitState(true, [](const EndState& s) { return s.completed >= 20; }, 30, &st)) return;
+    if (!w.waitState(
+            true, [](const EndState& s) { return s.completed >= 20; }, 30, &st))
+      return;
     bed.linkDown(1);
     // Events, not clocks: the rail is declared failed and the stream goes on while the link is
     // still down. (Its chunks are re-sent on rail 0 unless all had landed: a rail that dies
@@ -113,7 +112,8 @@ TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when 
     failedOver = w.waitLog(false, {send1, "-> failed: no progress"}, 20);
     w.state(true, &st);
     uint64_t from = st.completed;
-    moved = w.waitState(true, [&](const EndState& s) { return s.completed >= from + 20; }, 20, &st);
+    moved = w.waitState(
+        true, [&](const EndState& s) { return s.completed >= from + 20; }, 20, &st);
     duringOutage = st.completed - from;
     bed.linkUp(1);
     rejoined = w.waitLog(false, {send1 + "failed -> probing"}, 20);
@@ -165,7 +165,8 @@ TEST_CASE("veth: a flapping rail never loses or corrupts data", "[net][netns]") 
   CHECK(run.sender == 0);
   CHECK(run.stream.corrupt == 0);
   CHECK(run.stream.messages > 50);
-  CHECK((contains(run.senderLog, "healthy -> failed") || contains(run.senderLog, "degraded -> failed")));
+  CHECK((contains(run.senderLog, "healthy -> failed") ||
+         contains(run.senderLog, "degraded -> failed")));
 }
 
 TEST_CASE("veth: a rail rate-limited with tbf gets a small share; healed, it recovers",

@@ -21,8 +21,8 @@ void checkCovers(const ChunkPlan& p) {
 
 TEST_CASE("small and empty messages travel whole", "[net][chunk]") {
   ChunkPolicy policy;
-  for (uint64_t size : {uint64_t(0), uint64_t(1), uint64_t(8), uint64_t(4096),
-                        policy.wholeBelowBytes - 1}) {
+  for (uint64_t size :
+       {uint64_t(0), uint64_t(1), uint64_t(8), uint64_t(4096), policy.wholeBelowBytes - 1}) {
     ChunkPlan p = planChunks(size, 4, policy);
     CHECK(p.count == 1);
     CHECK(p.length(0) == size);
@@ -40,7 +40,8 @@ TEST_CASE("large messages are cut into aligned chunks, a few per rail", "[net][c
       CHECK(p.chunkBytes % 4096 == 0);
       CHECK(p.count <= policy.maxChunks);
       CHECK(p.chunkBytes >= policy.minChunkBytes);
-      if (size <= policy.maxChunkBytes * policy.maxChunks) CHECK(p.chunkBytes <= policy.maxChunkBytes);
+      if (size <= policy.maxChunkBytes * policy.maxChunks)
+        CHECK(p.chunkBytes <= policy.maxChunkBytes);
       checkCovers(p);
     }
   }
@@ -92,7 +93,8 @@ TEST_CASE("bitmap: random arrival orders with duplicates complete exactly once",
       if (b.mark(rnd() % count, count) == ChunkBitmap::Mark::kNew) ++news;
       if (!was && b.complete()) ++completions;
     }
-    for (int i = 0; i < 50; ++i) CHECK(b.mark(rnd() % count, count) == ChunkBitmap::Mark::kDuplicate);
+    for (int i = 0; i < 50; ++i)
+      CHECK(b.mark(rnd() % count, count) == ChunkBitmap::Mark::kDuplicate);
     CHECK(completions == 1);
     CHECK(news == count);
   }

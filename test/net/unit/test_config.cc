@@ -1,10 +1,9 @@
 // Rail selection (NCCL_SOCKET_IFNAME syntax), grouping, the device table, the fault-plan
 // parser and the pacer.
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "net_plugin/core/device_table.h"
 #include "net_plugin/core/fault_plan.h"
@@ -120,8 +119,9 @@ TEST_CASE("device table: unique names, aggregate speed, virtual devices", "[net]
 }
 
 TEST_CASE("fault plan: valid rules, comments, blank lines", "[net][fault]") {
-  FaultPlan p = parse("# simulated faults\n\nrail a1 down\nrail 2 rate 250  # shaped\n"
-                      "  rail lo/127.0.0.2 up\r\nrail 0 rate 0.5\n");
+  FaultPlan p = parse(
+      "# simulated faults\n\nrail a1 down\nrail 2 rate 250  # shaped\n"
+      "  rail lo/127.0.0.2 up\r\nrail 0 rate 0.5\n");
   CHECK(p.errors.empty());
   REQUIRE(p.rules.size() == 4);
   CHECK(p.rules[0].rail == "a1");
@@ -136,8 +136,7 @@ TEST_CASE("fault plan: valid rules, comments, blank lines", "[net][fault]") {
   CHECK(p.rules[3].rateMbps == 0.5);
 }
 
-TEST_CASE("fault plan: bad lines are reported and ignored, good ones still apply",
-          "[net][fault]") {
+TEST_CASE("fault plan: bad lines are reported and ignored, good ones still apply", "[net][fault]") {
   FaultPlan p = parse(
       "rail\nrail a1\nrail a1 sideways\nlink a1 down\nrail a1 down now\nrail a1 rate\n"
       "rail a1 rate -5\nrail a1 rate 1e3\nrail a1 rate fast\nrail a1 rate 99999999\n"

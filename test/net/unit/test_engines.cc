@@ -1,7 +1,6 @@
 // The transport-independent halves of the send and receive comms (core/send_engine,
 // core/recv_engine), driven without any transport: what both transports rely on.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <vector>
 
@@ -144,7 +143,7 @@ TEST_CASE("receive engine: a chunk lands once; duplicates and overfills are told
   CHECK(comm.landChunk(0, *q, 0, 0, 2, 500) == Mark::kNew);
   CHECK(comm.landChunk(1, *q, 0, 0, 2, 500) == Mark::kDuplicate);  // a replayed copy
   CHECK(q->state == core::RecvRequest::State::kPosted);
-  CHECK(comm.landChunk(1, *q, 0, 5, 2, 500) == Mark::kInvalid);   // outside the plan
+  CHECK(comm.landChunk(1, *q, 0, 5, 2, 500) == Mark::kInvalid);  // outside the plan
   CHECK(comm.landChunk(1, *q, 0, 1, 2, 500) == Mark::kNew);
   CHECK(q->state == core::RecvRequest::State::kDone);
   int done = 0, got = 0;

@@ -2,9 +2,8 @@
 // standby rails, equal split. Includes a small discrete-event simulation of rails with
 // different speeds.
 #include <algorithm>
-#include <vector>
-
 #include <catch2/catch.hpp>
+#include <vector>
 
 #include "net_plugin/core/rail_striper.h"
 
@@ -21,10 +20,12 @@ struct SimResult {
 // Rails serve their queue FIFO at `rates[i]` bytes/s (0 = dead: never completes). Sends
 // `total` bytes in `chunk`-byte chunks, as a transport would: place while pick() allows, then
 // advance to the next completion.
-SimResult simulate(RailStriper& s, const std::vector<double>& rates, uint64_t total,
-                   uint64_t chunk, uint64_t startNs = 1'000'000'000) {
+SimResult simulate(RailStriper& s, const std::vector<double>& rates, uint64_t total, uint64_t chunk,
+                   uint64_t startNs = 1'000'000'000) {
   int n = int(rates.size());
-  struct Item { uint64_t bytes, doneNs; };
+  struct Item {
+    uint64_t bytes, doneNs;
+  };
   std::vector<std::vector<Item>> queues(n);
   std::vector<uint64_t> freeAt(n, startNs), bytes(n, 0);
   uint64_t now = startNs, placed = 0, completed = 0;
@@ -43,7 +44,9 @@ SimResult simulate(RailStriper& s, const std::vector<double>& rates, uint64_t to
     }
     int next = -1;
     for (int r = 0; r < n; ++r) {
-      if (!queues[r].empty() && (next < 0 || queues[r].front().doneNs < queues[next].front().doneNs)) next = r;
+      if (!queues[r].empty() &&
+          (next < 0 || queues[r].front().doneNs < queues[next].front().doneNs))
+        next = r;
     }
     REQUIRE(next >= 0);
     REQUIRE(queues[next].front().doneNs != UINT64_MAX);

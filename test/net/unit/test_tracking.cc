@@ -1,10 +1,9 @@
 // Sender bookkeeping (placement, acknowledgement, migration on rail failure) and the receive
 // matcher (clear-to-send descriptors, tags, multi-receive).
+#include <catch2/catch.hpp>
 #include <map>
 #include <set>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "net_plugin/core/receive_matcher.h"
 #include "net_plugin/core/send_tracker.h"

@@ -1,8 +1,7 @@
 // The TCP transport's data-phase frames: header-only frames round-trip, and anything else in
 // their spare fields is rejected.
-#include <cstring>
-
 #include <catch2/catch.hpp>
+#include <cstring>
 
 #include "net_plugin/transport/tcp/wire.h"
 

@@ -8,12 +8,11 @@
 // events) and it must keep NCCL's choice.
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <string>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "bench/profiler/nccl_replay.h"
 #include "common/host/log_capture.h"
@@ -59,7 +58,9 @@ void fillTable(float table[abi::kNumAlgorithms][abi::kNumProtocols]) {
 }
 
 // What the "GPU" takes for each arm: Ring/Simple is really 40% faster than Tree/LL128.
-uint64_t gpuNs(int cell) { return cell == kRingSimple ? 60000 : cell == kTreeLL128 ? 100000 : 200000; }
+uint64_t gpuNs(int cell) {
+  return cell == kRingSimple ? 60000 : cell == kTreeLL128 ? 100000 : 200000;
+}
 
 const char* algoName(int cell) {
   return cell / abi::kNumProtocols == abi::kAlgoRing ? "Ring" : "Tree";

@@ -5,14 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"
@@ -124,7 +123,8 @@ TEST_CASE("the tuner learns from measurements and never raises an IGNORE cell", 
   // never touched, and the call never fails.
   std::mt19937 rng(1);
   for (int i = 0; i < 20000; ++i) {
-    float table[abi::kNumAlgorithms][abi::kNumProtocols], before[abi::kNumAlgorithms][abi::kNumProtocols];
+    float table[abi::kNumAlgorithms][abi::kNumProtocols],
+        before[abi::kNumAlgorithms][abi::kNumProtocols];
     for (auto& row : table) {
       for (float& v : row) v = rng() % 3 == 0 ? float(1 + rng() % 1000) : abi::kAlgoProtoIgnore;
     }
@@ -261,7 +261,8 @@ TEST_CASE("a configured secret file that cannot serve as a secret turns learning
     if (c.problem != nullptr) {
       // One warning per process, naming the file, the problem and the fix; both communicators
       // keep NCCL's choices.
-      CHECK(LogCapture::count(abi::kLogWarn, "NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE=" + c.path) == 1);
+      CHECK(LogCapture::count(abi::kLogWarn, "NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE=" + c.path) ==
+            1);
       CHECK(LogCapture::count(abi::kLogWarn, c.problem) == 1);
       CHECK(LogCapture::count(abi::kLogWarn, "chmod 600") == 1);
       CHECK(LogCapture::count(abi::kLogInfo, "NCCL's choices stand") == 2);
@@ -277,7 +278,8 @@ TEST_CASE("a TCP rendezvous without a secret is reported once: WARN on rank 0, I
   for (int rank : {0, 1}) {
     Env env;
     // A port nobody listens on: the rendezvous never completes, which does not matter here.
-    env.set("NCCL_AUTOPILOT_COORDINATOR", "127.0.0.1:" + std::to_string(21000 + getpid() % 500 * 8));
+    env.set("NCCL_AUTOPILOT_COORDINATOR",
+            "127.0.0.1:" + std::to_string(21000 + getpid() % 500 * 8));
     LogCapture::clear();
     PluginHost host(options());
     REQUIRE(host.loadProfiler());
@@ -291,7 +293,9 @@ TEST_CASE("a TCP rendezvous without a secret is reported once: WARN on rank 0, I
       REQUIRE(session.init() == abi::kSuccess);
     }
     INFO("rank " << rank);
-    CHECK(LogCapture::count(rank == 0 ? abi::kLogWarn : abi::kLogInfo, "is not authenticated") == 1);
-    CHECK(LogCapture::count(rank == 0 ? abi::kLogInfo : abi::kLogWarn, "is not authenticated") == 0);
+    CHECK(LogCapture::count(rank == 0 ? abi::kLogWarn : abi::kLogInfo, "is not authenticated") ==
+          1);
+    CHECK(LogCapture::count(rank == 0 ? abi::kLogInfo : abi::kLogWarn, "is not authenticated") ==
+          0);
   }
 }

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -31,8 +32,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "common/host/log_capture.h"
 #include "common/host/plugin_host.h"
@@ -49,13 +48,13 @@ constexpr uint64_t kCommIds[kComms] = {0xA11CE0001ull, 0xA11CE0002ull, 0xA11CE00
 
 struct Scenario {
   long calls = 100000;
-  int barrierEvery = 250;      // loose coupling, like NCCL's collectives
-  long killLeaderAt = -1;      // rank 0 raises SIGKILL at this call
-  int proxyPort = 0;           // > 0: followers reach the leader through a proxy on this base
+  int barrierEvery = 250;  // loose coupling, like NCCL's collectives
+  long killLeaderAt = -1;  // rank 0 raises SIGKILL at this call
+  int proxyPort = 0;       // > 0: followers reach the leader through a proxy on this base
   int leaderPort = 0;
-  long cutAfterBytes = -1;     // proxy stops forwarding after this many bytes leader->followers
-  int pauseUsPerBarrier = 0;   // slows the job down (so that a fault lands mid-run)
-  bool stranger = false;       // the parent connects with a wrong key while the job runs
+  long cutAfterBytes = -1;    // proxy stops forwarding after this many bytes leader->followers
+  int pauseUsPerBarrier = 0;  // slows the job down (so that a fault lands mid-run)
+  bool stranger = false;      // the parent connects with a wrong key while the job runs
 };
 
 // A barrier in shared memory: pacing only, never a hang. It is released by the arrival of every
@@ -98,13 +97,16 @@ struct Workload {
     t.cc = 100;
     t.commNChannels = 32;
     t.nvlsChannels = 24;
-    t.graphs[abi::kAlgoRing] = {16, 40.0, 40.0, tuner::model::kPathNvl, tuner::model::kPathNvl, 0, true};
+    t.graphs[abi::kAlgoRing] = {16, 40.0, 40.0, tuner::model::kPathNvl, tuner::model::kPathNvl,
+                                0,  true};
     t.graphs[abi::kAlgoTree] = t.graphs[abi::kAlgoRing];
-    t.graphs[abi::kAlgoNvls] = {8, 80.0, 80.0, tuner::model::kPathNvl, tuner::model::kPathNvl, 0, true};
+    t.graphs[abi::kAlgoNvls] = {8, 80.0, 80.0, tuner::model::kPathNvl, tuner::model::kPathNvl,
+                                0, true};
     t.graphs[abi::kAlgoNvlsTree] = t.graphs[abi::kAlgoNvls];
     tuner::model::CostModel m(t);
     for (int func : {abi::kFuncAllReduce, abi::kFuncAllGather}) {
-      for (uint64_t size : {4096ull, 256ull << 10, 1ull << 20, 4ull << 20, 16ull << 20, 64ull << 20}) {
+      for (uint64_t size :
+           {4096ull, 256ull << 10, 1ull << 20, 4ull << 20, 16ull << 20, 64ull << 20}) {
         Ctx c{func, size, {}};
         m.fillTable(func, size, 1, c.table);
         for (auto& row : c.table) {
@@ -120,7 +122,8 @@ struct Workload {
 
 // Child: one rank. Writes DIR/rank<R>.bin (one byte per call: the cell NCCL would run) and
 // DIR/rank<R>.log (the tuner's finalize summaries). Exits 0 on success.
-[[noreturn]] void runRank(int rank, const std::string& dir, const Scenario& s, SharedState* shared) {
+[[noreturn]] void runRank(int rank, const std::string& dir, const Scenario& s,
+                          SharedState* shared) {
   setenv("NCCL_AUTOPILOT_COORDINATOR_DIR", dir.c_str(), 1);
   setenv("NCCL_AUTOPILOT_TUNER_SYNTHETIC", "seed=11,noise=0.05,scale=4:0.7/5:0.75/14:1.4", 1);
   setenv("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1", 1);
@@ -243,7 +246,8 @@ struct Workload {
   auto start = std::chrono::steady_clock::now();
   for (;;) {
     auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::steady_clock::now() - start).count();
+                       std::chrono::steady_clock::now() - start)
+                       .count();
     if (elapsed > lifetimeMs) _exit(0);
     bool cut = s.cutAfterBytes >= 0 && forwarded > s.cutAfterBytes;
     std::vector<pollfd> fds;
@@ -299,9 +303,8 @@ struct Outcome {
 };
 
 Outcome runJob(const Scenario& s, const std::string& dir, int timeoutSec = 150) {
-  auto* shared = static_cast<SharedState*>(mmap(nullptr, sizeof(SharedState),
-                                                PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                                                -1, 0));
+  auto* shared = static_cast<SharedState*>(mmap(
+      nullptr, sizeof(SharedState), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   new (shared) SharedState{};
   pid_t proxy = -1;
   if (s.proxyPort > 0) {
@@ -324,7 +327,8 @@ Outcome runJob(const Scenario& s, const std::string& dir, int timeoutSec = 150) 
     }
     char hex[17];
     std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(kCommIds[0]));
-    std::string path = dir + "/nccl-autopilot-" + std::to_string(getuid()) + "/tuner-" + hex + ".sock";
+    std::string path =
+        dir + "/nccl-autopilot-" + std::to_string(getuid()) + "/tuner-" + hex + ".sock";
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
@@ -400,7 +404,8 @@ long forcedChoices(const std::string& choices, int rank) {
 std::vector<double> numbers(const std::string& text, const std::string& pattern) {
   std::vector<double> out;
   std::regex re(pattern);
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it) {
     out.push_back(std::stod((*it)[1]));
   }
   return out;
@@ -482,12 +487,16 @@ TEST_CASE("8 ranks, 3 communicators, 100,000 calls: byte-identical choices, lear
   std::vector<double> applied = numbers(o.logs[3], R"(policy v\d+ in effect \((\d+) applied)");
   REQUIRE(applied.size() == size_t(kComms));
   for (double a : applied) CHECK(a >= 1);
-  std::vector<double> meanUs = numbers(o.logs[5], R"(hot swap \(proposal to effect here\) mean ([0-9.]+) us)");
-  std::vector<double> maxUs = numbers(o.logs[5], R"(hot swap \(proposal to effect here\) mean [0-9.]+ us max ([0-9.]+) us)");
+  std::vector<double> meanUs =
+      numbers(o.logs[5], R"(hot swap \(proposal to effect here\) mean ([0-9.]+) us)");
+  std::vector<double> maxUs = numbers(
+      o.logs[5], R"(hot swap \(proposal to effect here\) mean [0-9.]+ us max ([0-9.]+) us)");
   REQUIRE(!meanUs.empty());
-  WARN("hot-swap latency on rank 5 (proposal on the leader to effect on this rank), per "
-       "communicator: mean " << meanUs[0] << " / " << meanUs[1] << " / " << meanUs[2]
-       << " us, max " << maxUs[0] << " / " << maxUs[1] << " / " << maxUs[2] << " us");
+  WARN(
+      "hot-swap latency on rank 5 (proposal on the leader to effect on this rank), per "
+      "communicator: mean "
+      << meanUs[0] << " / " << meanUs[1] << " / " << meanUs[2] << " us, max " << maxUs[0] << " / "
+      << maxUs[1] << " / " << maxUs[2] << " us");
   // A healthy job never waits out the sync timeout: every communicator's summary says 0.
   for (int r = 0; r < kRanks; ++r) {
     INFO("rank " << r << " log:\n" << o.logs[r]);
@@ -517,8 +526,10 @@ TEST_CASE("the leader killed mid-run: followers finish, frozen at the last commi
     // table: it is off (NCCL's choices), or, when this rank was still dialing the leader as it
     // died, still joining at finalize (the join timeout outlasts the job) with no table ever
     // taken: the other documented safe outcomes.
-    std::vector<double> v = numbers(o.logs[r], R"(rank \d+: [a-z]+/(?:frozen|off|joining) at [^;]+; policy v(\d+) in effect)");
-    std::vector<double> joining = numbers(o.logs[r], R"(rank \d+: follower/joining at [^;]+; policy v(\d+) in effect)");
+    std::vector<double> v = numbers(
+        o.logs[r], R"(rank \d+: [a-z]+/(?:frozen|off|joining) at [^;]+; policy v(\d+) in effect)");
+    std::vector<double> joining =
+        numbers(o.logs[r], R"(rank \d+: follower/joining at [^;]+; policy v(\d+) in effect)");
     for (double x : joining) CHECK(x == 0);
     CHECK(v.size() == size_t(kComms));
     followerLogs[r] = o.logs[r];
@@ -535,7 +546,7 @@ TEST_CASE("the control channel cut silently: every rank freezes, finishes, and a
   s.pauseUsPerBarrier = 5000;  // ~3 s of job: the cut and its detection land mid-run
   s.leaderPort = freePortBase();
   s.proxyPort = s.leaderPort + 50 + 1024;
-  s.cutAfterBytes = 15000;     // after a few committed tables (proposals are sparse, ~150 B)
+  s.cutAfterBytes = 15000;  // after a few committed tables (proposals are sparse, ~150 B)
   Outcome o = runJob(s, dir);
   REQUIRE_FALSE(o.timedOut);
   CHECK(o.paceTimeouts == 0);
@@ -575,6 +586,6 @@ TEST_CASE("a stranger connecting to a running job is turned away and the job is 
   REQUIRE(rejected.size() == size_t(kComms));
   CHECK(rejected[0] >= 1);
   bool handshook = report.find("challenge 0 ") == std::string::npos;
-  CHECK(o.logs[0].find(handshook ? "cannot prove the job key" : "closed an unexpected connection") !=
-        std::string::npos);
+  CHECK(o.logs[0].find(handshook ? "cannot prove the job key"
+                                 : "closed an unexpected connection") != std::string::npos);
 }

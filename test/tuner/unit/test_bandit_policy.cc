@@ -1,13 +1,12 @@
 // The policy on its own: synthetic contexts with known true times and lognormal noise, played
 // call by call through the same decision mechanics as the plugin (cellForCall).
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
-#include "tuner_plugin/bandit_policy.h"
 #include "model/cost_model.h"
+#include "tuner_plugin/bandit_policy.h"
 
 using namespace autopilot;
 using namespace autopilot::tuner;
@@ -33,9 +32,9 @@ struct Context {
 };
 
 struct Outcome {
-  double regret = 0;       // extra time vs always-best, as a fraction of always-best
-  int probes = 0;          // calls that did not play the incumbent
-  std::vector<int> played; // per call
+  double regret = 0;        // extra time vs always-best, as a fraction of always-best
+  int probes = 0;           // calls that did not play the incumbent
+  std::vector<int> played;  // per call
 };
 
 // Plays `calls` calls; the decision is refreshed after every call (no consensus lag here).
@@ -109,8 +108,7 @@ TEST_CASE("probes stay within the budget: a fraction of the time observed in col
     cfg.probeBudget = budget;
     BanditPolicy p(cfg);
     Outcome o = play(p, c, 3000, 0.03, 5);
-    INFO("budget " << budget << ": probe cost " << p.probeCostUs() << " us of "
-                   << p.observedUs());
+    INFO("budget " << budget << ": probe cost " << p.probeCostUs() << " us of " << p.observedUs());
     CHECK(p.incumbent(kCtx) == cell(1, 2));
     // Grants are charged at their expected cost; one grant (2 probes of at most +200 us) may
     // overshoot what the measurements then show.
@@ -167,7 +165,7 @@ TEST_CASE("an all-ignored table gives no decision; ignored cells are never chose
 TEST_CASE("where the model is right the policy keeps NCCL's choice at a small learning cost",
           "[policy]") {
   Context c;
-  c.arm(cell(1, 0), 50, 50);    // default
+  c.arm(cell(1, 0), 50, 50);  // default
   c.arm(cell(1, 1), 60, 60);
   c.arm(cell(1, 2), 90, 90);
   c.arm(cell(0, 1), 75, 75);
@@ -202,9 +200,9 @@ TEST_CASE("where the model is wrong the policy finds the better arm and pays bou
 
 TEST_CASE("the policy never trades NCCL's choice for a worse arm because of noise", "[policy]") {
   Context c;
-  c.arm(cell(1, 0), 100, 100);   // default
-  c.arm(cell(1, 1), 101, 101.5); // 1.5% worse in reality, predicted equal-ish
-  c.arm(cell(0, 0), 102, 100.8); // 0.8% worse
+  c.arm(cell(1, 0), 100, 100);    // default
+  c.arm(cell(1, 1), 101, 101.5);  // 1.5% worse in reality, predicted equal-ish
+  c.arm(cell(0, 0), 102, 100.8);  // 0.8% worse
   int worse = 0;
   for (uint32_t seed = 1; seed <= 100; ++seed) {
     BanditPolicy p(PolicyConfig{});
@@ -361,7 +359,7 @@ TEST_CASE("what one size learns moves the prior of its neighbours (sharing acros
   // The same model error at two sizes: the Simple tree is 5x faster than the model says.
   Context a, b;
   a.arm(cell(1, 2), 100, 100);
-  a.arm(cell(0, 2), 120, 24);   // plausible under the model: probed, found much faster
+  a.arm(cell(0, 2), 120, 24);  // plausible under the model: probed, found much faster
   b.arm(cell(1, 2), 200, 200);
   b.arm(cell(0, 2), 600, 120);  // implausible under the model alone (3x slower)
   PolicyConfig cfg;

@@ -3,10 +3,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "tuner_plugin/control_channel.h"
 #include "tuner_plugin/wire_format.h"
@@ -58,8 +57,10 @@ TEST_CASE("frames beyond a read's allowance wait in the buffer and come without 
   CHECK(out == std::vector<std::string>{"four"});
 }
 
-TEST_CASE("a frame announcing more than allowed drops the connection; a flood is read in bounded "
-          "steps", "[control_channel]") {
+TEST_CASE(
+    "a frame announcing more than allowed drops the connection; a flood is read in bounded "
+    "steps",
+    "[control_channel]") {
   Pair p;
   p.write(wire::frame(std::string(300, 'x')));
   std::vector<std::string> out;

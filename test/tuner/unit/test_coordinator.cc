@@ -7,17 +7,16 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "common/clock.h"
-#include "tuner_plugin/coordinator.h"
 #include "model/cost_model.h"
+#include "tuner_plugin/coordinator.h"
 #include "tuner_plugin/tuner_comm.h"
 
 using namespace autopilot;
@@ -38,10 +37,12 @@ struct Node {
   TunerComm comm;
   std::unique_ptr<Coordinator> coord;
   Node(const CoordinatorConfig& cfg, uint64_t syncTimeoutNs = 2'000'000'000)
-      : comm(cfg.commId, 0, syncTimeoutNs, nullptr), coord(std::make_unique<Coordinator>(&comm, cfg)) {}
+      : comm(cfg.commId, 0, syncTimeoutNs, nullptr),
+        coord(std::make_unique<Coordinator>(&comm, cfg)) {}
 };
 
-CoordinatorConfig config(const std::string& path, int rank, int nRanks, const std::string& secret = "") {
+CoordinatorConfig config(const std::string& path, int rank, int nRanks,
+                         const std::string& secret = "") {
   CoordinatorConfig c;
   c.commId = kComm;
   c.nRanks = nRanks;
@@ -88,7 +89,7 @@ int call(TunerComm& comm, float cost = 10.0f) {
   table[abi::kAlgoRing][abi::kProtoSimple] = cost * 2;  // the one the policy will force
   int nChannels = 0;
   comm.getCollInfo(abi::kFuncAllReduce, kMiB, 1, reinterpret_cast<float**>(table),
-                     abi::kNumAlgorithms, abi::kNumProtocols, &nChannels);
+                   abi::kNumAlgorithms, abi::kNumProtocols, &nChannels);
   return model::ncclChoice(&table[0][0]);
 }
 int call(Node& n) { return call(n.comm); }
@@ -158,7 +159,8 @@ TEST_CASE("a connection without the job key is rejected; the real follower still
           "[coordinator][security]") {
   std::string path = socketPath();
   Node leader(config(path, 0, 2));
-  REQUIRE(pumpUntil({&leader}, 1000, [&] { return leader.coord->role() == Coordinator::Role::kLeader; }));
+  REQUIRE(pumpUntil({&leader}, 1000,
+                    [&] { return leader.coord->role() == Coordinator::Role::kLeader; }));
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
@@ -222,7 +224,8 @@ TEST_CASE("the leader going away freezes the follower at the last committed tabl
     return leader.coord->committedVersion() == 1 && follower.coord->committedVersion() == 1;
   }));
   leader.coord.reset();  // finalize: goodbye
-  REQUIRE(pumpUntil({&follower}, 2000, [&] { return follower.coord->phase() == Coordinator::Phase::kFrozen; }));
+  REQUIRE(pumpUntil({&follower}, 2000,
+                    [&] { return follower.coord->phase() == Coordinator::Phase::kFrozen; }));
   CHECK(follower.comm.frozen());
   uint64_t calls = 0;
   CHECK(follower.comm.stage(2, 100, 0, DecisionTable{}, &calls) == TunerComm::StageResult::kFrozen);
@@ -310,8 +313,7 @@ TEST_CASE("NCCL_ALGO/NCCL_PROTO on one follower vetoes learning for the communic
   CHECK_FALSE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
 }
 
-TEST_CASE("ranks of one process whose rank is unknown still agree on one leader",
-          "[coordinator]") {
+TEST_CASE("ranks of one process whose rank is unknown still agree on one leader", "[coordinator]") {
   // Several GPUs per process: the registry keyed by communicator cannot tell their ranks apart
   // and reports -1 for them. A rank that finds a live leader follows it.
   std::string path = socketPath();
@@ -337,16 +339,14 @@ TEST_CASE("a rank claimed twice freezes every rank at NCCL's defaults, whoever c
   Node intruder(config(path, 1, 3));
   REQUIRE(pumpUntil({&leader, &intruder}, 3000, [&] { return ready(intruder); }));
   Node real(config(path, 1, 3)), other(config(path, 2, 3));
-  REQUIRE(pumpUntil({&leader, &intruder, &real, &other}, 3000, [&] {
-    return leader.coord->phase() == Coordinator::Phase::kFrozen;
-  }));
+  REQUIRE(pumpUntil({&leader, &intruder, &real, &other}, 3000,
+                    [&] { return leader.coord->phase() == Coordinator::Phase::kFrozen; }));
   CHECK(leader.coord->stats().duplicateClaims == 1);
   CHECK(leader.coord->committedVersion() == 0);
   CHECK_FALSE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
   // The ranks that had joined are told and freeze too; none of them ever holds a table.
-  REQUIRE(pumpUntil({&leader, &intruder, &real, &other}, 3000, [&] {
-    return intruder.coord->phase() == Coordinator::Phase::kFrozen;
-  }));
+  REQUIRE(pumpUntil({&leader, &intruder, &real, &other}, 3000,
+                    [&] { return intruder.coord->phase() == Coordinator::Phase::kFrozen; }));
   for (Node* n : {&leader, &intruder, &real, &other}) CHECK(n->coord->committedVersion() == 0);
   CHECK_FALSE(ready(real));
 }

@@ -1,14 +1,13 @@
 // The C++ cost model against the Python reference model (see docs/nccl-cost-model.md): every
 // cell of test/tuner/cost_model_cases.txt, which gen_cost_model_cases.py generates from it, plus
 // the worked example of docs/nccl-cost-model.md §9.
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "model/cost_model.h"
 
@@ -17,8 +16,8 @@ using namespace autopilot::tuner::model;
 
 namespace {
 
-const char* kAlgoNames[abi::kNumAlgorithms] = {"Tree", "Ring", "CollNetDirect", "CollNetChain",
-                                               "NVLS", "NVLSTree", "PAT"};
+const char* kAlgoNames[abi::kNumAlgorithms] = {
+    "Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
 
 std::map<std::string, std::string> keyValues(std::istringstream& in) {
   std::map<std::string, std::string> kv;
@@ -34,39 +33,60 @@ bool pyBool(const std::string& v) { return v == "True" || v == "1"; }
 
 void applyComm(Topology& t, const std::map<std::string, std::string>& kv) {
   for (const auto& [k, v] : kv) {
-    if (k == "nRanks") t.nRanks = std::stoi(v);
-    else if (k == "nNodes") t.nNodes = std::stoi(v);
-    else if (k == "cc") t.cc = std::stoi(v);
+    if (k == "nRanks")
+      t.nRanks = std::stoi(v);
+    else if (k == "nNodes")
+      t.nNodes = std::stoi(v);
+    else if (k == "cc")
+      t.cc = std::stoi(v);
     else if (k == "cpuVendor")
-      t.cpuVendor = v == "intel" ? CpuVendor::kIntel
-                    : v == "amd" ? CpuVendor::kAmd
+      t.cpuVendor = v == "intel"   ? CpuVendor::kIntel
+                    : v == "amd"   ? CpuVendor::kAmd
                     : v == "mixed" ? CpuVendor::kMixed
                                    : CpuVendor::kOther;
     else if (k == "cpuArch")
       t.cpuArch = v == "x86" ? CpuArch::kX86 : v == "power" ? CpuArch::kPower : CpuArch::kArm;
-    else if (k == "netOverheadNs") t.netOverheadUs = std::stod(v) * 1e-3;
-    else if (k == "commNChannels") t.commNChannels = std::stoi(v);
-    else if (k == "nvlsChannels") t.nvlsChannels = std::stoi(v);
-    else if (k == "maxTreePattern") t.treePatternTree = v == "TREE";
-    else if (k == "collnetEnable") t.collnetEnable = pyBool(v);
-    else if (k == "collnetAGRS") t.collnetAllGatherReduceScatter = pyBool(v);
-    else if (k == "hasNVSwitch") t.hasNvSwitch = pyBool(v);
-    else if (k == "homogeneousCC") t.homogeneousCc = pyBool(v);
-    else if (k == "netDeviceHost") t.netDeviceHost = pyBool(v);
-    else FAIL("unknown comm key " << k);
+    else if (k == "netOverheadNs")
+      t.netOverheadUs = std::stod(v) * 1e-3;
+    else if (k == "commNChannels")
+      t.commNChannels = std::stoi(v);
+    else if (k == "nvlsChannels")
+      t.nvlsChannels = std::stoi(v);
+    else if (k == "maxTreePattern")
+      t.treePatternTree = v == "TREE";
+    else if (k == "collnetEnable")
+      t.collnetEnable = pyBool(v);
+    else if (k == "collnetAGRS")
+      t.collnetAllGatherReduceScatter = pyBool(v);
+    else if (k == "hasNVSwitch")
+      t.hasNvSwitch = pyBool(v);
+    else if (k == "homogeneousCC")
+      t.homogeneousCc = pyBool(v);
+    else if (k == "netDeviceHost")
+      t.netDeviceHost = pyBool(v);
+    else
+      FAIL("unknown comm key " << k);
   }
 }
 
 void applyGraph(GraphInfo& g, const std::map<std::string, std::string>& kv) {
   for (const auto& [k, v] : kv) {
-    if (k == "nCh") g.nCh = std::stoi(v);
-    else if (k == "bwIntra") g.bwIntra = std::stod(v);
-    else if (k == "bwInter") g.bwInter = std::stod(v);
-    else if (k == "typeIntra") g.typeIntra = std::stoi(v);
-    else if (k == "typeInter") g.typeInter = std::stoi(v);
-    else if (k == "latencyInter") g.latencyInter = std::stod(v);
-    else if (k == "sameChannels") g.sameChannels = std::stoi(v) != 0;
-    else FAIL("unknown graph key " << k);
+    if (k == "nCh")
+      g.nCh = std::stoi(v);
+    else if (k == "bwIntra")
+      g.bwIntra = std::stod(v);
+    else if (k == "bwInter")
+      g.bwInter = std::stod(v);
+    else if (k == "typeIntra")
+      g.typeIntra = std::stoi(v);
+    else if (k == "typeInter")
+      g.typeInter = std::stoi(v);
+    else if (k == "latencyInter")
+      g.latencyInter = std::stod(v);
+    else if (k == "sameChannels")
+      g.sameChannels = std::stoi(v) != 0;
+    else
+      FAIL("unknown graph key " << k);
   }
 }
 

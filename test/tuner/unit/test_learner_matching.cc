@@ -1,9 +1,8 @@
 // The learner's side of the measurement path: calls recorded on NCCL's thread, samples drained
 // from the measurement bus, attributed by sequence number (common/measurement_matcher.h). The
 // cases are the ones a search on (function, bytes) got wrong or could not tell apart.
-#include <cstdint>
-
 #include <catch2/catch.hpp>
+#include <cstdint>
 
 #include "common/abi/nccl_abi.h"
 #include "common/measurement_bus.h"

@@ -1,7 +1,6 @@
 // SHA-256 and HMAC-SHA256 against the published test vectors (FIPS 180-4 examples, RFC 4231).
-#include <string>
-
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "common/sha256.h"
 

@@ -1,10 +1,9 @@
 // The JSON reader and the topology derivation: derived graphs reproduce the worked examples of
 // docs/nccl-cost-model.md (§9, §10), explicit graphs override, and malformed documents are refused
 // with a reason instead of crashing.
+#include <catch2/catch.hpp>
 #include <random>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "model/topology_description.h"
 
@@ -15,8 +14,8 @@ using namespace autopilot::tuner::model;
 TEST_CASE("JSON reader accepts valid documents and refuses malformed ones", "[json]") {
   JsonValue v;
   std::string err;
-  REQUIRE(JsonValue::parse(R"({"a": [1, 2.5e3, -0], "b": {"c": "x\u00e9\n"}, "d": true, "e": null})",
-                           &v, &err));
+  REQUIRE(JsonValue::parse(
+      R"({"a": [1, 2.5e3, -0], "b": {"c": "x\u00e9\n"}, "d": true, "e": null})", &v, &err));
   REQUIRE(v.isObject());
   CHECK(v.find("a")->array().size() == 3);
   CHECK(v.find("a")->array()[1].number() == 2500);
@@ -46,9 +45,15 @@ TEST_CASE("JSON reader survives random garbage and mutations", "[json]") {
     for (int e = 0; e < edits; ++e) {
       size_t pos = rng() % (s.size() + 1);
       switch (rng() % 3) {
-        case 0: s.insert(pos, 1, char(rng())); break;
-        case 1: if (pos < s.size()) s.erase(pos, 1); break;
-        default: if (pos < s.size()) s[pos] = char(rng()); break;
+        case 0:
+          s.insert(pos, 1, char(rng()));
+          break;
+        case 1:
+          if (pos < s.size()) s.erase(pos, 1);
+          break;
+        default:
+          if (pos < s.size()) s[pos] = char(rng());
+          break;
       }
     }
     (void)JsonValue::parse(s, &v, &err);  // must return, whatever it decides
@@ -62,7 +67,8 @@ TEST_CASE("derived topology reproduces the 4 x 8 H100 worked example", "[topolog
   Topology t;
   std::string err;
   REQUIRE(topologyFromJson(R"({"nodes": 4, "gpus_per_node": 8, "sm": 90, "intra": "nvswitch",
-      "nics_per_node": 8, "nic_gbps": 400, "pcie_gen": 5, "cpu": "intel"})", "", &t, &err));
+      "nics_per_node": 8, "nic_gbps": 400, "pcie_gen": 5, "cpu": "intel"})",
+                           "", &t, &err));
   CHECK(t.nRanks == 32);
   const GraphInfo& ring = t.graphs[abi::kAlgoRing];
   CHECK(ring.nCh == 8);
@@ -85,7 +91,8 @@ TEST_CASE("derived topology reproduces the N x 1 H100 example", "[topology]") {
   Topology t;
   std::string err;
   REQUIRE(topologyFromJson(R"({"nodes": 4, "gpus_per_node": 1, "sm": 90, "pcie_gen": 5,
-      "nics_per_node": 1, "nic_gbps": 400})", "", &t, &err));
+      "nics_per_node": 1, "nic_gbps": 400})",
+                           "", &t, &err));
   CHECK(t.graphs[abi::kAlgoRing].nCh == 2);
   CHECK(t.graphs[abi::kAlgoRing].bwIntra == 24.0);
   CHECK(t.graphs[abi::kAlgoTree].bwIntra == 48.0);
@@ -126,9 +133,11 @@ TEST_CASE("bad topology documents are refused with a reason", "[topology]") {
   CHECK_FALSE(topologyFromJson(R"({"gpus_per_node": 8})", "", &t, &err));
   CHECK(err.find("nodes") != std::string::npos);
   CHECK_FALSE(topologyFromJson(R"({"nodes": 1.5, "gpus_per_node": 8})", "", &t, &err));
-  CHECK_FALSE(topologyFromJson(R"({"nodes": 1, "gpus_per_node": 8, "intra": "wifi"})", "", &t, &err));
+  CHECK_FALSE(
+      topologyFromJson(R"({"nodes": 1, "gpus_per_node": 8, "intra": "wifi"})", "", &t, &err));
   CHECK(err.find("nvswitch") != std::string::npos);
   CHECK_FALSE(topologyFromJson(R"({"nodes": 1, "gpus_per_node": 8, "graphs": {"Mesh": {}}})", "",
                                &t, &err));
-  CHECK_FALSE(topologyFromJson(R"({"nodes": 1, "gpus_per_node": 8, "systems": [{}]})", "", &t, &err));
+  CHECK_FALSE(
+      topologyFromJson(R"({"nodes": 1, "gpus_per_node": 8, "systems": [{}]})", "", &t, &err));
 }

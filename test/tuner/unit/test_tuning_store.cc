@@ -2,12 +2,11 @@
 // corrupt or hostile files as "no results" without crashing.
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <sstream>
-
-#include <catch2/catch.hpp>
 
 #include "tuner_plugin/tuning_store.h"
 
@@ -114,9 +113,7 @@ TEST_CASE("a tampered or truncated tuning file is ignored with a reason", "[stor
     CHECK_FALSE(loadTuningFile(path, key(8), &got, &why));
     CHECK(why.find("bad header") != std::string::npos);
   }
-  SECTION("missing") {
-    CHECK_FALSE(loadTuningFile(path + ".none", key(8), &got, &why));
-  }
+  SECTION("missing") { CHECK_FALSE(loadTuningFile(path + ".none", key(8), &got, &why)); }
   CHECK(got.empty());
   unlink(path.c_str());
 }
@@ -138,10 +135,18 @@ TEST_CASE("the tuning file parser survives random garbage and mutations", "[stor
       for (int e = 0, n = 1 + int(rng() % 8); e < n; ++e) {
         size_t pos = rng() % s.size();
         switch (rng() % 4) {
-          case 0: s[pos] = char(rng()); break;
-          case 1: s.erase(pos, 1 + rng() % 20); break;
-          case 2: s.insert(pos, std::string(1 + rng() % 3, char(rng()))); break;
-          default: s.insert(pos, s.substr(rng() % s.size(), 40)); break;
+          case 0:
+            s[pos] = char(rng());
+            break;
+          case 1:
+            s.erase(pos, 1 + rng() % 20);
+            break;
+          case 2:
+            s.insert(pos, std::string(1 + rng() % 3, char(rng())));
+            break;
+          default:
+            s.insert(pos, s.substr(rng() % s.size(), 40));
+            break;
         }
         if (s.empty()) s = "x";
       }

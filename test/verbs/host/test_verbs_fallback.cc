@@ -5,10 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "bench/net/endpoint.h"
 #include "bench/net/peer.h"

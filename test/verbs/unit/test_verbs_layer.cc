@@ -3,10 +3,9 @@
 // RDMA device, discovery reports no rails.
 #include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "net_plugin/transport/ibverbs/discovery.h"
 #include "net_plugin/transport/ibverbs/verbs_objects.h"
@@ -18,11 +17,26 @@ namespace {
 std::vector<std::string> gReleased;
 int gFailWith = 0;
 
-int closeDevice(ibv_context*) { gReleased.push_back("context"); return gFailWith; }
-int deallocPd(ibv_pd*) { gReleased.push_back("pd"); return gFailWith; }
-int destroyCq(ibv_cq*) { gReleased.push_back("cq"); return gFailWith; }
-int destroyQp(ibv_qp*) { gReleased.push_back("qp"); return gFailWith; }
-int deregMr(ibv_mr*) { gReleased.push_back("mr"); return gFailWith; }
+int closeDevice(ibv_context*) {
+  gReleased.push_back("context");
+  return gFailWith;
+}
+int deallocPd(ibv_pd*) {
+  gReleased.push_back("pd");
+  return gFailWith;
+}
+int destroyCq(ibv_cq*) {
+  gReleased.push_back("cq");
+  return gFailWith;
+}
+int destroyQp(ibv_qp*) {
+  gReleased.push_back("qp");
+  return gFailWith;
+}
+int deregMr(ibv_mr*) {
+  gReleased.push_back("mr");
+  return gFailWith;
+}
 
 VerbsLibrary fakeLibrary() {
   VerbsLibrary lib;

@@ -1,7 +1,6 @@
 // Pure policies of the verbs transport: completion statuses, GID choice, port speed, HCA lists.
-#include <cstring>
-
 #include <catch2/catch.hpp>
+#include <cstring>
 
 #include "net_plugin/core/fault_plan.h"
 #include "net_plugin/core/rail_selection.h"

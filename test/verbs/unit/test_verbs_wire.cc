@@ -2,9 +2,8 @@
 // write) could produce is rejected, never mistaken for a valid entry.
 #include <arpa/inet.h>
 
-#include <cstring>
-
 #include <catch2/catch.hpp>
+#include <cstring>
 
 #include "net_plugin/core/transport_glue.h"
 #include "net_plugin/transport/ibverbs/wire.h"
@@ -14,8 +13,7 @@ using namespace autopilot::net;
 using namespace autopilot::net::ib;
 using wire::DecodeError;
 
-TEST_CASE("verbs wire: immediates carry epoch, slot, buffer, chunk and count",
-          "[verbs][unit]") {
+TEST_CASE("verbs wire: immediates carry epoch, slot, buffer, chunk and count", "[verbs][unit]") {
   for (uint64_t seq : {0ull, 1ull, 31ull, 32ull, 33ull, 511ull, 512ull, 123456789ull}) {
     for (uint32_t buffer : {0u, 3u, 7u}) {
       for (uint32_t chunks : {1u, 2u, 1000u, 1024u}) {
@@ -58,8 +56,7 @@ wire::CtsEntry sampleCts(uint64_t seq, int n, int rails) {
 
 }  // namespace
 
-TEST_CASE("verbs wire: clear-to-send entries round-trip; corruption is rejected",
-          "[verbs][unit]") {
+TEST_CASE("verbs wire: clear-to-send entries round-trip; corruption is rejected", "[verbs][unit]") {
   uint8_t buf[wire::kCtsBytes];
   wire::CtsEntry e = sampleCts(77, 3, 2), d;
   wire::encodeCts(e, buf);

@@ -9,15 +9,14 @@
 // Outside the VM (no RDMA device) every case skips with a message.
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "bench/net/pair.h"
 #include "common/host/log_capture.h"
@@ -36,9 +35,9 @@ bool haveTestBed(std::string* why) {
 }
 
 // Inside the VM the devices must exist: a case without them fails (it used to warn and pass).
-#define REQUIRE_TESTBED()          \
-  std::string whyNot;              \
-  if (!haveTestBed(&whyNot)) {     \
+#define REQUIRE_TESTBED()            \
+  std::string whyNot;                \
+  if (!haveTestBed(&whyNot)) {       \
     FAIL("no test bed: " << whyNot); \
   }
 
@@ -73,15 +72,16 @@ void report(const char* name, const StreamRun& run, double faultAt) {
   std::string rail0 = "send rail 0 (" + verbsRail(false, 0) + "): ";
   double failedAt =
       std::atof(after(run.senderLog, "ib send: rail 0 failed at monotonic ", "").c_str());
-  std::printf("FIGURE %s: fault -> sender's rail 0 failed %.1f ms (%s); -> first replayed chunk "
-              "completed on rail 1: %s; receiver: fault -> first completion %.1f ms, longest gap "
-              "after the fault %.1f ms; %llu messages (%.1f MiB) in %.2f s, %llu corrupt\n",
-              name, failedAt > 0 ? (failedAt - faultAt) * 1e3 : -1.0,
-              after(run.senderLog, rail0, "-> failed: ").c_str(),
-              after(run.senderLog, "the first replayed chunk completed on rail 1 ", "").c_str(),
-              run.result.markToFirstCompletionSec * 1e3, run.result.maxGapAfterMarkSec * 1e3,
-              (unsigned long long)run.result.messages, double(run.result.bytes) / (1 << 20),
-              run.result.seconds, (unsigned long long)run.result.corrupt);
+  std::printf(
+      "FIGURE %s: fault -> sender's rail 0 failed %.1f ms (%s); -> first replayed chunk "
+      "completed on rail 1: %s; receiver: fault -> first completion %.1f ms, longest gap "
+      "after the fault %.1f ms; %llu messages (%.1f MiB) in %.2f s, %llu corrupt\n",
+      name, failedAt > 0 ? (failedAt - faultAt) * 1e3 : -1.0,
+      after(run.senderLog, rail0, "-> failed: ").c_str(),
+      after(run.senderLog, "the first replayed chunk completed on rail 1 ", "").c_str(),
+      run.result.markToFirstCompletionSec * 1e3, run.result.maxGapAfterMarkSec * 1e3,
+      (unsigned long long)run.result.messages, double(run.result.bytes) / (1 << 20),
+      run.result.seconds, (unsigned long long)run.result.corrupt);
   std::fflush(stdout);
 }
 
@@ -325,8 +325,9 @@ TEST_CASE("rdma: the receiver's queue pair destroyed silently; the sender recove
 
 TEST_CASE("rdma: autopilot ibbench runs (figures under emulation mean nothing)", "[verbs]") {
   REQUIRE_TESTBED();
-  int rc = std::system("autopilot ibbench --quick --hca rxe0:1,rxe2:1 --peer-hca rxe1:1,rxe3:1 "
-                       "--json /tmp/ibbench.json");
+  int rc = std::system(
+      "autopilot ibbench --quick --hca rxe0:1,rxe2:1 --peer-hca rxe1:1,rxe3:1 "
+      "--json /tmp/ibbench.json");
   CHECK(rc == 0);
   std::ifstream f("/tmp/ibbench.json");
   std::string json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
