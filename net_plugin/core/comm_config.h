@@ -11,6 +11,15 @@
 
 namespace autopilot::net::core {
 
+class FaultInjector;
+
+// What every transport's comm is built from, before its own parts (rails, control link).
+struct CommSetup {
+  uint64_t commId = 0;
+  uint64_t connectionId = 0;
+  FaultInjector* faults = nullptr;  // simulated faults; none when null
+};
+
 struct CommConfig {
   RailStriper::Config striper;
   ChunkPolicy chunks;

@@ -69,4 +69,34 @@ class FaultInjector {
   Pacer pacers_[kMaxRails];
 };
 
+// One comm's view of the simulated faults, given at construction: asked by the comm's own rail
+// index (0..n-1), it maps to the process's rails. A default view has no faults (a comm built by
+// a test without an injector).
+class FaultView {
+ public:
+  FaultView() = default;
+  FaultView(FaultInjector* injector, const int* globalRails, int n) : injector_(injector) {
+    n_ = n < FaultInjector::kMaxRails ? n : FaultInjector::kMaxRails;
+    for (int r = 0; r < n_; ++r) global_[r] = globalRails[r];
+  }
+
+  FaultInjector* injector() const { return injector_; }
+  void refresh(uint64_t nowNs) const {
+    if (injector_ != nullptr) injector_->refresh(nowNs);
+  }
+  bool down(int r) const { return injector_ != nullptr && injector_->down(global(r)); }
+  bool deaf(int r) const { return injector_ != nullptr && injector_->deaf(global(r)); }
+  double rateBytesPerSec(int r) const {
+    return injector_ != nullptr ? injector_->rateBytesPerSec(global(r)) : 0.0;
+  }
+  Pacer* pacer(int r) const { return injector_ != nullptr ? injector_->pacer(global(r)) : nullptr; }
+
+ private:
+  int global(int r) const { return r >= 0 && r < n_ ? global_[r] : -1; }
+
+  FaultInjector* injector_ = nullptr;
+  int global_[FaultInjector::kMaxRails] = {};
+  int n_ = 0;
+};
+
 }  // namespace autopilot::net::core

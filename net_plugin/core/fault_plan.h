@@ -9,9 +9,10 @@
 //                                   side still works): a link dead in one direction, which
 //                                   loses the peer's acknowledgements of data that did land
 //   rail <name|index> rate <Mbit>  senders pace the rail to this rate; 0 removes the limit
-//   rail <name|index> qp-reset <n> (verbs transport) the rail's queue pair is destroyed
-//                                   without telling the peer, as a crashed or reset remote QP
-//                                   would be, whenever <n> differs from the last value acted on
+//   rail <name|index> qp-reset <n> (verbs transport) the rail's queue pair fails (error state,
+//                                   then destroyed) without telling the peer, as a NIC that
+//                                   resets it would, whenever <n> differs from the last value
+//                                   acted on
 //
 // <index> is the rail's position in this process's rail list (as `autopilot info` prints it);
 // <name> is a rail name. The file describes the whole current state: a rail it does not

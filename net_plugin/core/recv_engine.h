@@ -16,6 +16,7 @@
 #include "common/abi/net_abi.h"
 #include "net_plugin/core/chunk_bitmap.h"
 #include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/fault_injector.h"
 #include "net_plugin/core/opaque_handles.h"
 #include "net_plugin/core/rail_health.h"
 #include "net_plugin/core/rail_metrics.h"
@@ -79,6 +80,7 @@ class RecvEngine : public CommBase {
   const int nRails_;
   const int nSlots_;
   RailHealth health_;
+  FaultView faults_;  // the simulated faults on this comm's rails (set by the transport)
   RailMetrics metrics_;
   std::unique_ptr<RecvRequest[]> slots_;
   uint64_t nextSeq_ = 0;

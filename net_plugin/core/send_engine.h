@@ -21,6 +21,7 @@
 
 #include "common/abi/net_abi.h"
 #include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/fault_injector.h"
 #include "net_plugin/core/opaque_handles.h"
 #include "net_plugin/core/rail_health.h"
 #include "net_plugin/core/rail_metrics.h"
@@ -129,6 +130,7 @@ class SendEngine : public CommBase {
   CommConfig config_;
   const int nRails_;
   RailHealth health_;
+  FaultView faults_;  // the simulated faults on this comm's rails (set by the transport)
   RailStriper striper_;
   SendTracker tracker_;
   ReceiveMatcher matcher_;

@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/fault_injector.h"
 #include "net_plugin/core/pending_admission.h"
 #include "net_plugin/core/transport_glue.h"
 #include "net_plugin/transport/tcp/acceptor.h"
@@ -104,6 +105,7 @@ std::unique_ptr<RecvComm> ListenComm::admit(Pending& p, const wire::ControlMessa
   }
   RecvCommSetup setup;
   setup.commId = commId_;
+  setup.faults = &core::FaultInjector::instance();
   setup.connectionId = m.connectionId;
   setup.trafficClass = trafficClass_;
   setup.fifoAddress = m.regionAddress;
@@ -350,6 +352,7 @@ abi::Result Connector::progress(SendComm** sendComm) {
   }
   SendCommSetup setup;
   setup.commId = commId_;
+  setup.faults = &core::FaultInjector::instance();
   setup.connectionId = connectionId_;
   setup.trafficClass = trafficClass_;
   setup.probeAddress = m.regionAddress;

@@ -265,14 +265,15 @@ void IbRails::discover() {
   if (rails_.empty()) AP_INFO(kFlags, "ibverbs transport: no usable RDMA port");
 }
 
-void PortWatch::start(int global) {
+void PortWatch::start(int global, const core::FaultInjector* faults) {
   global_ = global;
+  faults_ = faults;
   catchUp();
-  reset_ = core::FaultInjector::instance().qpResetSequence(global);
+  reset_ = faults_ != nullptr ? faults_->qpResetSequence(global) : 0;
 }
 
 bool PortWatch::resetSinceLook() {
-  uint32_t now = core::FaultInjector::instance().qpResetSequence(global_);
+  uint32_t now = faults_ != nullptr ? faults_->qpResetSequence(global_) : 0;
   bool news = now != reset_;
   reset_ = now;
   return news;

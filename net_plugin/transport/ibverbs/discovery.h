@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "net_plugin/core/device_table.h"
+#include "net_plugin/core/fault_injector.h"
 #include "net_plugin/transport/ibverbs/port_events.h"
 #include "net_plugin/transport/ibverbs/verbs_objects.h"
 
@@ -88,8 +89,8 @@ class IbRails {
 // their rails with it.
 class PortWatch {
  public:
-  // Events before now are not news.
-  void start(int global);
+  // Events before now are not news. `faults`: where simulated resets come from (none if null).
+  void start(int global, const core::FaultInjector* faults);
   // True once per event since the last look.
   bool resetSinceLook();
   bool downSinceLook();
@@ -99,6 +100,7 @@ class PortWatch {
 
  private:
   int global_ = -1;
+  const core::FaultInjector* faults_ = nullptr;
   uint32_t down_ = 0, up_ = 0, reset_ = 0;
 };
 

@@ -8,7 +8,6 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "net_plugin/core/fault_injector.h"
 #include "net_plugin/transport/ibverbs/completion.h"
 #include "net_plugin/transport/ibverbs/ib_config.h"
 
@@ -77,13 +76,14 @@ RecvComm::RecvComm(RecvCommSetup& setup)
     railIds_[r] = rs.global;
     rail.global = rs.global;
     rail.fifoKey = rs.remoteKey;
-    rail.port.start(rs.global);
+    rail.port.start(rs.global, setup.faults);
     if (rs.qp && rs.qp->connected()) {
       rail.qp = std::move(rs.qp);
       health_.connected(r, now);
     }
     // Rails not connected are the sender's to re-create (REPLACE).
   }
+  faults_ = core::FaultView(setup.faults, railIds_, nRails_);
   for (int i = 0; i < kFlushes; ++i) flushes_[i].owner = this;
 }
 
@@ -248,7 +248,7 @@ abi::Result RecvComm::testFlush(FlushReq* q, int* done) {
 
 void RecvComm::progress(uint64_t nowNs) {
   IbRails::instance().events().poll(nowNs);
-  core::FaultInjector::instance().refresh(nowNs);
+  faults_.refresh(nowNs);
   if (failed_ != abi::kSuccess) return;
   pollControl(nowNs);
   pollCompletions(nowNs);

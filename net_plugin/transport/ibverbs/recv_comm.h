@@ -37,9 +37,7 @@
 
 namespace autopilot::net::ib {
 
-struct RecvCommSetup {
-  uint64_t commId = 0;
-  uint64_t connectionId = 0;
+struct RecvCommSetup : core::CommSetup {
   int trafficClass = -1;
   std::unique_ptr<ControlLink> control;
   std::unique_ptr<RegisteredArea> area;  // staging of the entries, then the probe area

@@ -8,7 +8,6 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "net_plugin/core/fault_injector.h"
 #include "net_plugin/transport/ibverbs/completion.h"
 #include "net_plugin/transport/ibverbs/ib_config.h"
 #include "net_plugin/transport/ibverbs/recv_comm.h"

@@ -7,7 +7,6 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "net_plugin/core/fault_injector.h"
 #include "net_plugin/transport/ibverbs/completion.h"
 #include "net_plugin/transport/ibverbs/ib_config.h"
 
@@ -69,7 +68,7 @@ SendComm::SendComm(SendCommSetup setup)
     railIds_[r] = rs.global;
     rail.global = rs.global;
     rail.probeKey = rs.remoteKey;
-    rail.port.start(rs.global);
+    rail.port.start(rs.global, setup.faults);
     rail.nominalBytesPerSec = nominalBytesPerSec(rs.global);
     if (rs.qp && rs.qp->connected()) {
       rail.qp = std::move(rs.qp);
@@ -81,6 +80,7 @@ SendComm::SendComm(SendCommSetup setup)
     }
     striper_.setMode(r, health_.mode(r));
   }
+  faults_ = core::FaultView(setup.faults, railIds_, nRails_);
 }
 
 SendComm::~SendComm() {
@@ -121,7 +121,7 @@ abi::Result SendComm::isend(const void* data, size_t size, int tag, const void* 
 
 void SendComm::progress(uint64_t nowNs) {
   IbRails::instance().events().poll(nowNs);
-  core::FaultInjector::instance().refresh(nowNs);
+  faults_.refresh(nowNs);
   if (failed_ != abi::kSuccess) return;
   pollControl(nowNs);
   pollFifo(nowNs);

@@ -56,9 +56,7 @@ struct RailSetup {
   std::string error;           // why the rail is not connected
 };
 
-struct SendCommSetup {
-  uint64_t commId = 0;
-  uint64_t connectionId = 0;
+struct SendCommSetup : core::CommSetup {
   int trafficClass = -1;
   std::unique_ptr<ControlLink> control;
   std::unique_ptr<RegisteredArea> area;  // the FIFO, then the probe source (layout below)

@@ -8,7 +8,6 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "net_plugin/core/fault_injector.h"
 #include "net_plugin/transport/ibverbs/completion.h"
 #include "net_plugin/transport/ibverbs/ib_config.h"
 #include "net_plugin/transport/ibverbs/send_comm.h"
@@ -22,24 +21,6 @@ constexpr unsigned long kFlags = abi::subsys::kNet;
 using core::formatBytes;
 
 }  // namespace
-
-void SendComm::requestLiveness(int r, uint64_t nowNs) {
-  pingIdleRails(
-      r, nowNs,
-      [&](int q) {
-        const Rail& rail = rails_[q];
-        return rail.qp && tracker_.queued(q) == 0 && !rail.livenessOutstanding;
-      },
-      [&](int q) { return rails_[q].livenessSentNs; },
-      [&](int q) {
-        Rail& rail = rails_[q];
-        if (rail.qp->postWrite(workId(Work::kLiveness), area_->data() + kProbeSourceAt, 8,
-                               area_->memory().lkey[q], probeAddress_, rail.probeKey) == 0) {
-          rail.livenessOutstanding = true;
-          rail.livenessSentNs = nowNs;
-        }
-      });
-}
 
 void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer) {
   Rail& rail = rails_[r];
@@ -67,6 +48,24 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
           (unsigned long long)commId_, r, double(nowNs) * 1e-9, moved, moved == 1 ? "" : "s",
           formatBytes(bytes).c_str());
   if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
+}
+
+void SendComm::requestLiveness(int r, uint64_t nowNs) {
+  pingIdleRails(
+      r, nowNs,
+      // Idle (nothing queued) and not already answering a ping.
+      [&](int q) {
+        return rails_[q].qp && tracker_.queued(q) == 0 && !rails_[q].livenessOutstanding;
+      },
+      [&](int q) { return rails_[q].livenessSentNs; },
+      [&](int q) {
+        Rail& rail = rails_[q];
+        if (rail.qp->postWrite(workId(Work::kLiveness), area_->data() + kProbeSourceAt, 8,
+                               area_->memory().lkey[q], probeAddress_, rail.probeKey) == 0) {
+          rail.livenessOutstanding = true;
+          rail.livenessSentNs = nowNs;
+        }
+      });
 }
 
 void SendComm::startReplace(int r, uint64_t nowNs) {

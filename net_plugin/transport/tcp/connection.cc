@@ -110,6 +110,7 @@ abi::Result ListenComm::accept(RecvComm** recvComm) {
 
   RecvCommSetup setup;
   setup.commId = commId_;
+  setup.faults = &core::FaultInjector::instance();
   setup.connectionId = connectionId_;
   setup.acceptor = &acceptor_;
   for (int r = 0; r < expectedRails_; ++r) {
@@ -195,6 +196,7 @@ abi::Result Connector::progress(SendComm** sendComm) {
   }
   SendCommSetup setup;
   setup.commId = commId_;
+  setup.faults = &core::FaultInjector::instance();
   setup.connectionId = connectionId_;
   std::copy(peer_.secret, peer_.secret + wire::kSecretBytes, setup.secret);
   for (int r = 0; r < nRails_; ++r) {

@@ -8,7 +8,6 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "net_plugin/core/fault_injector.h"
 
 namespace autopilot::net::tcp {
 
@@ -38,6 +37,9 @@ RecvComm::RecvComm(RecvCommSetup setup)
   acceptor_.moveFrom(*setup.acceptor);
   acceptor_.role = "recv comm";
   uint64_t now = monotonicNs();
+  int globals[wire::kMaxRails] = {};
+  for (int r = 0; r < nRails_; ++r) globals[r] = setup.rails[size_t(r)].globalIndex;
+  faults_ = core::FaultView(setup.faults, globals, nRails_);
   for (int r = 0; r < nRails_; ++r) {
     RailSetup& rs = setup.rails[size_t(r)];
     rails_[r].globalIndex = rs.globalIndex;
@@ -52,14 +54,6 @@ RecvComm::RecvComm(RecvCommSetup setup)
 RecvComm::~RecvComm() {
   for (int r = 0; r < nRails_; ++r) rails_[r].link.detach(false);
   acceptor_.close();
-}
-
-bool RecvComm::simulatedDown(int r) const {
-  return core::FaultInjector::instance().down(rails_[r].globalIndex);
-}
-
-bool RecvComm::simulatedDeaf(int r) const {
-  return core::FaultInjector::instance().deaf(rails_[r].globalIndex);
 }
 
 bool RecvComm::railCarries(int r) const { return rails_[r].link.up() && !simulatedDown(r); }
@@ -124,7 +118,7 @@ void RecvComm::announceAll() {
 
 void RecvComm::progress(uint64_t nowNs) {
   nowNs_ = nowNs;
-  core::FaultInjector::instance().refresh(nowNs);
+  faults_.refresh(nowNs);
   if (failed_ != abi::kSuccess) return;
   if (nowNs >= nextAcceptNs_) {
     nextAcceptNs_ = nowNs + kAcceptCheckNs;

@@ -35,9 +35,7 @@
 
 namespace autopilot::net::tcp {
 
-struct RecvCommSetup {
-  uint64_t commId = 0;
-  uint64_t connectionId = 0;
+struct RecvCommSetup : core::CommSetup {
   RailAcceptor* acceptor = nullptr;  // listeners and pending handshakes move into the comm
   std::vector<RailSetup> rails;      // fd invalid: not connected (yet)
 };
@@ -73,8 +71,8 @@ class RecvComm final : public core::RecvEngine, private RailAcceptor::Owner {
   // Repeats every pending announcement when receives are posted and nothing arrived for the
   // current backoff.
   void reannounceIfQuiet(uint64_t nowNs);
-  bool simulatedDown(int r) const;
-  bool simulatedDeaf(int r) const;  // `deaf` fault: nothing read from the rail
+  bool simulatedDown(int r) const { return faults_.down(r); }
+  bool simulatedDeaf(int r) const { return faults_.deaf(r); }  // nothing read from the rail
 
   // RailAcceptor::Owner: rails re-connected (or connected late) by the sender.
   wire::AckStatus decide(const wire::Hello& hello, const SockAddr& peer) override;

@@ -8,7 +8,6 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "net_plugin/core/fault_injector.h"
 #include "net_plugin/transport/tcp/recv_comm.h"
 
 namespace autopilot::net::tcp {

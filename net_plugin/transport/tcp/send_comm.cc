@@ -6,7 +6,6 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "net_plugin/core/fault_injector.h"
 
 namespace autopilot::net::tcp {
 
@@ -43,6 +42,9 @@ SendComm::SendComm(SendCommSetup setup)
       rails_(new Rail[setup.rails.size()]) {
   std::copy(setup.secret, setup.secret + wire::kSecretBytes, secret_);
   uint64_t now = monotonicNs();
+  int globals[wire::kMaxRails] = {};
+  for (int r = 0; r < nRails_; ++r) globals[r] = setup.rails[size_t(r)].globalIndex;
+  faults_ = core::FaultView(setup.faults, globals, nRails_);
   for (int r = 0; r < nRails_; ++r) {
     RailSetup& rs = setup.rails[size_t(r)];
     Rail& rail = rails_[r];
@@ -70,14 +72,6 @@ SendComm::~SendComm() {
   AP_INFO(kFlags, "comm 0x%llx send closed:%s", (unsigned long long)commId_, summary.c_str());
 }
 
-bool SendComm::simulatedDown(int r) const {
-  return core::FaultInjector::instance().down(rails_[r].globalIndex);
-}
-
-bool SendComm::simulatedDeaf(int r) const {
-  return core::FaultInjector::instance().deaf(rails_[r].globalIndex);
-}
-
 abi::Result SendComm::isend(const void* data, size_t size, int tag, void** request) {
   SendRequest* q = nullptr;
   abi::Result rc = postSend(data, size, tag, &q);
@@ -89,7 +83,7 @@ abi::Result SendComm::isend(const void* data, size_t size, int tag, void** reque
 // ---------------------------------------------------------------------------- progress
 
 void SendComm::progress(uint64_t nowNs) {
-  core::FaultInjector::instance().refresh(nowNs);
+  faults_.refresh(nowNs);
   if (failed_ != abi::kSuccess) return;
   // Rails are served in a rotating order: with the CPU as the bottleneck, always serving rail
   // 0 first would make it look faster than the others, and the striper would believe it.
@@ -213,13 +207,7 @@ bool SendComm::completeByPeer(int r, uint64_t nowNs) {
   for (uint32_t i = 0; i < pool_.size(); ++i) {
     SendRequest& q = pool_[i];
     if (q.state != SendRequest::State::kActive || q.recvSeq >= peerCompletedBelow_) continue;
-    uint32_t partial = 0;
-    for (int k = 0; k < nRails_; ++k) {
-      if (rails_[k].link.partialBytes != 0 && tracker_.posted(k) < tracker_.queued(k) &&
-          tracker_.entry(k, tracker_.posted(k)).message == q.index) {
-        partial |= 1u << k;
-      }
-    }
+    uint32_t partial = railsWriting(q.index);
     if (!tracker_.completeByPeer(q.index, partial)) {
       failRail(r, nowNs,
                "protocol error: a receive reported complete before all its data was sent");
@@ -231,12 +219,32 @@ bool SendComm::completeByPeer(int r, uint64_t nowNs) {
   return true;
 }
 
+uint32_t SendComm::railsWriting(uint32_t index) const {
+  uint32_t rails = 0;
+  for (int k = 0; k < nRails_; ++k) {
+    if (rails_[k].link.partialBytes != 0 && tracker_.posted(k) < tracker_.queued(k) &&
+        tracker_.entry(k, tracker_.posted(k)).message == index) {
+      rails |= 1u << k;
+    }
+  }
+  return rails;
+}
+
+void SendComm::completeWritten() {
+  for (uint32_t i = 0; i < pool_.size(); ++i) {
+    SendRequest& q = pool_[i];
+    if (q.state == SendRequest::State::kActive && tracker_.inUse(q.index) &&
+        tracker_.done(q.index) && railsWriting(q.index) == 0) {
+      q.state = SendRequest::State::kDone;
+    }
+  }
+}
+
 void SendComm::writeRail(int r, uint64_t nowNs) {
   Rail& rail = rails_[r];
   RailLink& link = rail.link;
-  auto& injector = core::FaultInjector::instance();
-  double rate = injector.rateBytesPerSec(rail.globalIndex);
-  core::Pacer* pacer = rate > 0 ? injector.pacer(rail.globalIndex) : nullptr;
+  double rate = faults_.rateBytesPerSec(r);
+  core::Pacer* pacer = rate > 0 ? faults_.pacer(r) : nullptr;
   uint64_t budget = kWriteBudgetPerPass;
   if (pacer) {
     // Wait until a worthwhile slice has accumulated: writing the few bytes earned since the

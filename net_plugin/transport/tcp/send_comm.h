@@ -41,9 +41,7 @@ struct RailSetup {
   std::string error;  // why it could not be connected
 };
 
-struct SendCommSetup {
-  uint64_t commId = 0;
-  uint64_t connectionId = 0;
+struct SendCommSetup : core::CommSetup {
   uint8_t secret[wire::kSecretBytes] = {};
   std::vector<RailSetup> rails;
 };
@@ -76,6 +74,12 @@ class SendComm final : public core::SendEngine {
   bool readRail(int r, uint64_t nowNs);
   bool handleFrame(int r, const wire::FrameHeader& h, const uint8_t* body, uint64_t nowNs);
   bool completeByPeer(int r, uint64_t nowNs);
+  // The rails in the middle of writing a frame of message `index` (the write still reads the
+  // sender's buffer).
+  uint32_t railsWriting(uint32_t index) const;
+  // Messages the receiver completed that waited only for such a write: done once none is left
+  // (it finished, or its rail failed and will never write again).
+  void completeWritten();
   void writeRail(int r, uint64_t nowNs);
   void checkHealth(uint64_t nowNs);
   // Rail r stalls and no other rail shows the peer alive: ping the idle ones.
@@ -83,8 +87,8 @@ class SendComm final : public core::SendEngine {
   void failRail(int r, uint64_t nowNs, const std::string& reason, bool warn = true);
   void startReconnect(int r, uint64_t nowNs);
   void pumpDialer(int r, uint64_t nowNs);
-  bool simulatedDown(int r) const;
-  bool simulatedDeaf(int r) const;  // `deaf` fault: nothing read from the rail
+  bool simulatedDown(int r) const { return faults_.down(r); }
+  bool simulatedDeaf(int r) const { return faults_.deaf(r); }  // nothing read from the rail
 
   uint64_t connectionId_;
   uint8_t secret_[wire::kSecretBytes];

@@ -1,11 +1,14 @@
 // Rail selection (NCCL_SOCKET_IFNAME syntax), grouping, the device table, the fault-plan
 // parser and the pacer.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "net_plugin/core/device_table.h"
+#include "net_plugin/core/fault_injector.h"
 #include "net_plugin/core/fault_plan.h"
 #include "net_plugin/core/pacer.h"
 #include "net_plugin/core/rail_selection.h"
@@ -155,6 +158,38 @@ TEST_CASE("fault plan: bad lines are reported and ignored, good ones still apply
   CHECK(big.rules.size() == kMaxFaultLines);
   CHECK(big.errors.size() == 1);
   CHECK(parse("").rules.empty());
+}
+
+TEST_CASE("fault view: a comm sees its own rails' faults by its own rail index", "[net][fault]") {
+  char path[] = "/tmp/ap-fault-view-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  const char plan[] = "rail b down\nrail 2 deaf\nrail c rate 80\n";
+  REQUIRE(write(fd, plan, sizeof(plan) - 1) == ssize_t(sizeof(plan) - 1));
+  close(fd);
+  FaultInjector injector;  // a private one: the process's instance() is not touched
+  injector.configure({"a", "b", "c"}, path);
+  injector.refresh(1);
+  unlink(path);
+  // The comm's rail 0 is the process's rail c (index 2), its rail 1 is b (index 1).
+  const int globals[] = {2, 1};
+  FaultView view(&injector, globals, 2);
+  CHECK(!view.down(0));
+  CHECK(view.down(1));
+  CHECK(view.deaf(0));
+  CHECK(!view.deaf(1));
+  CHECK(view.rateBytesPerSec(0) == Approx(80e6 / 8));
+  CHECK(view.rateBytesPerSec(1) == 0);
+  CHECK(view.pacer(0) == injector.pacer(2));
+  // Beyond the comm's rails: nothing, never another rail's state.
+  CHECK(!view.down(2));
+  CHECK(view.pacer(-1) == nullptr);
+  // A comm built without an injector sees no faults.
+  FaultView none;
+  none.refresh(1);
+  CHECK(!none.down(0));
+  CHECK(none.rateBytesPerSec(0) == 0);
+  CHECK(none.pacer(0) == nullptr);
 }
 
 TEST_CASE("pacer: bursts, then the configured rate", "[net][fault]") {
