@@ -10,7 +10,8 @@ namespace autopilot::net::ib {
 
 std::unique_ptr<MemoryHandle> registerMemory(const core::CommBase* owner, const int* rails,
                                              int railCount, void* data, size_t size, int type,
-                                             int dmabufFd, uint64_t offset, std::string* error) {
+                                             int dmabufFd, uint64_t offset, int access,
+                                             std::string* error) {
   IbRails& ib = IbRails::instance();
   const VerbsLibrary* lib = ib.lib();
   if (lib == nullptr || railCount < 1 || railCount > wire::kMaxRails) {
@@ -31,7 +32,6 @@ std::unique_ptr<MemoryHandle> registerMemory(const core::CommBase* owner, const 
   mh->size = size;
   mh->type = type;
   mh->rails = railCount;
-  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   int deviceOf[wire::kMaxRails];
   for (int r = 0; r < railCount; ++r) {
     int device = ib.rails()[size_t(rails[r])].device;
@@ -84,7 +84,9 @@ bool RegisteredArea::create(const core::CommBase* owner, const int* rails, int r
   std::memset(p, 0, rounded);
   bytes_.reset(static_cast<uint8_t*>(p));
   size_ = rounded;
-  memory_ = registerMemory(owner, rails, railCount, p, rounded, abi::kPtrHost, -1, 0, error);
+  // The peer writes into it (the FIFO, the probe target); the flush reads land in it.
+  memory_ = registerMemory(owner, rails, railCount, p, rounded, abi::kPtrHost, -1, 0,
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, error);
   return memory_ != nullptr;
 }
 

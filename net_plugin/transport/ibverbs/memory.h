@@ -5,6 +5,8 @@
 // registered on that comm, before anything reads it.
 #pragma once
 
+#include <infiniband/verbs.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -41,14 +43,23 @@ struct MemoryHandle {
   MemoryRegion regions[wire::kMaxRails];  // one per distinct device; the others empty
 };
 
-// Registers [data, data + size) for local and remote access on the devices of `rails` (global
-// rail indices, in the comm's rail order). dmabufFd >= 0 registers a dma-buf (GPU memory) at
-// `offset` in it instead of virtual memory. NULL with the reason in *error.
+// Registers [data, data + size) with `access` (IBV_ACCESS_* flags: only what its use needs, see
+// accessFor) on the devices of `rails` (global rail indices, in the comm's rail order).
+// dmabufFd >= 0 registers a dma-buf (GPU memory) at `offset` in it instead of virtual memory.
+// NULL with the reason in *error.
 // `owner` is typed as the comm's base so that a derived comm converts to the address NCCL
 // holds (a comm class with virtual functions has its CommBase at an offset).
 std::unique_ptr<MemoryHandle> registerMemory(const core::CommBase* owner, const int* rails,
                                              int railCount, void* data, size_t size, int type,
-                                             int dmabufFd, uint64_t offset, std::string* error);
+                                             int dmabufFd, uint64_t offset, int access,
+                                             std::string* error);
+
+// What NCCL's buffers registered on a comm must grant. A send buffer is only the local source
+// of the comm's writes. A receive buffer is written by the peer's writes and read by the flush
+// (iflush: an RDMA READ through a loopback queue pair).
+inline int accessFor(bool receiving) {
+  return receiving ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0;
+}
 
 // The handle NCCL passed, when it is a live registration made on `owner`; NULL otherwise.
 const MemoryHandle* memoryOf(const core::CommBase* owner, const void* mhandle);

@@ -24,7 +24,7 @@ uint32_t randomPsn() {
 
 }  // namespace
 
-bool RailQp::create(int rail, Depths depths, std::string* error) {
+bool RailQp::create(int rail, Depths depths, std::string* error, int access) {
   destroy();
   IbRails& ib = IbRails::instance();
   lib_ = ib.lib();
@@ -56,7 +56,7 @@ bool RailQp::create(int rail, Depths depths, std::string* error) {
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = 0;
   attr.port_num = r.port;
-  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  attr.qp_access_flags = unsigned(access);
   int rc = lib_->modifyQp(qp_.get(), &attr,
                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   if (rc != 0) {

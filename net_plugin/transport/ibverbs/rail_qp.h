@@ -28,13 +28,17 @@ class RailQp {
     int send = 0;  // outstanding send work requests (writes, reads)
     int recv = 0;  // posted receives (one per incoming write with immediate)
   };
+  // What the peer may do through the QP: data QPs take writes only; the loopback QP of the
+  // flush takes its own reads only.
+  static constexpr int kDataAccess = IBV_ACCESS_REMOTE_WRITE;
+  static constexpr int kFlushAccess = IBV_ACCESS_REMOTE_READ;
 
   RailQp() = default;
   RailQp(const RailQp&) = delete;
   RailQp& operator=(const RailQp&) = delete;
 
-  // CQ + QP in INIT on global rail `rail`. False with the reason.
-  bool create(int rail, Depths depths, std::string* error);
+  // CQ + QP in INIT on global rail `rail`, granting the peer `access`. False with the reason.
+  bool create(int rail, Depths depths, std::string* error, int access = kDataAccess);
   // What the peer needs to connect to this QP; `rkey` is passed through for the message.
   wire::QpEndpoint endpoint(uint32_t rkey) const;
   // INIT -> RTR -> RTS towards the peer. trafficClass < 0: 0.

@@ -164,7 +164,7 @@ abi::Result RecvComm::iflush(int n, void* const* data, const int* sizes, void* c
     if (!rail.flushQp) {
       auto qp = std::make_unique<RailQp>();
       std::string error;
-      if (!qp->create(rail.global, {kFlushDepth, 0}, &error) ||
+      if (!qp->create(rail.global, {kFlushDepth, 0}, &error, RailQp::kFlushAccess) ||
           !qp->connect(qp->endpoint(0), trafficClass_, &error)) {
         AP_WARN(kFlags, "comm 0x%llx ib recv rail %d: no loopback queue pair for flushes: %s",
                 (unsigned long long)commId_, r, error.c_str());

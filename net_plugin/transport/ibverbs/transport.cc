@@ -101,8 +101,10 @@ class IbTransport final : public core::TransportBase<IbRails, SendComm, RecvComm
       return abi::kInternalError;
     }
     std::string error;
-    std::unique_ptr<MemoryHandle> mh = registerMemory(static_cast<const CommBase*>(comm), rails, n,
-                                                      data, size, type, dmabufFd, offset, &error);
+    bool receiving = static_cast<const CommBase*>(comm)->magic == RecvComm::kMagic;
+    std::unique_ptr<MemoryHandle> mh =
+        registerMemory(static_cast<const CommBase*>(comm), rails, n, data, size, type, dmabufFd,
+                       offset, accessFor(receiving), &error);
     if (!mh) {
       AP_WARN(kFlags, "%s of %zu bytes at %p: %s", dmabufFd >= 0 ? "regMrDmaBuf" : "regMr", size,
               data, error.c_str());
