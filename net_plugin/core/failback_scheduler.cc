@@ -37,6 +37,10 @@ void FailbackScheduler::onRejoined(uint64_t nowNs) {
   rejoinedAtNs_ = nowNs;
 }
 
+void FailbackScheduler::retryNow(uint64_t nowNs) {
+  if (waiting_ && nextAttemptNs_ > nowNs) nextAttemptNs_ = nowNs;
+}
+
 void FailbackScheduler::expedite(uint64_t nowNs) {
   if (!waiting_) return;
   uint64_t soon = nowNs + config_.initialBackoffNs;

@@ -31,6 +31,8 @@ class FailbackScheduler {
   void onRejoined(uint64_t nowNs);
   // Shortens the wait (e.g. every rail is down: try now rather than in two seconds).
   void expedite(uint64_t nowNs);
+  // Due at once (the path is known to work again: another connection re-joined the rail).
+  void retryNow(uint64_t nowNs);
 
   bool waiting() const { return waiting_; }
   uint64_t nextAttemptNs() const { return nextAttemptNs_; }

@@ -5,6 +5,7 @@
 
 #include "common/event_journal.h"
 #include "common/log.h"
+#include "net_plugin/core/rail_news.h"
 
 namespace autopilot::net::core {
 
@@ -135,6 +136,7 @@ bool RailHealth::fail(int r, uint64_t nowNs, const std::string& reason, bool war
   rail.failback.onFailed(nowNs);
   rail.degradation.reset();
   transition(r, State::kFailed, nowNs, "rail_failed", reason, warn);
+  RailNews::instance().failed(rail.info.telemetryId, nowNs);
   if (liveCount() == 0) {
     // Nothing is left: probe every rail soon rather than at its grown backoff.
     for (Rail& other : rails_) other.failback.expedite(nowNs);
@@ -150,6 +152,7 @@ bool RailHealth::rejoin(int r, uint64_t nowNs) {
   rail.failure.reset(nowNs);
   State to = rail.info.standby ? State::kStandby : State::kProbing;
   transition(r, to, nowNs, "rail_rejoined", "re-connected, starts with a small share");
+  RailNews::instance().rejoined(rail.info.telemetryId);
   return true;
 }
 

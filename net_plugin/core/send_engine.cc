@@ -54,7 +54,10 @@ SendEngine::SendEngine(uint32_t magic, uint64_t commId, const char* label, const
   for (const auto& r : rails) telemetryIds.push_back(r.telemetryId);
   metrics_.init(telemetryIds);
   striper_.reset(nRails_);
-  for (int r = 0; r < nRails_; ++r) striper_.setBandwidth(r, rails[size_t(r)].nominalBytesPerSec);
+  for (int r = 0; r < nRails_; ++r) {
+    striper_.setBandwidth(r, rails[size_t(r)].nominalBytesPerSec);
+    news_[r].start(&RailNews::instance(), rails[size_t(r)].telemetryId);
+  }
 }
 
 SendEngine::~SendEngine() = default;
@@ -250,8 +253,68 @@ void SendEngine::rejoinRail(int r, uint64_t nowNs, double nominalBytesPerSec) {
   // live again); measurements grow it from there.
   double peers = medianLiveBandwidth();
   health_.rejoin(r, nowNs);
-  striper_.setMode(r, health_.mode(r));
+  striper_.setMode(r, placementMode(r));
   striper_.setBandwidth(r, peers > 0 ? peers * config_.rejoinShare : nominalBytesPerSec);
+}
+
+RailMode SendEngine::placementMode(int r) const {
+  RailMode m = health_.mode(r);
+  return m == RailMode::kActive && suspectSinceNs_[r] != 0 ? RailMode::kStandby : m;
+}
+
+void SendEngine::followRailNews(uint64_t nowNs) {
+  for (int r = 0; r < nRails_; ++r) {
+    uint64_t failedAt = 0;
+    bool failedElsewhere = news_[r].failedSinceLook(&failedAt);
+    if (news_[r].rejoinedSinceLook() && !health_.live(r)) health_.failback(r).retryNow(nowNs);
+    if (!health_.live(r) || !config_.failover) {
+      suspectSinceNs_[r] = 0;
+      continue;
+    }
+    FailureDetector& fd = health_.failure(r);
+    // Evidence here since the other connection's verdict: the rail works for this comm.
+    if (failedElsewhere && suspectSinceNs_[r] == 0 && fd.lastEvidenceNs() <= failedAt) {
+      suspectSinceNs_[r] = nowNs;
+      peerSeenNs_[r] = 0;
+      striper_.setMode(r, placementMode(r));
+      pingRail(r, nowNs);
+      AP_INFO(kFlags,
+              "comm 0x%llx %s rail %d (%s): another connection of this process found it "
+              "dead; no new data on it here until it answers",
+              (unsigned long long)commId_, label_, r, health_.info(r).name.c_str());
+    }
+    if (suspectSinceNs_[r] == 0) continue;
+    uint64_t waited = nowNs - suspectSinceNs_[r];
+    if (fd.lastEvidenceNs() > suspectSinceNs_[r]) {
+      suspectSinceNs_[r] = 0;
+      striper_.setMode(r, placementMode(r));
+      AP_INFO(kFlags,
+              "comm 0x%llx %s rail %d (%s): it answered here after %llu ms; back to its "
+              "share",
+              (unsigned long long)commId_, label_, r, health_.info(r).name.c_str(),
+              (unsigned long long)(waited / 1000000));
+      continue;
+    }
+    // Silence proves something only while the peer answers elsewhere (a peer with nothing
+    // posted answers nowhere); from then on the rail gets the detector's whole allowance.
+    if (peerSeenNs_[r] == 0) {
+      for (int q = 0; q < nRails_; ++q) {
+        if (q != r && health_.live(q) && health_.failure(q).lastEvidenceNs() > suspectSinceNs_[r]) {
+          peerSeenNs_[r] = nowNs;
+        }
+      }
+    }
+    if (peerSeenNs_[r] != 0 &&
+        nowNs - peerSeenNs_[r] >= fd.timeoutNs(tracker_.queuedBytes(r), detectorBandwidth(r))) {
+      suspectSinceNs_[r] = 0;
+      char why[192];
+      std::snprintf(why, sizeof(why),
+                    "another connection of this process found it dead, and it answered nothing "
+                    "here for %llu ms while the peer answered on other rails",
+                    (unsigned long long)(waited / 1000000));
+      failRailFor(r, nowNs, why);
+    }
+  }
 }
 
 void SendEngine::evaluateHealth(uint64_t nowNs) {
@@ -260,7 +323,7 @@ void SendEngine::evaluateHealth(uint64_t nowNs) {
     double bw[RailStriper::kMaxRails];
     for (int r = 0; r < nRails_; ++r) bw[r] = striper_.bandwidth(r);
     health_.evaluate(nowNs, bw);
-    for (int r = 0; r < nRails_; ++r) striper_.setMode(r, health_.mode(r));
+    for (int r = 0; r < nRails_; ++r) striper_.setMode(r, placementMode(r));
     metrics_.publish(nowNs, striper_);
   }
   uint64_t since = health_.noLiveRailSinceNs();

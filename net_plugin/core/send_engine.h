@@ -25,6 +25,7 @@
 #include "net_plugin/core/opaque_handles.h"
 #include "net_plugin/core/rail_health.h"
 #include "net_plugin/core/rail_metrics.h"
+#include "net_plugin/core/rail_news.h"
 #include "net_plugin/core/rail_striper.h"
 #include "net_plugin/core/receive_matcher.h"
 #include "net_plugin/core/send_request_pool.h"
@@ -83,6 +84,11 @@ class SendEngine : public CommBase {
   // Whether this chunk must wait (the RDMA replay guard: new data must not overtake a replay
   // into the same receive memory). Placing stops at the first chunk that must wait.
   virtual bool mustWait(const SendTracker::Entry& /*e*/) { return false; }
+  // A liveness ping on rail r itself, when the rail can take one now (one with data in flight
+  // answers through that data).
+  virtual void pingRail(int r, uint64_t nowNs) = 0;
+  // The transport's own failing of rail r, for a reason found by the engine.
+  virtual void failRailFor(int r, uint64_t nowNs, const std::string& reason) = 0;
 
   // Sticky: every pending and later send fails with `error`.
   void failComm(abi::Result error, const std::string& reason);
@@ -116,6 +122,14 @@ class SendEngine : public CommBase {
       }
     }
   }
+  // What other connections of the process found out about this comm's rails (RailNews): a
+  // rail found dead elsewhere takes no new data here and is pinged; it fails when it stays
+  // silent for the detector's allowance after the peer was seen answering on another rail
+  // (and stays suspect while the peer answers nowhere); a rail that re-joined elsewhere is
+  // retried here at once. The transports call it at the start of every progress pass.
+  void followRailNews(uint64_t nowNs);
+  // The striper's mode for rail r: its health's, or standby while it is suspect.
+  RailMode placementMode(int r) const;
   // The periodic part of the health check: rail states from measured bandwidth (every
   // kEvaluateNs), then the comm fails when no rail has been left for the peer timeout while
   // sends are pending.
@@ -138,6 +152,9 @@ class SendEngine : public CommBase {
   SendRequestPool<SendRequest> pool_;
   abi::Result failed_ = abi::kSuccess;  // sticky comm error
   uint64_t nextEvaluateNs_ = 0;
+  RailNewsWatch news_[RailStriper::kMaxRails];
+  uint64_t suspectSinceNs_[RailStriper::kMaxRails] = {};  // 0: not suspect
+  uint64_t peerSeenNs_[RailStriper::kMaxRails] = {};  // suspect, and the peer answered elsewhere
 
  private:
   double measuredPeerBandwidth(int r) const;

@@ -122,8 +122,12 @@ class SendComm final : public core::SendEngine {
   bool pollCompletions(uint64_t nowNs);
   void checkHealth(uint64_t nowNs);
   void requestLiveness(int r, uint64_t nowNs);
+  void pingRail(int r, uint64_t nowNs) override;
   // `notifyPeer`: tell the receiver (RAIL_DOWN) so it drops its half at once.
   void failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer = true);
+  void failRailFor(int r, uint64_t nowNs, const std::string& reason) override {
+    failRail(r, nowNs, reason);
+  }
   void startReplace(int r, uint64_t nowNs);
   void replaced(const wire::ControlMessage& m, uint64_t nowNs);
   void abandonReplace(int r, uint64_t nowNs, const std::string& why, bool notifyPeer);

@@ -51,21 +51,21 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
 }
 
 void SendComm::requestLiveness(int r, uint64_t nowNs) {
+  // Idle rails: one carrying data shows the peer's life through its own completions.
   pingIdleRails(
-      r, nowNs,
-      // Idle (nothing queued) and not already answering a ping.
-      [&](int q) {
-        return rails_[q].qp && tracker_.queued(q) == 0 && !rails_[q].livenessOutstanding;
-      },
-      [&](int q) { return rails_[q].livenessSentNs; },
-      [&](int q) {
-        Rail& rail = rails_[q];
-        if (rail.qp->postWrite(workId(Work::kLiveness), area_->data() + kProbeSourceAt, 8,
-                               area_->memory().lkey[q], probeAddress_, rail.probeKey) == 0) {
-          rail.livenessOutstanding = true;
-          rail.livenessSentNs = nowNs;
-        }
-      });
+      r, nowNs, [&](int q) { return tracker_.queued(q) == 0; },
+      [&](int q) { return rails_[q].livenessSentNs; }, [&](int q) { pingRail(q, nowNs); });
+}
+
+// A small RDMA write to the receiver's probe area; one at a time per rail.
+void SendComm::pingRail(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  if (!rail.qp || rail.livenessOutstanding) return;
+  if (rail.qp->postWrite(workId(Work::kLiveness), area_->data() + kProbeSourceAt, 8,
+                         area_->memory().lkey[r], probeAddress_, rail.probeKey) == 0) {
+    rail.livenessOutstanding = true;
+    rail.livenessSentNs = nowNs;
+  }
 }
 
 void SendComm::startReplace(int r, uint64_t nowNs) {

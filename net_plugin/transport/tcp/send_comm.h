@@ -84,7 +84,12 @@ class SendComm final : public core::SendEngine {
   void checkHealth(uint64_t nowNs);
   // Rail r stalls and no other rail shows the peer alive: ping the idle ones.
   void requestLiveness(int r, uint64_t nowNs);
+  bool canPing(int r) const;
+  void pingRail(int r, uint64_t nowNs) override;
   void failRail(int r, uint64_t nowNs, const std::string& reason, bool warn = true);
+  void failRailFor(int r, uint64_t nowNs, const std::string& reason) override {
+    failRail(r, nowNs, reason);
+  }
   void startReconnect(int r, uint64_t nowNs);
   void pumpDialer(int r, uint64_t nowNs);
   bool simulatedDown(int r) const { return faults_.down(r); }

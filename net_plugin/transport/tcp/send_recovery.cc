@@ -21,27 +21,31 @@ using core::formatBytes;
 
 void SendComm::requestLiveness(int r, uint64_t nowNs) {
   pingIdleRails(
-      r, nowNs,
-      [&](int q) {
-        // A ping must never land inside a half-written DATA frame.
-        const Rail& rail = rails_[q];
-        return rail.link.up() && !simulatedDown(q) && tracker_.posted(q) == tracker_.queued(q) &&
-               rail.link.partialBytes == 0;
-      },
-      [&](int q) { return rails_[q].pingSentNs; },
-      [&](int q) {
-        Rail& rail = rails_[q];
-        uint8_t ping[wire::kFrameHeaderBytes];
-        size_t n = wire::encodeLiveness(wire::FrameType::kPing, nowNs, ping);
-        iovec iov{ping, n};
-        IoResult res = writeVec(rail.link.fd(), &iov, 1);
-        if (res.status == Io::kOk && res.bytes == n) {
-          rail.pingSentNs = nowNs;
-        } else if (res.status == Io::kOk && res.bytes > 0) {
-          // A partial 32-byte write on an idle socket: the stream is no longer framed.
-          failRail(q, nowNs, "write: partial liveness ping");
-        }
-      });
+      r, nowNs, [&](int q) { return canPing(q); }, [&](int q) { return rails_[q].pingSentNs; },
+      [&](int q) { pingRail(q, nowNs); });
+}
+
+// A ping must never land inside a half-written DATA frame: only a rail with nothing left to
+// write takes one.
+bool SendComm::canPing(int r) const {
+  const Rail& rail = rails_[r];
+  return rail.link.up() && !simulatedDown(r) && tracker_.posted(r) == tracker_.queued(r) &&
+         rail.link.partialBytes == 0;
+}
+
+void SendComm::pingRail(int r, uint64_t nowNs) {
+  if (!canPing(r)) return;
+  Rail& rail = rails_[r];
+  uint8_t ping[wire::kFrameHeaderBytes];
+  size_t n = wire::encodeLiveness(wire::FrameType::kPing, nowNs, ping);
+  iovec iov{ping, n};
+  IoResult res = writeVec(rail.link.fd(), &iov, 1);
+  if (res.status == Io::kOk && res.bytes == n) {
+    rail.pingSentNs = nowNs;
+  } else if (res.status == Io::kOk && res.bytes > 0) {
+    // A partial 32-byte write on an idle socket: the stream is no longer framed.
+    failRail(r, nowNs, "write: partial liveness ping");
+  }
 }
 
 void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool warn) {

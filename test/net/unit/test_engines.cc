@@ -18,8 +18,11 @@ namespace {
 // the rails' failures by hand.
 class BareSend final : public core::SendEngine {
  public:
-  explicit BareSend(int rails)
-      : SendEngine(0x54455354, 0x77, "test send", core::commConfig(), infos(rails), 64, 32) {
+  // `firstRailId` >= 0: the rails' telemetry ids from there (the NICs other connections of the
+  // process share, as RailNews knows them); -1: none.
+  explicit BareSend(int rails, int firstRailId = -1)
+      : SendEngine(0x54455354, 0x77, "test send", core::commConfig(), infos(rails, firstRailId), 64,
+                   32) {
     for (int r = 0; r < rails; ++r) {
       health_.connected(r, monotonicNs());
       striper_.setMode(r, health_.mode(r));
@@ -37,10 +40,18 @@ class BareSend final : public core::SendEngine {
     }
   }
 
-  static std::vector<RailInfo> infos(int rails) {
+  static std::vector<RailInfo> infos(int rails, int firstRailId) {
     std::vector<RailInfo> out;
-    for (int r = 0; r < rails; ++r) out.push_back({-1, "rail" + std::to_string(r), false, 1e9});
+    for (int r = 0; r < rails; ++r) {
+      out.push_back(
+          {firstRailId >= 0 ? firstRailId + r : -1, "rail" + std::to_string(r), false, 1e9});
+    }
     return out;
+  }
+  void pingRail(int r, uint64_t) override { pings[r]++; }
+  void failRailFor(int r, uint64_t, const std::string& reason) override {
+    failedFor[r] = reason;
+    failRail(r);
   }
   void announce(uint64_t seq, uint64_t size, int tag) {
     core::PostedReceive p;
@@ -65,9 +76,15 @@ class BareSend final : public core::SendEngine {
   }
   void rejoin(int r) { rejoinRail(r, monotonicNs(), 1e9); }
   using SendEngine::failed_;
+  using SendEngine::followRailNews;
+  using SendEngine::health_;
   using SendEngine::postSend;
+  using SendEngine::striper_;
   using SendEngine::tracker_;
   uint32_t queued(int r) const { return tracker_.queued(r); }
+
+  int pings[4] = {};
+  std::string failedFor[4];
 };
 
 class BareRecv final : public core::RecvEngine {
@@ -127,6 +144,80 @@ TEST_CASE("send engine: a send that the announced receive cannot hold fails the 
   int done = 1;
   CHECK(comm.test(q, &done, nullptr) == abi::kInvalidUsage);
   CHECK(done == 0);
+}
+
+// RailNews is process-wide: each case below uses telemetry ids no other case uses.
+TEST_CASE(
+    "send engine: a rail found dead by another connection is suspect here, and fails "
+    "unless it answers",
+    "[engine][news]") {
+  BareSend a(2, 40), b(2, 40);  // two connections of the process over the same two NICs
+  uint64_t t = monotonicNs();
+  b.followRailNews(t);
+  CHECK(b.pings[1] == 0);
+  a.failRail(1);
+  b.followRailNews(t + 1'000'000);
+  // No new data on it here, a ping to find out; the other rail is untouched.
+  CHECK(b.pings[1] == 1);
+  CHECK(b.pings[0] == 0);
+  CHECK(b.striper_.mode(1) == core::RailMode::kStandby);
+  CHECK(b.striper_.mode(0) == core::RailMode::kActive);
+  CHECK(b.health_.live(1));
+  // The news is news once.
+  b.followRailNews(t + 2'000'000);
+  CHECK(b.pings[1] == 1);
+  // While the peer answers nowhere (nothing posted), silence proves nothing: still suspect.
+  b.followRailNews(t + 60'000'000'000);
+  CHECK(b.health_.live(1));
+  CHECK(b.striper_.mode(1) == core::RailMode::kStandby);
+  // The peer answers on rail 0; rail 1 stays silent for the detector's allowance: failed.
+  b.health_.failure(0).onProgress(t + 60'001'000'000);
+  b.followRailNews(t + 60'002'000'000);
+  CHECK(b.health_.live(1));
+  b.followRailNews(t + 60'002'000'000 + b.health_.failure(1).timeoutNs(0, 1e9) - 1);
+  CHECK(b.health_.live(1));
+  b.followRailNews(t + 60'002'000'000 + b.health_.failure(1).timeoutNs(0, 1e9));
+  CHECK(!b.health_.live(1));
+  CHECK(b.failedFor[1].find("another connection") != std::string::npos);
+  CHECK(b.health_.live(0));
+}
+
+TEST_CASE("send engine: a suspect rail that answers goes back to its share", "[engine][news]") {
+  BareSend a(2, 42), b(2, 42);
+  uint64_t t = monotonicNs();
+  a.failRail(0);
+  b.followRailNews(t + 1'000'000);
+  REQUIRE(b.striper_.mode(0) == core::RailMode::kStandby);
+  b.health_.failure(0).onProgress(t + 2'000'000);  // the ping's answer (or data) arrived
+  b.followRailNews(t + 3'000'000);
+  CHECK(b.striper_.mode(0) == core::RailMode::kActive);
+  b.followRailNews(t + 60'000'000'000);
+  CHECK(b.health_.live(0));
+  CHECK(b.failedFor[0].empty());
+}
+
+TEST_CASE("send engine: evidence newer than the other connection's verdict keeps the rail",
+          "[engine][news]") {
+  BareSend a(2, 44), b(2, 44);
+  uint64_t t = monotonicNs();
+  a.failRail(1);                                    // published at about t
+  b.health_.failure(1).onProgress(t + 50'000'000);  // this comm saw the rail work after that
+  b.followRailNews(t + 60'000'000);
+  CHECK(b.pings[1] == 0);
+  CHECK(b.striper_.mode(1) == core::RailMode::kActive);
+}
+
+TEST_CASE("send engine: a rail that re-joined elsewhere is retried here at once",
+          "[engine][news]") {
+  BareSend a(2, 46), b(2, 46);
+  uint64_t t = monotonicNs();
+  b.failRail(1);
+  a.failRail(1);
+  b.followRailNews(t);  // both failures are old news for b's failed rail
+  REQUIRE(!b.health_.failback(1).due(t + 1'000'000));  // its backoff has not run out
+  a.rejoin(1);
+  b.followRailNews(t + 1'000'000);
+  CHECK(b.health_.failback(1).due(t + 1'000'000));
 }
 
 TEST_CASE("receive engine: a chunk lands once; duplicates and overfills are told apart",
