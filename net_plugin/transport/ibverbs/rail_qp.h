@@ -1,8 +1,9 @@
 // RailQp: one rail's reliable-connected queue pair of a comm, with its own completion queue.
 // Created in INIT with a random starting PSN, connected (RTR, RTS) to the peer's endpoint, and
-// destroyed as a unit: destroying the QP is also the fence that guarantees none of its data
-// can land any more (it stops retransmitting), so a rail's unacknowledged chunks may be
-// replayed elsewhere; its CQ goes with it, so no stale completion of an old QP is ever seen.
+// destroyed as a unit: destroying the QP stops the NIC retransmitting its writes, so a rail's
+// unacknowledged chunks are replayed elsewhere (a write already in the fabric can still land
+// through the receiver's QP until the receiver stops it: README, "Not yet guaranteed"); its CQ
+// goes with it, so no stale completion of an old QP is ever seen.
 // A receiver stops the QP (error state) and drains the CQ before that: a write the sender saw
 // acknowledged is recorded nowhere but in its receive completion (README, "Failure and failback").
 //

@@ -25,8 +25,8 @@ using core::formatBytes;
 void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer) {
   Rail& rail = rails_[r];
   if (!health_.fail(r, nowNs, reason)) return;
-  // Destroying the QP stops the NIC retransmitting its writes: after this none of them can
-  // land, so replaying them elsewhere cannot race with a late original.
+  // Destroying the QP stops the NIC retransmitting its writes. A packet already in the fabric
+  // can still land through the receiver's QP until the receiver stops it (no fence yet: README).
   rail.qp.reset();
   uint64_t bytes = 0;
   bool proceed = false;
