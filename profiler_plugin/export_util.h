@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/human_bytes.h"
+
 namespace autopilot::profiler {
 
 // Appends `text` as the body of a JSON string (quotes not included), escaping as RFC 8259 asks.
@@ -21,8 +23,5 @@ struct PathFields {
 std::string expandPathPattern(const std::string& pattern, const PathFields& fields);
 
 std::string hostName();
-
-// "4.0 KiB", "16 MiB": for logs.
-std::string humanBytes(uint64_t bytes);
 
 }  // namespace autopilot::profiler

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/clock.h"
+#include "common/human_bytes.h"
 #include "common/log.h"
 
 namespace autopilot::net::core {
@@ -26,16 +27,6 @@ std::vector<RailHealth::RailInfo> healthInfos(const std::vector<SendEngine::Rail
 }
 
 }  // namespace
-
-std::string formatBytes(uint64_t b) {
-  char buf[32];
-  if (b >= (1u << 20)) {
-    std::snprintf(buf, sizeof(buf), "%.1f MiB", double(b) / double(1 << 20));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)b);
-  }
-  return buf;
-}
 
 SendEngine::SendEngine(uint32_t magic, uint64_t commId, const char* label, const CommConfig& config,
                        const std::vector<RailInfo>& rails, uint32_t trackerDepth,
@@ -66,7 +57,7 @@ std::string SendEngine::railSummary(int r) const {
   char part[160];
   std::snprintf(part, sizeof(part), "%s rail %d %s %s, %.2f Gbit/s (%llu samples), %llu failure%s",
                 r ? ";" : "", r, telemetry::railStateName(health_.state(r)),
-                formatBytes(striper_.assignedBytes(r)).c_str(), striper_.bandwidth(r) * 8e-9,
+                humanBytes(striper_.assignedBytes(r)).c_str(), striper_.bandwidth(r) * 8e-9,
                 (unsigned long long)striper_.samples(r), (unsigned long long)health_.failures(r),
                 health_.failures(r) == 1 ? "" : "s");
   return part;

@@ -163,7 +163,4 @@ class SendEngine : public CommBase {
   uint32_t railFailures_ = 0;  // numbers the rail failures, for SendRequest::failoverMark
 };
 
-// "1.5 MiB" or "300 B", for logs.
-std::string formatBytes(uint64_t bytes);
-
 }  // namespace autopilot::net::core

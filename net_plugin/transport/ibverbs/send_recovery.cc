@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "common/human_bytes.h"
 #include "common/log.h"
 #include "net_plugin/transport/ibverbs/completion.h"
 #include "net_plugin/transport/ibverbs/ib_config.h"
@@ -17,8 +18,6 @@ namespace autopilot::net::ib {
 namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
-
-using core::formatBytes;
 
 }  // namespace
 
@@ -46,7 +45,7 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
           "comm 0x%llx ib send: rail %d failed at monotonic %.6f s; replaying %u "
           "unacknowledged chunk%s (%s) on the other rails",
           (unsigned long long)commId_, r, double(nowNs) * 1e-9, moved, moved == 1 ? "" : "s",
-          formatBytes(bytes).c_str());
+          humanBytes(bytes).c_str());
   if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
 }
 
@@ -202,7 +201,7 @@ void SendComm::checkHealth(uint64_t nowNs) {
     std::snprintf(why, sizeof(why),
                   "no completion for %llu ms while holding %s in %u chunks, %u posted (allowed "
                   "%llu ms at %.2f Gbit/s)",
-                  (unsigned long long)(fd.stalledForNs(nowNs) / 1000000), formatBytes(held).c_str(),
+                  (unsigned long long)(fd.stalledForNs(nowNs) / 1000000), humanBytes(held).c_str(),
                   tracker_.queued(r), tracker_.posted(r),
                   (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9);
     failRail(r, nowNs, why);

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/clock.h"
+#include "common/human_bytes.h"
 #include "common/log.h"
 #include "net_plugin/transport/tcp/send_comm.h"
 
@@ -14,8 +15,6 @@ namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
 constexpr uint64_t kTcpSampleNs = 5'000'000;  // how often a stalled rail asks the kernel
-
-using core::formatBytes;
 
 }  // namespace
 
@@ -65,7 +64,7 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
     AP_INFO(kFlags,
             "comm 0x%llx send: re-sending %u unacknowledged chunk%s (%s) of rail %d on "
             "the other rails",
-            (unsigned long long)commId_, moved, moved == 1 ? "" : "s", formatBytes(bytes).c_str(),
+            (unsigned long long)commId_, moved, moved == 1 ? "" : "s", humanBytes(bytes).c_str(),
             r);
   }
 }
@@ -148,7 +147,7 @@ void SendComm::checkHealth(uint64_t nowNs) {
       std::snprintf(why, sizeof(why),
                     "no progress for %llu ms while holding %s (allowed %llu ms at %.2f Gbit/s)",
                     (unsigned long long)(fd.stalledForNs(nowNs) / 1000000),
-                    formatBytes(held).c_str(),
+                    humanBytes(held).c_str(),
                     (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9);
       failRail(r, nowNs, why);
     }

@@ -77,9 +77,14 @@ void sharesFromLog(double* shares, int rails) {
       size_t at = rec.message.find(key);
       if (at == std::string::npos) continue;
       size_t num = rec.message.find(' ', at + key.size()) + 1;
-      double v = std::atof(rec.message.c_str() + num);
-      bool mib = rec.message.find("MiB", num) < rec.message.find(',', num);
-      bytes[r] = mib ? v * 1048576 : v;
+      char* end = nullptr;
+      double v = std::strtod(rec.message.c_str() + num, &end);
+      std::string unit(end);  // " B, ", " KiB, " ... (humanBytes)
+      double scale = unit.rfind(" GiB", 0) == 0   ? 1073741824.0
+                     : unit.rfind(" MiB", 0) == 0 ? 1048576.0
+                     : unit.rfind(" KiB", 0) == 0 ? 1024.0
+                                                  : 1.0;
+      bytes[r] = v * scale;
       total += bytes[r];
     }
   }
