@@ -50,17 +50,18 @@ GidEntry gid(int index, GidType type, std::initializer_list<uint8_t> tail, bool 
 }  // namespace
 
 TEST_CASE("verbs: RoCE v2 with an IPv4-mapped address is the default GID", "[verbs][unit]") {
-  // What rxe shows: [0] fe80::... (MAC-derived), [1] ::ffff:10.0.0.1, both RoCE v2.
+  // What rxe shows: [0] fe80::... (MAC-derived), [1] ::ffff:<IPv4> (the VM wires use addresses
+  // private to the guest; any IPv4 serves here), both RoCE v2.
   std::vector<GidEntry> rxe = {gid(0, GidType::kRoceV2, {1, 2, 3}),
-                               gid(1, GidType::kRoceV2, {10, 0, 0, 1}, true)};
+                               gid(1, GidType::kRoceV2, {127, 0, 0, 1}, true)};
   CHECK(chooseGidIndex(rxe, -1) == 1);
   CHECK(chooseGidIndex(rxe, 0) == 0);  // configured and present
   CHECK(chooseGidIndex(rxe, 7) == 1);  // configured but absent: the default rule
 
   // A typical mlx5 table: v1 and v2 entries for a link-local and an IPv4 address.
   std::vector<GidEntry> mlx = {gid(0, GidType::kRoceV1, {1}), gid(1, GidType::kRoceV2, {1}),
-                               gid(2, GidType::kRoceV1, {192, 168, 1, 5}, true),
-                               gid(3, GidType::kRoceV2, {192, 168, 1, 5}, true)};
+                               gid(2, GidType::kRoceV1, {127, 0, 1, 5}, true),
+                               gid(3, GidType::kRoceV2, {127, 0, 1, 5}, true)};
   CHECK(chooseGidIndex(mlx, -1) == 3);
   // Only v1: the first non-zero entry.
   std::vector<GidEntry> v1 = {gid(0, GidType::kRoceV1, {1}), gid(1, GidType::kRoceV1, {9}, true)};
