@@ -1,5 +1,7 @@
 #include "common/log.h"
 
+#include <pthread.h>
+
 #include <cstdarg>
 #include <cstdio>
 
@@ -8,6 +10,26 @@
 namespace autopilot::log {
 namespace {
 std::atomic<abi::Logger> gLogger{nullptr};
+
+// fork(): the host's logger serialises its callers with a lock of its own (NCCL's does). A thread
+// of ours inside the logger at the moment the process is copied leaves that lock held in the
+// child for ever, and the child's first log line hangs. Every call into the logger passes this
+// gate, and fork()'s prepare step closes it (see registerForkGate), so that no thread of ours is
+// inside the logger when the process is copied. A plain pthread mutex: it cannot throw.
+pthread_mutex_t gGate = PTHREAD_MUTEX_INITIALIZER;
+
+void closeGate() { pthread_mutex_lock(&gGate); }
+void openGate() { pthread_mutex_unlock(&gGate); }
+}  // namespace
+
+void registerForkGate() noexcept {
+  // pthread_atfork runs prepare handlers in the reverse order of registration: registered before
+  // every owner's handlers (once per load of the library, as glibc drops a library's handlers
+  // when it is unloaded), the gate closes last, after the owners' prepare steps, which may wait
+  // for a thread of theirs that is logging. The child's handler runs in the thread that forked,
+  // the one that holds the gate.
+  static const int rc = pthread_atfork(&closeGate, &openGate, &openGate);
+  (void)rc;
 }
 
 void setLogger(abi::Logger fn) noexcept {
@@ -26,7 +48,9 @@ void emit(abi::LogLevel level, unsigned long flags, const char* func, int line, 
   va_start(ap, fmt);
   std::vsnprintf(buf + prefix, sizeof(buf) - prefix, fmt, ap);
   va_end(ap);
+  pthread_mutex_lock(&gGate);
   fn(level, flags, func, line, "%s", buf);
+  pthread_mutex_unlock(&gGate);
 }
 
 bool RateLimiter::allow(uint64_t* suppressed) noexcept {

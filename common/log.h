@@ -15,6 +15,11 @@ namespace autopilot::log {
 void setLogger(abi::Logger fn) noexcept;
 abi::Logger logger() noexcept;
 
+// Registers the fork handlers that keep every thread of ours out of the host's logger while
+// the process is copied by fork(). Called before any owner registers its own (see
+// registerForkHandlers in service_thread.h); idempotent within one load of the library.
+void registerForkGate() noexcept;
+
 // Formats the message (prefixed "autopilot: ") and forwards it. Safe to call from any thread;
 // NCCL's logger takes a mutex, so hot paths log at INFO only on rare state changes.
 void emit(abi::LogLevel level, unsigned long flags, const char* func, int line, const char* fmt,

@@ -80,6 +80,7 @@ bool ServiceThread::join(std::chrono::milliseconds timeout) {
 }
 
 void registerForkHandlers(const ForkHandlers& handlers) {
+  log::registerForkGate();  // first: its prepare step must run after this owner's
   int rc = pthread_atfork(handlers.prepare, handlers.parent, handlers.child);
   if (rc != 0) AP_WARN(kFlags, "pthread_atfork failed (error %d): fork() is not guarded", rc);
 }
