@@ -56,7 +56,9 @@ class RecvEngine : public CommBase {
   virtual bool railCarries(int r) const = 0;
 
   // The checks of irecv and the next slot, filled in (NULL in *request when it is busy: NCCL
-  // retries). The transport announces it, then runs a progress pass.
+  // retries). The transport announces it, then runs a progress pass. On a broken comm the
+  // request is handed out all the same and the transport announces nothing: test() reports
+  // the error.
   abi::Result postReceive(int n, void* const* data, const size_t* sizes, const int* tags,
                           RecvRequest** request);
   // Chunk `chunk` of `chunks` (`bytes` long) of buffer `buffer` of slot `slot` landed on rail r.

@@ -104,22 +104,31 @@ bool SendEngine::livenessDue(uint64_t lastPingNs, uint64_t stallStartNs, uint64_
 
 abi::Result SendEngine::postSend(const void* data, size_t size, int tag, SendRequest** request) {
   *request = nullptr;
-  if (failed_ != abi::kSuccess) return failed_;
   if (size > abi::kMaxNetSizeBytes) {
     AP_WARN(kFlags, "isend of %zu bytes: more than the %llu bytes a message may have", size,
             (unsigned long long)abi::kMaxNetSizeBytes);
     return abi::kInvalidArgument;
   }
-  SendRequest* q = pool_.post();
+  // A broken comm still answers isend with success: the error reaches NCCL through test() of
+  // the request, as NCCL's own transports report a failed connection.
+  SendRequest* q = failed_ != abi::kSuccess ? pool_.take() : pool_.post();
   if (q == nullptr) return abi::kSuccess;  // NULL request: NCCL retries later
-  q->state = SendRequest::State::kWaitingForReceive;
+  q->state = failed_ != abi::kSuccess ? SendRequest::State::kFailed
+                                      : SendRequest::State::kWaitingForReceive;
   q->data = static_cast<const uint8_t*>(data);
   q->size = size;
   q->tag = tag;
   q->failovers = 0;
-  q->error = abi::kSuccess;
+  q->error = failed_;
   *request = q;
   return abi::kSuccess;
+}
+
+bool SendEngine::withdrawIfUnmatched(SendRequest* q) {
+  if (q->state != SendRequest::State::kWaitingForReceive) return false;
+  q->state = SendRequest::State::kFree;
+  pool_.withdrawLast(q);
+  return true;
 }
 
 void SendEngine::freeRequest(SendRequest* q) {
@@ -162,18 +171,19 @@ void SendEngine::matchRequests() {
     SendRequest* q = pool_.firstWaiting();
     ReceiveMatcher::Slot slot;
     ReceiveMatcher::Match m = matcher_.match(q->tag, q->size, &slot);
-    if (m == ReceiveMatcher::Match::kWait) return;
+    // Not announced yet, or the receive next in line has no free buffer with this tag: the
+    // send waits, and isend hands NCCL a NULL request (withdrawIfUnmatched). NCCL posts again
+    // later, by then perhaps after sends with the tags this receive waits for
+    // (docs/net-contract.md).
+    if (m == ReceiveMatcher::Match::kWait || m == ReceiveMatcher::Match::kTagMismatch) return;
     pool_.popWaiting();
     if (m != ReceiveMatcher::Match::kMatched) {
-      // The peer's receive cannot take this send: a usage error that breaks the ordering for
-      // every later send on this connection.
+      // The peer's buffer for this tag is smaller than the send: NCCL's collectives disagree
+      // between the two ranks, a usage error that breaks every later send on this connection.
       q->state = SendRequest::State::kFailed;
       q->error = abi::kInvalidUsage;
-      failComm(abi::kInvalidUsage,
-               m == ReceiveMatcher::Match::kTooLarge
-                   ? "a send is larger than the receive buffer posted for it (" +
-                         std::to_string(q->size) + " bytes)"
-                   : "no posted receive buffer has the send's tag " + std::to_string(q->tag));
+      failComm(abi::kInvalidUsage, "a send is larger than the receive buffer posted for it (" +
+                                       std::to_string(q->size) + " bytes)");
       return;
     }
     q->recvSeq = slot.seq;

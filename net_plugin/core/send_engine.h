@@ -70,8 +70,15 @@ class SendEngine : public CommBase {
 
   // A send of `size` bytes takes a request of the pool, waiting for its receive (NULL in
   // *request when none is free: NCCL retries). The transport fills in what it adds, then runs
-  // a progress pass.
+  // a progress pass, then calls withdrawIfUnmatched. On a broken comm the request is handed out
+  // failed: test() reports the error.
   abi::Result postSend(const void* data, size_t size, int tag, SendRequest** request);
+  // After the progress pass of an isend: a send that found no receive to match (not announced
+  // yet, or the receive next in line has no free buffer with its tag) goes back to the pool
+  // and true is returned; isend then hands NCCL a NULL request, as NCCL's IB transport does,
+  // and NCCL posts it again later. A request handed out is therefore always matched (or
+  // failed): it never waits on a receive that NCCL could post only after a later send.
+  bool withdrawIfUnmatched(SendRequest* q);
   // One progress pass: the transport's own (reads, writes, completions, health).
   virtual void progress(uint64_t nowNs) = 0;
   // The send was matched to receive slot `slot`: the transport keeps what it needs of the
@@ -93,7 +100,8 @@ class SendEngine : public CommBase {
   // Sticky: every pending and later send fails with `error`.
   void failComm(abi::Result error, const std::string& reason);
   void freeRequest(SendRequest* q);
-  // Sends whose receive is announced start: their chunks are planned.
+  // Sends whose receive is announced start: their chunks are planned. Sends match receives in
+  // order; within a multi-receive, the tag picks the buffer.
   void matchRequests();
   // Planned chunks go to rails (earliest predicted completion).
   void placeChunks(uint64_t nowNs);

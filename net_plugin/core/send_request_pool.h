@@ -36,15 +36,25 @@ class SendRequestPool {
   // Requests handed out and not yet released.
   bool anyInUse() const { return freeCount_ < size_; }
 
+  // A free request; NULL when none is free.
+  Request* take() {
+    if (freeCount_ == 0) return nullptr;
+    return &pool_[free_[--freeCount_]];
+  }
   // A free request, appended to the waiting FIFO; NULL when none is free.
   Request* post() {
-    if (freeCount_ == 0) return nullptr;
-    Request* q = &pool_[free_[--freeCount_]];
+    Request* q = take();
+    if (q == nullptr) return nullptr;
     waiting_[(waitingHead_ + waitingSize_) % size_] = q->index;
     waitingSize_++;
     return q;
   }
   void release(Request* q) { free_[freeCount_++] = q->index; }
+  // Takes back the request posted last, still waiting: it was never handed out.
+  void withdrawLast(Request* q) {
+    waitingSize_--;
+    release(q);
+  }
 
   bool anyWaiting() const { return waitingSize_ > 0; }
   Request* firstWaiting() { return &pool_[waiting_[waitingHead_]]; }

@@ -148,10 +148,6 @@ std::unique_ptr<RecvComm> ListenComm::admit(Pending& p, const wire::ControlMessa
 }
 
 abi::Result ListenComm::accept(RecvComm** recvComm) {
-  if (done_) {
-    AP_WARN(kFlags, "accept called again on a listen comm that already accepted");
-    return abi::kInvalidUsage;
-  }
   uint64_t now = monotonicNs();
   for (;;) {
     tcp::Fd fd;
@@ -217,7 +213,6 @@ abi::Result ListenComm::accept(RecvComm** recvComm) {
     }
     std::unique_ptr<RecvComm> comm = admit(p, m);
     if (comm) {
-      done_ = true;
       *recvComm = comm.release();
       return abi::kSuccess;
     }

@@ -6,9 +6,11 @@
 // NCCL_AUTOPILOT_NET_ADDRS), a fresh random secret, and the device's rail count, all in the
 // handle. accept() reads the sender's CONNECT (within 2 s per connection), checks the secret,
 // creates and connects a QP per rail to the sender's endpoints, and answers ACCEPT with its own
-// endpoints; the TCP connection stays open as the comm's control link. A connection with a
-// wrong secret, another version or garbage is answered (when possible), closed and logged with
-// the peer's address.
+// endpoints; the TCP connection stays open as the comm's control link. Several connections may
+// come through one listen comm; accept() hands them out one per call until closeListen (a
+// receive comm does not need the listener: its rails are re-created over its own control
+// link). A connection with a wrong secret, another version or garbage is answered (when
+// possible), closed and logged with the peer's address.
 //
 // Connector (connect): parses the handle (a TCP-transport handle is recognised and explained),
 // pairs local rail i with the listener's rail i, creates the FIFO and a QP per rail, dials the
@@ -66,7 +68,6 @@ class ListenComm final : public CommBase {
   tcp::Fd listener_;
   uint8_t secret_[wire::kSecretBytes] = {};
   Pending pending_[kMaxPending];
-  bool done_ = false;
 };
 
 class Connector {

@@ -120,6 +120,10 @@ abi::Result RecvComm::irecv(int n, void** data, const size_t* sizes, const int* 
   RecvRequest* q = nullptr;
   abi::Result rc = postReceive(n, data, sizes, tags, &q);
   if (q == nullptr) return rc;
+  if (failed_ != abi::kSuccess) {
+    *request = static_cast<RequestHeader*>(q);  // test() reports the comm's error
+    return rc;
+  }
   wire::CtsEntry entry;
   entry.seq = q->seq;
   entry.n = n;

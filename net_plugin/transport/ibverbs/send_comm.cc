@@ -112,8 +112,8 @@ abi::Result SendComm::isend(const void* data, size_t size, int tag, const void* 
   abi::Result rc = postSend(data, size, tag, &q);
   if (q == nullptr) return rc;
   targets_[q->index].memory = mh;
-  *request = static_cast<RequestHeader*>(q);
   progress(monotonicNs());
+  if (!withdrawIfUnmatched(q)) *request = static_cast<RequestHeader*>(q);
   return rc;
 }
 

@@ -59,19 +59,6 @@ void RailAcceptor::close() {
   rails_ = 0;
 }
 
-void RailAcceptor::moveFrom(RailAcceptor& other) {
-  close();
-  rails_ = other.rails_;
-  for (int r = 0; r < wire::kMaxRails; ++r) {
-    listeners_[r] = std::move(other.listeners_[r]);
-    bound_[r] = other.bound_[r];
-  }
-  for (int i = 0; i < kMaxPending; ++i) pending_[i] = std::move(other.pending_[i]);
-  std::memcpy(secret_, other.secret_, sizeof(secret_));
-  evicted_ = other.evicted_;
-  other.rails_ = 0;
-}
-
 void RailAcceptor::progress(uint64_t nowNs, uint32_t pausedMask, Owner& owner) {
   for (int r = 0; r < rails_; ++r) {
     if (!listeners_[r].valid() || (pausedMask & (1u << r))) continue;

@@ -1,7 +1,7 @@
-// RailAcceptor: the listening side of connection setup, shared by the listen comm (initial
-// accept) and the receive comm (rails re-connected by the sender after a failure, or joining
-// late). It owns one listening socket per rail, accepts without blocking, reads each
-// newcomer's HELLO within a deadline and checks the protocol version and the per-listen
+// RailAcceptor: the listening side of connection setup, inside the AcceptHub that a listen comm
+// shares with the receive comms it accepted (first rails, rails re-connected by the sender after
+// a failure, or joining late). It owns one listening socket per rail, accepts without blocking,
+// reads each newcomer's HELLO within a deadline and checks the protocol version and the per-listen
 // secret; a connection that fails any check is answered with the reason, closed and logged
 // with the peer's address. What to do with a valid HELLO (which connection, which generation)
 // is the caller's decision.
@@ -44,8 +44,6 @@ class RailAcceptor {
   void setSecret(const uint8_t* secret);
   // Rails whose bit is set are not accepted on (simulated link down).
   void progress(uint64_t nowNs, uint32_t pausedMask, Owner& owner);
-  // Moves listeners and pending handshakes to another owner (listen comm -> receive comm).
-  void moveFrom(RailAcceptor& other);
   void close();
   const char* role = "accept";  // for log messages
   uint64_t evicted() const { return evicted_; }

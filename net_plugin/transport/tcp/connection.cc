@@ -33,11 +33,10 @@ RailSetup railSetup(int globalIndex) {
 // ---------------------------------------------------------------------------- ListenComm
 
 ListenComm::ListenComm(uint64_t commId, int device)
-    : CommBase(kMagic), commId_(commId), device_(device) {
-  acceptor_.role = "accept";
-}
+    : CommBase(kMagic), commId_(commId), device_(device), hub_(std::make_shared<AcceptHub>()) {}
 
-ListenComm::~ListenComm() = default;
+// The receive comms keep the hub (and its listening sockets) for their re-connected rails.
+ListenComm::~ListenComm() { hub_->stopAccepting(); }
 
 abi::Result ListenComm::listen(void* handle) {
   nRails_ = core::connectionRails(TcpRails::instance().devices(), device_, wire::kMaxRails,
@@ -46,19 +45,18 @@ abi::Result ListenComm::listen(void* handle) {
   const auto& rails = TcpRails::instance().rails();
   SockAddr addrs[wire::kMaxRails];
   for (int r = 0; r < nRails_; ++r) addrs[r] = rails[size_t(railIds_[r])].address;
-  std::string error;
-  if (!acceptor_.open(addrs, nRails_, &error)) {
-    AP_WARN(kFlags, "listen on device %d: %s", device_, error.c_str());
-    return abi::kSystemError;
-  }
   Handle h;
   if (!randomBytes(h.secret, sizeof(h.secret))) {
     AP_WARN(kFlags, "listen: no random bytes for the connection secret");
     return abi::kSystemError;
   }
-  acceptor_.setSecret(h.secret);
+  std::string error;
+  if (!hub_->open(addrs, nRails_, h.secret, &error)) {
+    AP_WARN(kFlags, "listen on device %d: %s", device_, error.c_str());
+    return abi::kSystemError;
+  }
   h.railCount = nRails_;
-  for (int r = 0; r < nRails_; ++r) h.rails[r] = acceptor_.bound(r);
+  for (int r = 0; r < nRails_; ++r) h.rails[r] = hub_->bound(r);
   if (!encodeHandle(h, static_cast<uint8_t*>(handle), &error)) {
     AP_WARN(kFlags, "listen on device %d: %s", device_, error.c_str());
     return abi::kInternalError;
@@ -66,62 +64,31 @@ abi::Result ListenComm::listen(void* handle) {
   return abi::kSuccess;
 }
 
-wire::AckStatus ListenComm::decide(const wire::Hello& hello, const SockAddr&) {
-  if (done_) return wire::AckStatus::kWrongConnection;
-  if (connectionId_ == 0) {
-    if (hello.railCount > nRails_) return wire::AckStatus::kBadRail;
-    // The first valid rail defines the connection; the handle went to one peer only.
-    connectionId_ = hello.connectionId;
-    expectedRails_ = hello.railCount;
-  }
-  if (hello.connectionId != connectionId_) return wire::AckStatus::kWrongConnection;
-  if (hello.railCount != expectedRails_ || hello.railIndex >= expectedRails_) {
-    return wire::AckStatus::kBadRail;
-  }
-  if (hello.generation <= generations_[hello.railIndex]) return wire::AckStatus::kStaleGeneration;
-  return wire::AckStatus::kAccepted;
-}
-
-void ListenComm::install(const wire::Hello& hello, Fd fd, const SockAddr&) {
-  accepted_[hello.railIndex] = std::move(fd);
-  generations_[hello.railIndex] = hello.generation;
-  if (firstRailNs_ == 0) firstRailNs_ = nowNs_;
-}
-
 abi::Result ListenComm::accept(RecvComm** recvComm) {
-  if (done_) {
-    AP_WARN(kFlags, "accept called again on a listen comm that already accepted");
-    return abi::kInvalidUsage;
-  }
   uint64_t now = monotonicNs();
-  nowNs_ = now;  // install() stamps the first rail with the same clock reading
   auto& injector = core::FaultInjector::instance();
   injector.refresh(now);
   uint32_t paused = 0;
   for (int r = 0; r < nRails_; ++r) {
     if (injector.down(railIds_[r])) paused |= 1u << r;
   }
-  acceptor_.progress(now, paused, *this);
-  if (connectionId_ == 0) return abi::kSuccess;
-  int have = 0;
-  for (int r = 0; r < expectedRails_; ++r) have += accepted_[r].valid();
-  bool late = now - firstRailNs_ >= core::commConfig().stragglerNs;
-  if (have < expectedRails_ && !late) return abi::kSuccess;
+  AcceptHub::Accepted a;
+  if (!hub_->acceptOne(now, paused, core::commConfig().stragglerNs, &a)) return abi::kSuccess;
 
   RecvCommSetup setup;
   setup.commId = commId_;
   setup.faults = &core::FaultInjector::instance();
-  setup.connectionId = connectionId_;
-  setup.acceptor = &acceptor_;
-  for (int r = 0; r < expectedRails_; ++r) {
+  setup.connectionId = a.connectionId;
+  setup.hub = hub_;
+  setup.mailbox = a.mailbox;
+  for (int r = 0; r < a.rails; ++r) {
     RailSetup rs = railSetup(railIds_[r]);
-    rs.fd = std::move(accepted_[r]);
-    rs.generation = generations_[r];
+    rs.fd = std::move(a.fds[r]);
+    rs.generation = a.generations[r];
     setup.rails.push_back(std::move(rs));
   }
   AP_INFO(kFlags, "comm 0x%llx: accepted a connection on %d of %d rails",
-          (unsigned long long)commId_, have, expectedRails_);
-  done_ = true;
+          (unsigned long long)commId_, a.connected, a.rails);
   *recvComm = new RecvComm(std::move(setup));
   return abi::kSuccess;
 }

@@ -3,9 +3,11 @@
 //
 // ListenComm (listen + accept): one listening socket per rail of the device, bound to the
 // rail's address; the handle carries all of them and a fresh random secret. accept()
-// validates each incoming rail connection (RailAcceptor) and completes when every rail the
-// sender announced has arrived, or when at least one has and the others are late by more
-// than the straggler time (they can still join the receive comm later).
+// validates each incoming rail connection (RailAcceptor, through the AcceptHub it shares with
+// the receive comms it accepted) and hands out a connection when every rail the sender
+// announced has arrived, or when at least one has and the others are late by more than the
+// straggler time (they can still join the receive comm later). Several connections may come
+// through one listen comm; accept() hands them out one per call until closeListen.
 //
 // Connector (connect): parses the handle (magic, version, checksum), pairs local rail i with
 // the peer's rail i, and dials every rail at once (RailDialer). It completes when each rail is
@@ -21,7 +23,7 @@
 
 #include "common/abi/net_abi.h"
 #include "net_plugin/core/pending_connects.h"
-#include "net_plugin/transport/tcp/acceptor.h"
+#include "net_plugin/transport/tcp/accept_hub.h"
 #include "net_plugin/transport/tcp/handle.h"
 #include "net_plugin/transport/tcp/handshake.h"
 #include "net_plugin/transport/tcp/requests.h"
@@ -31,7 +33,7 @@ namespace autopilot::net::tcp {
 
 class RecvComm;
 
-class ListenComm final : public CommBase, private RailAcceptor::Owner {
+class ListenComm final : public CommBase {
  public:
   static constexpr uint32_t kMagic = 0x4c504e41;  // "ANPL"
   static constexpr const char* kKind = "listen";
@@ -43,21 +45,11 @@ class ListenComm final : public CommBase, private RailAcceptor::Owner {
   abi::Result accept(RecvComm** recvComm);
 
  private:
-  wire::AckStatus decide(const wire::Hello& hello, const SockAddr& peer) override;
-  void install(const wire::Hello& hello, Fd fd, const SockAddr& peer) override;
-
   uint64_t commId_;
   int device_;
   int nRails_ = 0;
   int railIds_[wire::kMaxRails] = {};  // indices in the process's rail list
-  RailAcceptor acceptor_;
-  uint64_t connectionId_ = 0;
-  int expectedRails_ = 0;
-  uint64_t firstRailNs_ = 0;
-  uint64_t nowNs_ = 0;  // time of the current accept() call
-  Fd accepted_[wire::kMaxRails];
-  uint32_t generations_[wire::kMaxRails] = {};
-  bool done_ = false;
+  std::shared_ptr<AcceptHub> hub_;
 };
 
 class Connector {

@@ -33,9 +33,9 @@ std::vector<core::RailHealth::RailInfo> railInfos(const RecvCommSetup& setup) {
 RecvComm::RecvComm(RecvCommSetup setup)
     : RecvEngine(kMagic, setup.commId, "recv", core::commConfig(), railInfos(setup), kSlots),
       connectionId_(setup.connectionId),
-      rails_(new Rail[setup.rails.size()]) {
-  acceptor_.moveFrom(*setup.acceptor);
-  acceptor_.role = "recv comm";
+      rails_(new Rail[setup.rails.size()]),
+      hub_(std::move(setup.hub)),
+      mailbox_(setup.mailbox) {
   uint64_t now = monotonicNs();
   int globals[wire::kMaxRails] = {};
   for (int r = 0; r < nRails_; ++r) globals[r] = setup.rails[size_t(r)].globalIndex;
@@ -53,7 +53,7 @@ RecvComm::RecvComm(RecvCommSetup setup)
 
 RecvComm::~RecvComm() {
   for (int r = 0; r < nRails_; ++r) rails_[r].link.detach(false);
-  acceptor_.close();
+  hub_->release(mailbox_);  // the hub closes its listeners with its last owner
 }
 
 bool RecvComm::railCarries(int r) const { return rails_[r].link.up() && !simulatedDown(r); }
@@ -65,8 +65,8 @@ abi::Result RecvComm::irecv(int n, void** data, const size_t* sizes, const int* 
   RecvRequest* q = nullptr;
   abi::Result rc = postReceive(n, data, sizes, tags, &q);
   *request = q ? static_cast<RequestHeader*>(q) : nullptr;
-  if (q == nullptr) return rc;
-  if (posted_ == 1) lastArrivalNs_ = monotonicNs();  // the quiet period starts now
+  if (q == nullptr || failed_ != abi::kSuccess) return rc;  // test() reports the comm's error
+  if (posted_ == 1) lastArrivalNs_ = monotonicNs();         // the quiet period starts now
   announce(*q);
   progress(monotonicNs());
   return rc;
@@ -126,7 +126,12 @@ void RecvComm::progress(uint64_t nowNs) {
     for (int r = 0; r < nRails_; ++r) {
       if (simulatedDown(r)) paused |= 1u << r;
     }
-    acceptor_.progress(nowNs, paused, *this);
+    hub_->serve(nowNs, paused);
+  }
+  if (mailbox_->any.load(std::memory_order_acquire)) {
+    hub_->takeArrivals(*mailbox_, [&](int r, Fd fd, uint32_t generation, const SockAddr& peer) {
+      installRail(r, std::move(fd), generation, peer);
+    });
   }
   pollfd fds[wire::kMaxRails];
   int which[wire::kMaxRails];

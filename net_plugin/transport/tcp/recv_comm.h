@@ -7,8 +7,9 @@
 // completes exactly once. Every DATA frame consumed is acknowledged on its rail (cumulative
 // counts, flushed once per progress pass).
 //
-// The listening sockets stay open for the comm's lifetime: the sender re-connects failed rails
-// through them (RailAcceptor validates each newcomer). When the rail that carried the
+// The listening sockets stay open for the comm's lifetime (the AcceptHub it shares with its
+// listen comm and that comm's other connections): the sender re-connects failed rails through
+// them, and the hub hands each newcomer to this comm's mailbox. When the rail that carried the
 // announcements fails, or a rail re-joins, every pending announcement is repeated on a live
 // rail (the sender ignores duplicates). An announcement can also be lost without any rail
 // failing here: the sender fails a rail (its data stalled) and closes it with our frames
@@ -18,7 +19,8 @@
 // another rail is still reading a duplicate of one of its chunks, that reader is redirected to
 // discard: NCCL owns the buffer again as soon as test() reports completion.
 //
-// Threading: one NCCL thread at a time per comm; no locks; hot paths allocate nothing.
+// Threading: one NCCL thread at a time per comm; the only lock is the shared hub's, which a
+// pass only tries (AcceptHub); hot paths allocate nothing.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +30,7 @@
 
 #include "common/abi/net_abi.h"
 #include "net_plugin/core/recv_engine.h"
-#include "net_plugin/transport/tcp/acceptor.h"
+#include "net_plugin/transport/tcp/accept_hub.h"
 #include "net_plugin/transport/tcp/rail_link.h"
 #include "net_plugin/transport/tcp/requests.h"
 #include "net_plugin/transport/tcp/send_comm.h"
@@ -36,11 +38,12 @@
 namespace autopilot::net::tcp {
 
 struct RecvCommSetup : core::CommSetup {
-  RailAcceptor* acceptor = nullptr;  // listeners and pending handshakes move into the comm
-  std::vector<RailSetup> rails;      // fd invalid: not connected (yet)
+  std::shared_ptr<AcceptHub> hub;         // the listening sockets, shared
+  AcceptHub::Mailbox* mailbox = nullptr;  // where the hub puts this connection's rails
+  std::vector<RailSetup> rails;           // fd invalid: not connected (yet)
 };
 
-class RecvComm final : public core::RecvEngine, private RailAcceptor::Owner {
+class RecvComm final : public core::RecvEngine {
  public:
   static constexpr uint32_t kMagic = 0x52504e41;  // "ANPR"
   static constexpr const char* kKind = "receive";
@@ -74,17 +77,17 @@ class RecvComm final : public core::RecvEngine, private RailAcceptor::Owner {
   bool simulatedDown(int r) const { return faults_.down(r); }
   bool simulatedDeaf(int r) const { return faults_.deaf(r); }  // nothing read from the rail
 
-  // RailAcceptor::Owner: rails re-connected (or connected late) by the sender.
-  wire::AckStatus decide(const wire::Hello& hello, const SockAddr& peer) override;
-  void install(const wire::Hello& hello, Fd fd, const SockAddr& peer) override;
+  // A rail the sender re-connected (or connected late), from the mailbox.
+  void installRail(int r, Fd fd, uint32_t generation, const SockAddr& peer);
 
   uint64_t connectionId_;
   std::unique_ptr<Rail[]> rails_;
-  RailAcceptor acceptor_;
+  std::shared_ptr<AcceptHub> hub_;
+  AcceptHub::Mailbox* mailbox_;
   // Every receive with a lower seq is complete; sent with every acknowledgement so that the
   // sender can complete a send whose re-sent copies this side no longer needs to read.
   uint64_t completedBelow_ = 0;
-  uint64_t nowNs_ = 0;            // time of the current pass (for the acceptor callbacks)
+  uint64_t nowNs_ = 0;            // time of the current pass
   uint64_t lastArrivalNs_ = 0;    // a DATA frame was consumed, or receives were first posted
   uint64_t reannounceGapNs_ = 0;  // current backoff of the repetition
   uint64_t reannouncedNs_ = 0;    // last repetition

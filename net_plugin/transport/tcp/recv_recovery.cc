@@ -58,23 +58,13 @@ void RecvComm::checkHealth(uint64_t nowNs) {
   evaluateHealth(nowNs);
 }
 
-wire::AckStatus RecvComm::decide(const wire::Hello& hello, const SockAddr&) {
-  if (hello.connectionId != connectionId_) return wire::AckStatus::kWrongConnection;
-  if (hello.railCount != nRails_ || hello.railIndex >= nRails_) return wire::AckStatus::kBadRail;
-  if (hello.generation <= rails_[hello.railIndex].link.generation()) {
-    return wire::AckStatus::kStaleGeneration;
-  }
-  return wire::AckStatus::kAccepted;
-}
-
-void RecvComm::install(const wire::Hello& hello, Fd fd, const SockAddr& peer) {
-  int r = hello.railIndex;
+void RecvComm::installRail(int r, Fd fd, uint32_t generation, const SockAddr& peer) {
   uint64_t now = nowNs_;
   if (health_.live(r)) {
     // The sender gave up on this connection (it saw no progress): follow it.
     failRail(r, now, "the sender re-connected the rail from " + peer.str(), false);
   }
-  rails_[r].link.attach(std::move(fd), hello.generation);
+  rails_[r].link.attach(std::move(fd), generation);
   rails_[r].tcpWatch = false;
   health_.rejoin(r, now);
   announceAll();

@@ -75,8 +75,10 @@ SendComm::~SendComm() {
 abi::Result SendComm::isend(const void* data, size_t size, int tag, void** request) {
   SendRequest* q = nullptr;
   abi::Result rc = postSend(data, size, tag, &q);
-  *request = q ? static_cast<RequestHeader*>(q) : nullptr;
-  if (q != nullptr) progress(monotonicNs());
+  *request = nullptr;
+  if (q == nullptr) return rc;
+  progress(monotonicNs());
+  if (!withdrawIfUnmatched(q)) *request = static_cast<RequestHeader*>(q);
   return rc;
 }
 

@@ -75,12 +75,32 @@ class BareSend final : public core::SendEngine {
     return moved;
   }
   void rejoin(int r) { rejoinRail(r, monotonicNs(), 1e9); }
+  // An isend as the transports make it: post, one pass, withdraw when unmatched.
+  core::SendRequest* isend(std::vector<uint8_t>& buffer, int tag) {
+    core::SendRequest* q = nullptr;
+    REQUIRE(postSend(buffer.data(), buffer.size(), tag, &q) == abi::kSuccess);
+    if (q == nullptr) return nullptr;
+    place();
+    return withdrawIfUnmatched(q) ? nullptr : q;
+  }
+  // A multi-receive: one buffer per tag, `size` bytes each.
+  void announceMulti(uint64_t seq, uint64_t size, std::initializer_list<int> tags) {
+    core::PostedReceive p;
+    p.seq = seq;
+    for (int tag : tags) {
+      p.sizes[p.n] = size;
+      p.tags[p.n++] = tag;
+    }
+    REQUIRE(matcher_.offer(p) == core::ReceiveMatcher::Offer::kStored);
+  }
+  using SendEngine::failComm;
   using SendEngine::failed_;
   using SendEngine::followRailNews;
   using SendEngine::health_;
   using SendEngine::postSend;
   using SendEngine::striper_;
   using SendEngine::tracker_;
+  using SendEngine::withdrawIfUnmatched;
   uint32_t queued(int r) const { return tracker_.queued(r); }
 
   int pings[4] = {};
@@ -94,6 +114,7 @@ class BareRecv final : public core::RecvEngine {
                    {{-1, "rail0", false}, {-1, "rail1", false}}, 4) {}
   void progress(uint64_t) override {}
   bool railCarries(int) const override { return true; }
+  void fail(abi::Result e) { failComm(e, "test"); }
   using RecvEngine::landChunk;
   using RecvEngine::postReceive;
   using RecvEngine::slots_;
@@ -143,6 +164,65 @@ TEST_CASE("send engine: a send that the announced receive cannot hold fails the 
   CHECK(comm.failed_ == abi::kInvalidUsage);
   int done = 1;
   CHECK(comm.test(q, &done, nullptr) == abi::kInvalidUsage);
+  CHECK(done == 0);
+}
+
+TEST_CASE(
+    "send engine: a send the receive next in line cannot take by its tag gets a NULL request, "
+    "and matches once NCCL posts it again in turn",
+    "[net][engine][contract]") {
+  BareSend comm(2);
+  std::vector<uint8_t> a(4096), b(4096), c(4096), d(4096);
+  // Nothing announced yet: NULL, nothing kept.
+  CHECK(comm.isend(a, 0) == nullptr);
+  // The first receive takes tags 8 and 9, the second tag 0.
+  comm.announceMulti(0, 4096, {8, 9});
+  comm.announceMulti(1, 4096, {0});
+  for (int i = 0; i < 3; ++i) CHECK(comm.isend(a, 0) == nullptr);  // NCCL retries: still NULL
+  CHECK(comm.failed_ == abi::kSuccess);                            // not an error
+  core::SendRequest* q9 = comm.isend(b, 9);  // any order within the multi-receive
+  REQUIRE(q9 != nullptr);
+  CHECK(q9->recvSeq == 0);
+  CHECK(q9->buffer == 1);
+  CHECK(comm.isend(a, 0) == nullptr);  // tag 8 of the first receive is still free
+  core::SendRequest* q8 = comm.isend(c, 8);
+  REQUIRE(q8 != nullptr);
+  CHECK(q8->recvSeq == 0);
+  CHECK(q8->buffer == 0);
+  core::SendRequest* q0 = comm.isend(a, 0);  // now next in line
+  REQUIRE(q0 != nullptr);
+  CHECK(q0->recvSeq == 1);
+  CHECK(comm.isend(d, 0) == nullptr);  // nothing more announced
+  CHECK(comm.failed_ == abi::kSuccess);
+}
+
+TEST_CASE("send engine: on a broken comm isend still succeeds; test() reports the error",
+          "[net][engine][contract]") {
+  BareSend comm(2);
+  comm.failComm(abi::kRemoteError, "test");
+  std::vector<uint8_t> buffer(4096);
+  core::SendRequest* q = nullptr;
+  CHECK(comm.postSend(buffer.data(), buffer.size(), 0, &q) == abi::kSuccess);
+  REQUIRE(q != nullptr);
+  CHECK_FALSE(comm.withdrawIfUnmatched(q));  // handed out, failed
+  int done = 1;
+  CHECK(comm.test(q, &done, nullptr) == abi::kRemoteError);
+  CHECK(done == 0);
+}
+
+TEST_CASE("recv engine: on a broken comm irecv still succeeds; test() reports the error",
+          "[net][engine][contract]") {
+  BareRecv comm;
+  comm.fail(abi::kRemoteError);
+  std::vector<uint8_t> buffer(4096);
+  void* data = buffer.data();
+  size_t size = buffer.size();
+  int tag = 0;
+  core::RecvRequest* q = nullptr;
+  CHECK(comm.postReceive(1, &data, &size, &tag, &q) == abi::kSuccess);
+  REQUIRE(q != nullptr);
+  int done = 1;
+  CHECK(comm.test(q, &done, nullptr) == abi::kRemoteError);
   CHECK(done == 0);
 }
 
