@@ -63,6 +63,9 @@ struct Scenario {
   double ratio = 0;
   uint64_t bytesLost = 0;
   double maxStallMs = 0;
+  // Rails either side declared failed (warnings; an orderly close is not one). Every scenario
+  // but rail_down injects no fault, so there each one is a false failover.
+  uint64_t failovers = 0;
   double latencyUs = 0, baselineLatencyUs = 0;  // pingpong only
   std::string target;  // README's target (the figure on a machine with free CPUs)
   bool targetMet = false;
@@ -158,8 +161,12 @@ void runStream(const NetnsTestbed& bed, const Options& opt, Scenario* sc,
                const std::vector<std::pair<std::string, std::string>>& env,
                const std::function<void()>& script) {
   double stopAt = 0;  // when the sender was told to stop, on the receiver's clock (about)
-  Channel results[2];
+  Channel results[2], senderResults[2];
   channelPair(&results[0], &results[1]);
+  channelPair(&senderResults[0], &senderResults[1]);
+  // Counted before the comm closes: the peer's close of an idle connection is logged, but not
+  // as a warning.
+  auto railFailures = [] { return uint64_t(host::LogCapture::count(abi::kLogWarn, "-> failed")); };
   const size_t bytes = opt.messageBytes;
   const int depth = opt.depth;
   PairOutcome outcome = runPair(
@@ -171,7 +178,9 @@ void runStream(const NetnsTestbed& bed, const Options& opt, Scenario* sc,
         Timeline t;
         if (int rc = timedReceive(ep, comm, peer, bytes, depth, &t)) return rc;
         uint64_t n = t.completions.size();
-        PEER_CHECK(results[1].send(&t.corrupt, sizeof(t.corrupt)) &&
+        uint64_t failures = railFailures();
+        PEER_CHECK(results[1].send(&failures, sizeof(failures)) &&
+                       results[1].send(&t.corrupt, sizeof(t.corrupt)) &&
                        results[1].send(&n, sizeof(n)) &&
                        results[1].send(t.completions.data(), n * sizeof(double)),
                    "results");
@@ -182,6 +191,8 @@ void runStream(const NetnsTestbed& bed, const Options& opt, Scenario* sc,
         void* comm = nullptr;
         if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
         if (int rc = streamSend(ep, comm, peer, parent, bytes, depth, Verify::kSampled)) return rc;
+        uint64_t failures = railFailures();
+        PEER_CHECK(senderResults[1].send(&failures, sizeof(failures)), "results");
         ep.net()->closeSend(comm);
         return 0;
       },
@@ -193,8 +204,10 @@ void runStream(const NetnsTestbed& bed, const Options& opt, Scenario* sc,
         toSender.sendLine("stop");
       });
   Timeline t;
-  uint64_t n = 0;
+  uint64_t n = 0, receiverFailures = 0, senderFailures = 0;
   bool got = outcome.receiver == 0 && outcome.sender == 0 &&
+             results[0].recv(&receiverFailures, sizeof(receiverFailures), 10000) &&
+             senderResults[0].recv(&senderFailures, sizeof(senderFailures), 10000) &&
              results[0].recv(&t.corrupt, sizeof(t.corrupt), 10000) &&
              results[0].recv(&n, sizeof(n), 10000) && n <= (1u << 16);
   if (got) {
@@ -211,6 +224,7 @@ void runStream(const NetnsTestbed& bed, const Options& opt, Scenario* sc,
   sc->bytes = c.size() * bytes;
   sc->seconds = c.empty() ? 0 : c.back();
   sc->bytesLost = t.corrupt * bytes;
+  sc->failovers += receiverFailures + senderFailures;
   // Between two completions: the wait for the first one is connection set-up on a loaded host.
   for (size_t i = 1; i < c.size(); ++i) {
     sc->maxStallMs = std::max(sc->maxStallMs, (c[i] - c[i - 1]) * 1000);
@@ -494,9 +508,9 @@ std::string fmt(const char* f, double v) {
 }
 
 void printTable(const std::vector<Scenario>& all) {
-  std::printf("\n%-26s %-16s %8s %9s %-22s %7s %5s %8s  %-34s %-28s\n", "scenario",
+  std::printf("\n%-26s %-16s %8s %9s %-22s %7s %5s %8s %5s  %-34s %-28s\n", "scenario",
               "limits (Mbit/s)", "Gbit/s", "baseline", "(what)", "ratio", "lost", "stall ms",
-              "README target", "enforced by --verify");
+              "fails", "README target", "enforced by --verify");
   for (const Scenario& s : all) {
     std::string target = s.target + (s.targetMet ? ": met" : ": missed");
     std::string bound = s.bound + (s.boundMet ? ": PASS" : ": FAIL");
@@ -506,20 +520,22 @@ void printTable(const std::vector<Scenario>& all) {
       continue;
     }
     if (s.name == "pingpong") {
-      std::printf("%-26s %-16s %6.1fus %7.1fus %-22s %7.2f %5s %8s  %-34s %-28s\n", s.name.c_str(),
-                  limitsText(s.limitsMbit).c_str(), s.latencyUs, s.baselineLatencyUs,
-                  s.baseline.c_str(), s.ratio, "-", "-", target.c_str(), bound.c_str());
-    } else {
-      std::printf("%-26s %-16s %8.2f %9.2f %-22s %7.2f %5llu %8.1f  %-34s %-28s\n", s.name.c_str(),
-                  limitsText(s.limitsMbit).c_str(), s.gbps, s.baselineGbps, s.baseline.c_str(),
-                  s.ratio, (unsigned long long)s.bytesLost, s.maxStallMs, target.c_str(),
+      std::printf("%-26s %-16s %6.1fus %7.1fus %-22s %7.2f %5s %8s %5s  %-34s %-28s\n",
+                  s.name.c_str(), limitsText(s.limitsMbit).c_str(), s.latencyUs,
+                  s.baselineLatencyUs, s.baseline.c_str(), s.ratio, "-", "-", "-", target.c_str(),
                   bound.c_str());
+    } else {
+      std::printf("%-26s %-16s %8.2f %9.2f %-22s %7.2f %5llu %8.1f %5llu  %-34s %-28s\n",
+                  s.name.c_str(), limitsText(s.limitsMbit).c_str(), s.gbps, s.baselineGbps,
+                  s.baseline.c_str(), s.ratio, (unsigned long long)s.bytesLost, s.maxStallMs,
+                  (unsigned long long)s.failovers, target.c_str(), bound.c_str());
     }
     if (!s.error.empty()) std::printf("%-26s error: %s\n", "", s.error.c_str());
   }
   std::printf(
       "Gbit/s: steady state (the warm-up and the final drain left out); lost: bytes "
-      "that did not arrive intact.\n");
+      "that did not arrive intact; fails: rails declared failed by either side (no fault is "
+      "injected but in rail_down: there each is a false failover).\n");
 }
 
 std::string jsonEscape(const std::string& in) {
@@ -563,12 +579,14 @@ bool writeJson(const std::string& path, const std::vector<Scenario>& all, const 
     f << buf;
     std::snprintf(buf, sizeof(buf),
                   "\"baseline\": \"%s\", \"ratio\": %.4f, \"bytes_lost\": %llu, "
+                  "\"rail_failovers\": %llu, "
                   "\"max_stall_ms\": %.2f, \"latency_us\": %.2f, \"baseline_latency_us\": %.2f, "
                   "\"target\": \"%s\", \"target_met\": %s, \"bound\": \"%s\", "
                   "\"bound_met\": %s, ",
-                  s.baseline.c_str(), s.ratio, (unsigned long long)s.bytesLost, s.maxStallMs,
-                  s.latencyUs, s.baselineLatencyUs, s.target.c_str(),
-                  s.targetMet ? "true" : "false", s.bound.c_str(), s.boundMet ? "true" : "false");
+                  s.baseline.c_str(), s.ratio, (unsigned long long)s.bytesLost,
+                  (unsigned long long)s.failovers, s.maxStallMs, s.latencyUs, s.baselineLatencyUs,
+                  s.target.c_str(), s.targetMet ? "true" : "false", s.bound.c_str(),
+                  s.boundMet ? "true" : "false");
     f << buf << "\"error\": \"" << jsonEscape(s.error) << "\"}" << (i + 1 < all.size() ? "," : "")
       << "\n";
   }

@@ -30,6 +30,10 @@ params::IntParam gStallMs("NCCL_AUTOPILOT_NET_STALL_TIMEOUT_MS", 100, 10, 60000,
 params::IntParam gPeerStallMs("NCCL_AUTOPILOT_NET_PEER_STALL_MS", 1000, 10, 60000,
                               "When every rail holding data stalls at once (the peer paused, not "
                               "a link), rails are declared failed only after this long.");
+params::IntParam gLatenessCapMs("NCCL_AUTOPILOT_NET_LATENESS_CAP_MS", 1000, 0, 60000,
+                                "Most that this process's own lateness (its longest recent gap "
+                                "between progress passes, times 4) adds to a rail's silence "
+                                "allowance on a loaded host; 0 turns the stretch off.");
 params::BoolParam gFailover("NCCL_AUTOPILOT_NET_FAILOVER", true,
                             "0 turns failure detection and failover off (a baseline for "
                             "benchmarks): a silent link stalls the connection, a socket error on "
@@ -63,6 +67,7 @@ CommConfig load() {
   c.striper.measureMinBytes = c.chunks.minChunkBytes;
   c.health.failure.stallTimeoutNs = uint64_t(gStallMs.get()) * 1'000'000;
   c.health.peerStallNs = uint64_t(gPeerStallMs.get()) * 1'000'000;
+  c.health.failure.latenessCapNs = uint64_t(gLatenessCapMs.get()) * 1'000'000;
   c.health.failback.initialBackoffNs = uint64_t(gFailbackMinMs.get()) * 1'000'000;
   c.health.failback.maxBackoffNs = uint64_t(gFailbackMaxMs.get()) * 1'000'000;
   c.health.degradation.degradeBelow = gDegradedRatio.get();

@@ -22,7 +22,15 @@ uint64_t FailureDetector::timeoutNs(uint64_t outstandingBytes, double bandwidthB
     drainNs = config_.drainFactor * double(outstandingBytes) * 1e9 / bandwidthBytesPerSec;
   }
   double total = double(config_.stallTimeoutNs) + drainNs;
-  return uint64_t(std::min(total, double(std::max(config_.maxTimeoutNs, config_.stallTimeoutNs))));
+  return uint64_t(std::min(total, double(std::max(config_.maxTimeoutNs, config_.stallTimeoutNs)))) +
+         stretchNs_;
+}
+
+void FailureDetector::setLateness(uint64_t latenessNs) {
+  double beyond = latenessNs > config_.latenessFloorNs
+                      ? double(latenessNs - config_.latenessFloorNs) * config_.latenessFactor
+                      : 0.0;
+  stretchNs_ = uint64_t(std::min(beyond, double(config_.latenessCapNs)));
 }
 
 uint64_t FailureDetector::stalledForNs(uint64_t nowNs) const {

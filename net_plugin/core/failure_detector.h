@@ -13,6 +13,12 @@
 // drainFactor * outstandingBytes / measuredBandwidth, capped at maxTimeout. A slow rail keeps
 // making progress (each acknowledged chunk resets the clock) and the allowance grows with the
 // data queued on it.
+//
+// Nor must it mistake its own starvation for a dead link: on a loaded host this process (and a
+// peer on a host like it) runs late, and silence while nobody ran proves nothing. The allowance
+// grows by latenessFactor times the process's recent lateness beyond latenessFloor (its longest
+// recent gap between two progress passes, LatenessMeter), at most by latenessCap; on an idle
+// host the lateness is below the floor and the allowance is unchanged.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +31,9 @@ class FailureDetector {
     uint64_t stallTimeoutNs = 100'000'000;
     double drainFactor = 1.0;
     uint64_t maxTimeoutNs = 2'000'000'000;
+    double latenessFactor = 4.0;
+    uint64_t latenessFloorNs = 1'000'000;
+    uint64_t latenessCapNs = 1'000'000'000;  // 0: no stretch
   };
 
   FailureDetector() : FailureDetector(Config{}) {}
@@ -39,9 +48,14 @@ class FailureDetector {
   // Called whenever the rail's "holds outstanding data" status may have changed.
   void setOutstanding(bool outstanding, uint64_t nowNs);
   void onError() { error_ = true; }
+  // The process's recent lateness (LatenessMeter::recentNs), set before each check.
+  void setLateness(uint64_t latenessNs);
+  // What the lateness adds to every allowance now.
+  uint64_t stretchNs() const { return stretchNs_; }
 
   bool hasError() const { return error_; }
   bool outstanding() const { return outstanding_; }
+  // stallTimeout + drain time (at most maxTimeout) + the lateness stretch.
   uint64_t timeoutNs(uint64_t outstandingBytes, double bandwidthBytesPerSec) const;
   // How long the rail has held data without progress (0 when idle).
   uint64_t stalledForNs(uint64_t nowNs) const;
@@ -57,6 +71,7 @@ class FailureDetector {
   bool outstanding_ = false;
   uint64_t lastProgressNs_ = 0;
   uint64_t lastEvidenceNs_ = 0;
+  uint64_t stretchNs_ = 0;
 };
 
 }  // namespace autopilot::net::core

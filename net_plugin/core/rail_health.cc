@@ -37,7 +37,7 @@ void RailHealth::init(uint64_t commId, const char* role, const std::vector<RailI
 bool RailHealth::stallBlamesRail(int r, uint64_t nowNs) const {
   const FailureDetector& fd = rails_[r].failure;
   if (fd.hasError()) return true;
-  if (fd.stalledForNs(nowNs) >= config_.peerStallNs) return true;
+  if (fd.stalledForNs(nowNs) >= config_.peerStallNs + fd.stretchNs()) return true;
   // The evidence must be recent as well: a peer that answered on another rail right after this
   // stall began and then paused (descheduled, page faults) says nothing about this rail.
   const uint64_t recent =

@@ -61,6 +61,10 @@ class RailHealth {
   uint64_t noLiveRailSinceNs() const { return noLiveSinceNs_; }
 
   FailureDetector& failure(int r) { return rails_[r].failure; }
+  // Every rail's failure detector allows for the process's recent lateness (LatenessMeter).
+  void setLateness(uint64_t latenessNs) {
+    for (Rail& rail : rails_) rail.failure.setLateness(latenessNs);
+  }
   // Whether rail r's no-progress stall is its own fault: another live rail showed the peer
   // consuming data after r's stall began, or the stall outlasted peerStallNs. Without this, a
   // peer that pauses (page faults on a fresh buffer, descheduling) would fail every rail at once.

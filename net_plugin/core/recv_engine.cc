@@ -96,6 +96,7 @@ abi::Result RecvEngine::test(RecvRequest* q, int* done, int* sizes) {
     }
     q->state = RecvRequest::State::kFree;
     posted_--;
+    if (posted_ == 0) passes_.idle();
     return abi::kSuccess;
   }
   return failed_;

@@ -17,6 +17,7 @@
 #include "net_plugin/core/chunk_bitmap.h"
 #include "net_plugin/core/comm_config.h"
 #include "net_plugin/core/fault_injector.h"
+#include "net_plugin/core/lateness_meter.h"
 #include "net_plugin/core/opaque_handles.h"
 #include "net_plugin/core/rail_health.h"
 #include "net_plugin/core/rail_metrics.h"
@@ -75,6 +76,12 @@ class RecvEngine : public CommBase {
   // when no rail has been left for the peer timeout while receives are posted.
   void evaluateHealth(uint64_t nowNs);
   bool outstanding() const { return posted_ > 0; }
+  // The start of every progress pass: this process's lateness, measured and allowed for.
+  // The pass ends when the returned scope does.
+  PassClock::Scope beginPass(uint64_t nowNs) {
+    health_.setLateness(passes_.begin(nowNs, outstanding()));
+    return PassClock::Scope(passes_);
+  }
 
   const uint64_t commId_;
   const char* const label_;
@@ -90,6 +97,7 @@ class RecvEngine : public CommBase {
   int lastDataRail_ = -1;
   uint64_t nextEvaluateNs_ = 0;
   abi::Result failed_ = abi::kSuccess;
+  PassClock passes_;
 };
 
 }  // namespace autopilot::net::core

@@ -135,6 +135,7 @@ void SendEngine::freeRequest(SendRequest* q) {
   if (tracker_.inUse(q->index)) tracker_.release(q->index);
   q->state = SendRequest::State::kFree;
   pool_.release(q);
+  if (!pending()) passes_.idle();
 }
 
 abi::Result SendEngine::test(SendRequest* q, int* done, int* sizes) {

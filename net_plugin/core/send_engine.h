@@ -22,6 +22,7 @@
 #include "common/abi/net_abi.h"
 #include "net_plugin/core/comm_config.h"
 #include "net_plugin/core/fault_injector.h"
+#include "net_plugin/core/lateness_meter.h"
 #include "net_plugin/core/opaque_handles.h"
 #include "net_plugin/core/rail_health.h"
 #include "net_plugin/core/rail_metrics.h"
@@ -143,6 +144,12 @@ class SendEngine : public CommBase {
   // sends are pending.
   void evaluateHealth(uint64_t nowNs);
   bool pending() const { return pool_.anyWaiting() || pool_.anyInUse(); }
+  // The start of every progress pass: this process's lateness, measured and allowed for.
+  // The pass ends when the returned scope does.
+  PassClock::Scope beginPass(uint64_t nowNs) {
+    health_.setLateness(passes_.begin(nowNs, pending()));
+    return PassClock::Scope(passes_);
+  }
   int usableRails() const;
   double medianLiveBandwidth() const;
   std::string railSummary(int r) const;
@@ -163,6 +170,7 @@ class SendEngine : public CommBase {
   RailNewsWatch news_[RailStriper::kMaxRails];
   uint64_t suspectSinceNs_[RailStriper::kMaxRails] = {};  // 0: not suspect
   uint64_t peerSeenNs_[RailStriper::kMaxRails] = {};  // suspect, and the peer answered elsewhere
+  PassClock passes_;
 
  private:
   double measuredPeerBandwidth(int r) const;

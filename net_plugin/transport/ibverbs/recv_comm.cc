@@ -254,6 +254,7 @@ void RecvComm::progress(uint64_t nowNs) {
   IbRails::instance().events().poll(nowNs);
   faults_.refresh(nowNs);
   if (failed_ != abi::kSuccess) return;
+  const auto pass = beginPass(nowNs);  // ends with this pass
   pollControl(nowNs);
   pollCompletions(nowNs);
   if (flushesOutstanding_ > 0) pollFlushes();

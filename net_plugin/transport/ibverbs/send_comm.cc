@@ -123,6 +123,7 @@ void SendComm::progress(uint64_t nowNs) {
   IbRails::instance().events().poll(nowNs);
   faults_.refresh(nowNs);
   if (failed_ != abi::kSuccess) return;
+  const auto pass = beginPass(nowNs);  // ends with this pass
   followRailNews(nowNs);  // before anything is placed: a rail found dead elsewhere gets nothing
   pollControl(nowNs);
   pollFifo(nowNs);

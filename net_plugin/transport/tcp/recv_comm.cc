@@ -120,6 +120,7 @@ void RecvComm::progress(uint64_t nowNs) {
   nowNs_ = nowNs;
   faults_.refresh(nowNs);
   if (failed_ != abi::kSuccess) return;
+  const auto pass = beginPass(nowNs);  // ends with this pass
   if (nowNs >= nextAcceptNs_) {
     nextAcceptNs_ = nowNs + kAcceptCheckNs;
     uint32_t paused = 0;

@@ -87,6 +87,7 @@ abi::Result SendComm::isend(const void* data, size_t size, int tag, void** reque
 void SendComm::progress(uint64_t nowNs) {
   faults_.refresh(nowNs);
   if (failed_ != abi::kSuccess) return;
+  const auto pass = beginPass(nowNs);  // ends with this pass
   followRailNews(nowNs);  // before anything is placed: a rail found dead elsewhere gets nothing
   // Rails are served in a rotating order: with the CPU as the bottleneck, always serving rail
   // 0 first would make it look faster than the others, and the striper would believe it.

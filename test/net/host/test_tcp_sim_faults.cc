@@ -507,85 +507,104 @@ TEST_CASE("simulated: a rail one connection found dead gets no data from the oth
   // and finds it dead by its own detector; B is idle then (NCCL progresses a comm only through
   // its requests). B's next send must go on rail 0 only, with nothing of it on rail 1 to stall
   // or to replay, and B fails rail 1 too.
+  //
+  // The premise is that both rails are healthy when rail 1 goes down. A failover during the
+  // fault-free warm-up (a false one: issue-tracked, it happens a few times in a hundred runs at
+  // the first chunks of a connection) breaks it; the attempt then says so and is repeated, at
+  // most three times, and three broken attempts fail the case.
   const std::string plan = planPath("news");
   const std::string rail1 = "lo/127.0.0.2";
   PairOptions o = simPair(plan);
   const size_t kSmall = 8 << 20, kBig = 64 << 20, kMid = 32 << 20;
-  PairOutcome out = runPair(
-      o,
-      [&](NetEndpoint& ep, Channel& peer, Channel&) {
-        void *a = nullptr, *b = nullptr;
-        if (int rc = listenAndAccept(ep, peer, &a)) return rc;
-        if (int rc = listenAndAccept(ep, peer, &b)) return rc;
-        // Every receive of the scenario, in order per connection, driven until the sender says
-        // it is done.
-        std::vector<std::vector<uint8_t>> bufs;
-        std::vector<void*> reqs;
-        for (auto [comm, size] : {std::pair{a, kSmall}, {a, kBig}, {b, kSmall}, {b, kMid}}) {
-          bufs.emplace_back(size);
-          void* data = bufs.back().data();
-          size_t n = size;
-          int tag = 0;
-          void* req = nullptr;
-          PEER_CHECK(ep.irecv(comm, 1, &data, &n, &tag, &req) == abi::kSuccess, "irecv");
-          reqs.push_back(req);
-        }
-        std::vector<bool> done(reqs.size(), false);
-        while (!peer.readable()) {
-          for (size_t i = 0; i < reqs.size(); ++i) {
-            if (done[i]) continue;
-            int flag = 0;
-            PEER_CHECK(ep.test(reqs[i], &flag, nullptr) == abi::kSuccess, "receive %zu", i);
-            done[i] = flag != 0;
+  constexpr int kPremiseBroken = 42;
+  PairOutcome out;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    writeFaultPlan(plan, kTwoRails);
+    out = runPair(
+        o,
+        [&](NetEndpoint& ep, Channel& peer, Channel&) {
+          void *a = nullptr, *b = nullptr;
+          if (int rc = listenAndAccept(ep, peer, &a)) return rc;
+          if (int rc = listenAndAccept(ep, peer, &b)) return rc;
+          // Every receive of the scenario, in order per connection, driven until the sender says
+          // it is done.
+          std::vector<std::vector<uint8_t>> bufs;
+          std::vector<void*> reqs;
+          for (auto [comm, size] : {std::pair{a, kSmall}, {a, kBig}, {b, kSmall}, {b, kMid}}) {
+            bufs.emplace_back(size);
+            void* data = bufs.back().data();
+            size_t n = size;
+            int tag = 0;
+            void* req = nullptr;
+            PEER_CHECK(ep.irecv(comm, 1, &data, &n, &tag, &req) == abi::kSuccess, "irecv");
+            reqs.push_back(req);
           }
-        }
-        PEER_CHECK(peer.expect("done", 1000), "sender");
-        for (size_t i = 0; i < reqs.size(); ++i) PEER_CHECK(done[i], "receive %zu incomplete", i);
-        ep.net()->closeRecv(a);
-        ep.net()->closeRecv(b);
-        return 0;
-      },
-      [&](NetEndpoint& ep, Channel& peer, Channel&) {
-        void *a = nullptr, *b = nullptr;
-        if (int rc = receiveHandleAndConnect(ep, peer, &a)) return rc;
-        if (int rc = receiveHandleAndConnect(ep, peer, &b)) return rc;
-        std::vector<uint8_t> data(kBig, 7);
-        auto send = [&](void* comm, size_t size) {
-          void* req = nullptr;
-          if (ep.isend(comm, data.data(), size, 0, &req) != abi::kSuccess) return false;
-          return ep.wait(req, nullptr, 30) == abi::kSuccess;
-        };
-        // Both connections carry data on both rails first.
-        PEER_CHECK(send(a, kSmall) && send(b, kSmall), "warm-up sends");
-        // Rail 1 dies under A's 64 MiB (about 0.7 s at 2 x 400 Mbit/s).
-        writeFaultPlan(plan, std::string(kTwoRails) + "rail 1 down\n");
-        PEER_CHECK(send(a, kBig), "A's send with rail 1 down");
-        PEER_CHECK(railLineCaptured("send", 1, rail1, "-> failed"), "A did not find rail 1 dead");
-        // B's 32 MiB: what is logged while it runs is B's (A has nothing in flight).
-        size_t from = host::LogCapture::records().size();
-        double t0 = nowSeconds();
-        PEER_CHECK(send(b, kMid), "B's send with rail 1 down");
-        double took = nowSeconds() - t0;
-        std::string during;
-        const auto& records = host::LogCapture::records();
-        for (size_t i = from; i < records.size(); ++i) during += records[i].message + "\n";
-        std::fprintf(stderr, "B's 32 MiB with rail 1 dead took %.3f s; B logged:\n%s", took,
-                     during.c_str());
-        PEER_CHECK(contains(during, "rail 1 (" + rail1 +
-                                        "): another connection of this process "
-                                        "found it dead"),
-                   "B was not told");
-        // B fails rail 1 while its send runs: on the news (silence there while the peer answers
-        // on rail 0), or by its own detector when an acknowledgement of its warm-up was still
-        // due there. Either way nothing of the new send was on rail 1: nothing to re-send.
-        PEER_CHECK(railLine(during, "send", 1, rail1, "-> failed"), "B kept rail 1");
-        PEER_CHECK(!contains(during, "re-sending"), "B put data on rail 1 and replayed it");
-        writeFaultPlan(plan, kTwoRails);
-        peer.sendLine("done");
-        ep.net()->closeSend(a);
-        ep.net()->closeSend(b);
-        return 0;
-      });
+          std::vector<bool> done(reqs.size(), false);
+          while (!peer.readable()) {
+            for (size_t i = 0; i < reqs.size(); ++i) {
+              if (done[i]) continue;
+              int flag = 0;
+              PEER_CHECK(ep.test(reqs[i], &flag, nullptr) == abi::kSuccess, "receive %zu", i);
+              done[i] = flag != 0;
+            }
+          }
+          std::string line;
+          PEER_CHECK(peer.recvLine(&line, 1000), "sender");
+          if (line == "premise broken") return kPremiseBroken;
+          PEER_CHECK(line == "done", "sender: %s", line.c_str());
+          for (size_t i = 0; i < reqs.size(); ++i) PEER_CHECK(done[i], "receive %zu incomplete", i);
+          ep.net()->closeRecv(a);
+          ep.net()->closeRecv(b);
+          return 0;
+        },
+        [&](NetEndpoint& ep, Channel& peer, Channel&) {
+          void *a = nullptr, *b = nullptr;
+          if (int rc = receiveHandleAndConnect(ep, peer, &a)) return rc;
+          if (int rc = receiveHandleAndConnect(ep, peer, &b)) return rc;
+          std::vector<uint8_t> data(kBig, 7);
+          auto send = [&](void* comm, size_t size) {
+            void* req = nullptr;
+            if (ep.isend(comm, data.data(), size, 0, &req) != abi::kSuccess) return false;
+            return ep.wait(req, nullptr, 30) == abi::kSuccess;
+          };
+          // Both connections carry data on both rails first.
+          PEER_CHECK(send(a, kSmall) && send(b, kSmall), "warm-up sends");
+          if (host::LogCapture::count(abi::kLogWarn, "-> failed") > 0) {
+            std::fprintf(stderr, "a rail failed with no fault injected: the premise is broken\n");
+            peer.sendLine("premise broken");
+            return kPremiseBroken;
+          }
+          // Rail 1 dies under A's 64 MiB (about 0.7 s at 2 x 400 Mbit/s).
+          writeFaultPlan(plan, std::string(kTwoRails) + "rail 1 down\n");
+          PEER_CHECK(send(a, kBig), "A's send with rail 1 down");
+          PEER_CHECK(railLineCaptured("send", 1, rail1, "-> failed"), "A did not find rail 1 dead");
+          // B's 32 MiB: what is logged while it runs is B's (A has nothing in flight).
+          size_t from = host::LogCapture::records().size();
+          double t0 = nowSeconds();
+          PEER_CHECK(send(b, kMid), "B's send with rail 1 down");
+          double took = nowSeconds() - t0;
+          std::string during;
+          const auto& records = host::LogCapture::records();
+          for (size_t i = from; i < records.size(); ++i) during += records[i].message + "\n";
+          std::fprintf(stderr, "B's 32 MiB with rail 1 dead took %.3f s; B logged:\n%s", took,
+                       during.c_str());
+          PEER_CHECK(contains(during, "rail 1 (" + rail1 +
+                                          "): another connection of this process "
+                                          "found it dead"),
+                     "B was not told");
+          // B fails rail 1 while its send runs: on the news (silence there while the peer answers
+          // on rail 0), or by its own detector when an acknowledgement of its warm-up was still
+          // due there. Either way nothing of the new send was on rail 1: nothing to re-send.
+          PEER_CHECK(railLine(during, "send", 1, rail1, "-> failed"), "B kept rail 1");
+          PEER_CHECK(!contains(during, "re-sending"), "B put data on rail 1 and replayed it");
+          writeFaultPlan(plan, kTwoRails);
+          peer.sendLine("done");
+          ep.net()->closeSend(a);
+          ep.net()->closeSend(b);
+          return 0;
+        });
+    if (out.sender != kPremiseBroken) break;
+  }
   CHECK(out.receiver == 0);
   CHECK(out.sender == 0);
 }
