@@ -509,7 +509,7 @@ TEST_CASE("simulated: a rail one connection found dead gets no data from the oth
   // or to replay, and B fails rail 1 too.
   //
   // The premise is that both rails are healthy when rail 1 goes down. A failover during the
-  // fault-free warm-up (a false one: issue-tracked, it happens a few times in a hundred runs at
+  // fault-free warm-up (a false one, not fixed yet: it happens a few times in a hundred runs at
   // the first chunks of a connection) breaks it; the attempt then says so and is repeated, at
   // most three times, and three broken attempts fail the case.
   const std::string plan = planPath("news");
