@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -59,6 +60,24 @@ int sendOnce(NetEndpoint& ep, Channel& peer) {
       "isend");
   PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "the last send");
   PEER_CHECK(ep.net()->closeSend(comm) == abi::kSuccess, "closeSend");
+  return 0;
+}
+
+// Runs `pass` over and over, as NCCL's proxy would, until 1 s after the peer (`who`) says
+// "closed" (30 s at most), or until `pass` sets *stop. Returns the first non-zero code.
+int passUntilPeerClosed(Channel& peer, const char* who, const std::function<int(bool*)>& pass) {
+  bool closed = false, stop = false;
+  double until = 1e300;
+  const double deadline = nowSeconds() + 30;
+  while (!stop && nowSeconds() < until) {
+    PEER_CHECK(nowSeconds() < deadline, "the %s did not close in 30 s", who);
+    if (!closed && peer.readable()) {
+      PEER_CHECK(peer.expect("closed", 1000), "%s", who);
+      closed = true;
+      until = nowSeconds() + 1.0;
+    }
+    if (int rc = pass(&stop)) return rc;
+  }
   return 0;
 }
 
@@ -304,16 +323,7 @@ PairOutcome receiverClosesWhileSending(const PairOptions& options) {
           // Keep posting and testing for a while after the receiver closed, as a proxy that has
           // not noticed yet would: every call succeeds or reports through test().
           std::vector<void*> reqs(kSends, nullptr);
-          bool closed = false;
-          double until = 1e300;
-          const double deadline = nowSeconds() + 30;
-          while (nowSeconds() < until) {
-            PEER_CHECK(nowSeconds() < deadline, "the receiver did not close in 30 s");
-            if (!closed && peer.readable()) {
-              PEER_CHECK(peer.expect("closed", 1000), "receiver");
-              closed = true;
-              until = nowSeconds() + 1.0;
-            }
+          int rc = passUntilPeerClosed(peer, "receiver", [&](bool*) {
             for (int i = 0; i < kSends; ++i) {
               if (reqs[size_t(i)] == nullptr) {
                 abi::Result r = ep.net()->isend(comm, b.data[size_t(i)].data(), kBytes, 0,
@@ -327,7 +337,9 @@ PairOutcome receiverClosesWhileSending(const PairOptions& options) {
               // Done or failed, the request is NCCL's to forget; the slot posts again.
               if (done || r != abi::kSuccess) reqs[size_t(i)] = nullptr;
             }
-          }
+            return 0;
+          });
+          if (rc != 0) return rc;
           PEER_CHECK(ep.net()->closeSend(comm) == abi::kSuccess, "closeSend with sends in flight");
         }
         PEER_CHECK(peer.sendLine("again"), "peer");
@@ -346,16 +358,7 @@ PairOutcome senderClosesWhileReceiving(const PairOptions& options) {
         {
           Buffers b(ep, comm, kRecvs, kBytes);
           std::vector<void*> reqs(kRecvs, nullptr);
-          bool closed = false;
-          double until = 1e300;
-          const double deadline = nowSeconds() + 30;
-          while (nowSeconds() < until) {
-            PEER_CHECK(nowSeconds() < deadline, "the sender did not close in 30 s");
-            if (!closed && peer.readable()) {
-              PEER_CHECK(peer.expect("closed", 1000), "sender");
-              closed = true;
-              until = nowSeconds() + 1.0;
-            }
+          int rc = passUntilPeerClosed(peer, "sender", [&](bool* stop) {
             for (int i = 0; i < kRecvs; ++i) {
               if (reqs[size_t(i)] == nullptr) {
                 void* data = b.data[size_t(i)].data();
@@ -377,10 +380,12 @@ PairOutcome senderClosesWhileReceiving(const PairOptions& options) {
                            "a receive completed with wrong data");
               }
               // A failed receive is the end of this comm for NCCL: stop posting on it.
-              if (r != abi::kSuccess) until = std::min(until, nowSeconds());
+              if (r != abi::kSuccess) *stop = true;
               if (done) reqs[size_t(i)] = nullptr;
             }
-          }
+            return 0;
+          });
+          if (rc != 0) return rc;
           PEER_CHECK(ep.net()->closeRecv(comm) == abi::kSuccess,
                      "closeRecv with receives in flight");
         }

@@ -58,7 +58,6 @@ void AcceptHub::install(const wire::Hello& hello, Fd fd, const SockAddr& peer) {
   int r = hello.railIndex;
   if (Mailbox* m = mailboxFor(hello.connectionId)) {
     m->arrived[r] = std::move(fd);  // a newer generation replaces one not yet taken
-    m->arrivedGeneration[r] = hello.generation;
     m->generations[r] = hello.generation;
     m->from[r] = peer;
     m->any.store(true, std::memory_order_release);

@@ -39,10 +39,10 @@ class AcceptHub final : private RailAcceptor::Owner {
   struct Mailbox {
     uint64_t connectionId = 0;
     int rails = 0;
-    // Hub side, under the hub's mutex: the newest generation accepted per rail.
+    // Under the hub's mutex: the newest generation accepted per rail (an arrival not yet taken
+    // is always of that generation).
     uint32_t generations[wire::kMaxRails] = {};
     Fd arrived[wire::kMaxRails];  // not yet taken by the comm
-    uint32_t arrivedGeneration[wire::kMaxRails] = {};
     SockAddr from[wire::kMaxRails];
     std::atomic<bool> any{false};  // read by the comm without the lock
   };
@@ -77,7 +77,7 @@ class AcceptHub final : private RailAcceptor::Owner {
     if (!lock.owns_lock()) return;
     m.any.store(false, std::memory_order_relaxed);
     for (int r = 0; r < m.rails; ++r) {
-      if (m.arrived[r].valid()) fn(r, std::move(m.arrived[r]), m.arrivedGeneration[r], m.from[r]);
+      if (m.arrived[r].valid()) fn(r, std::move(m.arrived[r]), m.generations[r], m.from[r]);
     }
   }
   // The receive comm goes away: nothing is routed to its mailbox any more.
