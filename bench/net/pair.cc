@@ -122,19 +122,30 @@ namespace autopilot::bench {
 
 int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageBytes, int depth,
                   StreamResult* out, Verify verify, Channel* marks) {
-  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(depth));
-  std::vector<void*> mhs(static_cast<size_t>(depth), nullptr);
+  constexpr uint8_t kPoison = 0xa5;
+  const uint64_t ring = uint64_t(depth) * (verify == Verify::kIdle ? 4 : 1);
+  std::vector<std::vector<uint8_t>> bufs(ring);
+  std::vector<void*> mhs(ring, nullptr);
   for (size_t i = 0; i < bufs.size(); ++i) {
-    bufs[i].resize(messageBytes);
+    bufs[i].assign(messageBytes, kPoison);
     mhs[i] = ep.registerMemory(comm, bufs[i].data(), messageBytes);
     PEER_CHECK(messageBytes == 0 || mhs[i], "regMr of %zu bytes", messageBytes);
   }
-  std::vector<void*> reqs(static_cast<size_t>(depth), nullptr);
+  std::vector<void*> reqs(ring, nullptr);
   uint64_t posted = 0, done = 0, expected = UINT64_MAX;
   double start = nowSeconds(), last = start, mark = -1;
   while (done < expected) {
     while (posted < done + uint64_t(depth)) {
-      size_t slot = size_t(posted % uint64_t(depth));
+      size_t slot = size_t(posted % ring);
+      if (verify == Verify::kIdle) {
+        const uint8_t* b = bufs[slot].data();
+        bool untouched =
+            messageBytes == 0 || (b[0] == kPoison && std::memcmp(b, b + 1, messageBytes - 1) == 0);
+        if (!untouched) {
+          out->overwritten++;
+          std::memset(bufs[slot].data(), kPoison, messageBytes);
+        }
+      }
       void* data = bufs[slot].data();
       size_t size = messageBytes;
       int tag = 0;
@@ -157,7 +168,7 @@ int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageByte
       expected = std::stoull(line);
       if (done >= expected) break;
     }
-    size_t slot = size_t(done % uint64_t(depth));
+    size_t slot = size_t(done % ring);
     int doneFlag = 0;
     int sizes[abi::kProxyMaxSubs] = {};
     abi::Result r = ep.test(reqs[slot], &doneFlag, sizes);
@@ -171,12 +182,15 @@ int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageByte
       out->maxGapAfterMarkSec = std::max(out->maxGapAfterMarkSec, now - std::max(last, mark));
     }
     last = now;
-    bool intact = verify == Verify::kFull ? checkPattern(bufs[slot].data(), messageBytes, done) < 0
-                                          : checkStamps(bufs[slot].data(), messageBytes, done);
+    bool intact = verify != Verify::kSampled
+                      ? checkPattern(bufs[slot].data(), messageBytes, done) < 0
+                      : checkStamps(bufs[slot].data(), messageBytes, done);
     if (size_t(sizes[0]) != messageBytes || !intact) out->corrupt++;
     // Poison before reuse: a chunk that does not land next time (or a stale one) would show.
-    if (verify == Verify::kFull) {
-      std::memset(bufs[slot].data(), 0xa5, std::min<size_t>(messageBytes, 64));
+    if (verify == Verify::kIdle) {
+      std::memset(bufs[slot].data(), kPoison, messageBytes);
+    } else if (verify == Verify::kFull) {
+      std::memset(bufs[slot].data(), kPoison, std::min<size_t>(messageBytes, 64));
     } else {
       poisonStamps(bufs[slot].data(), messageBytes);
     }
@@ -209,7 +223,7 @@ int streamSend(NetEndpoint& ep, void* comm, Channel& peer, Channel& parent, size
     }
     while (!stopping && posted < done + uint64_t(depth)) {
       size_t slot = size_t(posted % uint64_t(depth));
-      if (verify == Verify::kFull) {
+      if (verify != Verify::kSampled) {
         fillPattern(bufs[slot].data(), messageBytes, posted);
       } else {
         stampWords(bufs[slot].data(), messageBytes, posted);

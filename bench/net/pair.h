@@ -81,11 +81,17 @@ struct StreamResult {
   // between completions from the mark on (-1 without a mark).
   double markToFirstCompletionSec = -1;
   double maxGapAfterMarkSec = -1;
+  // kIdle only: buffers found changed while no receive was posted in them (a write that landed
+  // after its receive completed: what NCCL would see as corruption of a reused buffer).
+  uint64_t overwritten = 0;
 };
 
 // kFull checks every byte (tests); kSampled checks stamped words only (benchmarks, see
 // stampWords). Both sides must use the same mode.
-enum class Verify { kFull, kSampled };
+// kIdle is kFull, and moreover the receiver rotates through 4x `depth` buffers, poisons
+// each one whole when its receive completed and checks, before posting the next receive in
+// it, that nothing wrote it meanwhile (StreamResult::overwritten).
+enum class Verify { kFull, kSampled, kIdle };
 
 // `marks` (optional): the receiver's parent channel, read for "mark" lines.
 int streamReceive(NetEndpoint& ep, void* comm, Channel& peer, size_t messageBytes, int depth,

@@ -278,6 +278,15 @@ abi::Result Connector::dial() {
   control_.reset();
   fd_ = tcp::makeStreamSocket(peer_.control.family(), &err);
   if (!fd_.valid()) return fail("control socket: " + tcp::errnoText(err));
+  // The control connection leaves from this side's own control interface (the one it would
+  // listen on), not from wherever the routing table points: NCCL_AUTOPILOT_IFNAME and
+  // NCCL_AUTOPILOT_NET_ADDRS name the path for both directions.
+  tcp::SockAddr local;
+  std::string why;
+  if (controlAddress(&local, &why) && local.family() == peer_.control.family() &&
+      !tcp::bindTo(fd_.get(), local, &err)) {
+    return fail("control socket: bind to " + local.host() + ": " + tcp::errnoText(err));
+  }
   tcp::IoResult r = tcp::startConnect(fd_.get(), peer_.control);
   if (r.status == tcp::Io::kError) {
     return fail("cannot reach the listener's control socket " + peer_.control.str() + ": " +

@@ -19,6 +19,7 @@ struct IbConfig {
   uint8_t rnrRetry = 7;      // receiver not ready: retry forever (flow control, not a failure)
   uint8_t minRnrTimer = 12;  // 0.64 ms
   bool gpuDirect = false;    // NCCL_AUTOPILOT_IB_GPU_DIRECT
+  bool fence = true;         // NCCL_AUTOPILOT_IB_FENCE
 };
 
 const IbConfig& ibConfig();
@@ -28,5 +29,11 @@ const IbConfig& ibConfig();
 // retransmission timeouts, so that a dropped packet the NIC is about to resend is not taken for
 // a dead path.
 uint64_t stallTimeoutNs(uint64_t sharedStallNs);
+
+// How long a write of a destroyed queue pair may still be in the fabric when the peer cannot
+// confirm the fence (docs/net-contract.md): the NIC's whole retry window, 4.096 us x 2^timeout
+// x (retry_cnt + 1), plus a quarter of it and at least 50 ms. Past it, the NIC that sent the
+// write would itself have given it up.
+uint64_t retryWindowNs();
 
 }  // namespace autopilot::net::ib

@@ -92,6 +92,13 @@ RecvComm::~RecvComm() {
     rails_[r].qp.reset();  // before the area they write from
     rails_[r].flushQp.reset();
   }
+  if (fences_ > 0) {
+    AP_INFO(kFlags,
+            "comm 0x%llx ib recv closed: %llu fence%s; of the writes the sender gave up on, "
+            "%llu landed late (before the fence) and %llu were cut off by it",
+            (unsigned long long)commId_, (unsigned long long)fences_, fences_ == 1 ? "" : "s",
+            (unsigned long long)lateWrites_, (unsigned long long)cutWrites_);
+  }
   if (staleChunks_ > 0) {
     AP_INFO(kFlags, "comm 0x%llx ib recv closed: %llu late duplicate chunk%s ignored",
             (unsigned long long)commId_, (unsigned long long)staleChunks_,
@@ -101,7 +108,11 @@ RecvComm::~RecvComm() {
 
 // ---------------------------------------------------------------------------- requests
 
-bool RecvComm::slotReusable(const RecvRequest& q) const { return ctsOf(q).rail < 0; }
+bool RecvComm::slotReusable(const RecvRequest& q) const {
+  const CtsState& cts = ctsOf(q);
+  if (cts.rail >= 0) return false;
+  return cts.fenceRail < 0 || rails_[cts.fenceRail].senderDownGen >= cts.fenceGen;
+}
 
 abi::Result RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,
                             void* const* mhandles, void** request) {
@@ -138,6 +149,7 @@ abi::Result RecvComm::irecv(int n, void** data, const size_t* sizes, const int* 
   CtsState& cts = ctsOf(*q);
   cts.landed = false;
   cts.pending = true;
+  cts.fenceRail = -1;
   *request = static_cast<RequestHeader*>(q);
   progress(monotonicNs());
   return rc;
@@ -269,10 +281,7 @@ void RecvComm::pollControl(uint64_t nowNs) {
         if (m.type == wire::ControlType::kReplace) {
           replace(m, nowNs);
         } else if (m.type == wire::ControlType::kRailDown) {
-          if (m.rail < nRails_ && m.generation == rails_[m.rail].generation && rails_[m.rail].qp) {
-            // Live: the sender lost it; not live: its re-creation attempt failed (quietly).
-            failRail(m.rail, nowNs, "the sender gave the rail up", false);
-          }
+          senderDown(m, nowNs);
         } else {
           failComm(abi::kRemoteError, "protocol error: unexpected control message");
         }
@@ -337,6 +346,7 @@ const char* RecvComm::completed(int r, const ibv_wc& c, uint64_t nowNs, bool dra
     return nullptr;
   }
   rail.recvsPosted--;
+  rail.writesLanded++;
   wire::ImmFields f;
   if (c.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(c.wc_flags & IBV_WC_WITH_IMM) ||
       !wire::decodeImm(ntohl(c.imm_data), &f)) {

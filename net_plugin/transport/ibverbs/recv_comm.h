@@ -11,11 +11,16 @@
 // once, when every chunk of every buffer is there.
 //
 // When a rail fails (an error completion, a port-down event, the sender's RAIL_DOWN, or a
-// clear-to-send write without completion for the software timeout), its QP is destroyed and
-// every entry whose write was in flight on it is written again on another rail (identical
-// bytes in the same FIFO slot). The sender re-creates failed rails: on its REPLACE message this
-// side builds a new QP, connects it and answers REPLACED; the sender's probe write verifies it,
-// and this side counts the rail live again when data lands through it.
+// clear-to-send write without completion for the software timeout), its QP is moved to the
+// error state, what its CQ still holds is recorded, and it is destroyed; then RAIL_DOWN tells
+// the sender how many data writes landed through it (the fence, docs/net-contract.md: the
+// sender replays only the others, and only now). Every entry whose write was in flight on it
+// is written again on another rail (identical bytes in the same FIFO slot), and that slot is
+// not given to a later receive until the sender's RAIL_DOWN says that its QP of the rail is
+// destroyed too (or the NIC's retry window passed): a late write of the old entry would
+// otherwise overwrite the later receive's entry. The sender re-creates failed rails: on its REPLACE
+// message this side builds a new QP, connects it and answers REPLACED; the sender's probe write
+// verifies it, and this side counts the rail live again when data lands through it.
 //
 // Threading: one NCCL thread at a time per comm; no locks; hot paths allocate nothing.
 #pragma once
@@ -88,6 +93,13 @@ class RecvComm final : public core::RecvEngine {
     std::unique_ptr<RailQp> flushQp;  // connected to itself, created at the first flush
     int flushReads = 0;               // reads posted on it and not yet completed
     bool flushBroken = false;         // a read failed: drop the QP once drained
+    uint32_t writesLanded = 0;        // data writes that landed through the QP of this generation
+    uint32_t downSentGen = 0;         // the newest generation announced with RAIL_DOWN
+    // The sender's QPs up to this generation are destroyed: nothing of theirs lands any more
+    // (its RAIL_DOWN, or the retry window passed since ours failed).
+    uint32_t senderDownGen = 0;
+    uint32_t ctsFenceGen = 0;  // a generation whose entry writes slots wait for (0: none)
+    uint64_t ctsFenceDeadlineNs = 0;
   };
 
   // Clear-to-send bookkeeping of a slot: at most one write of its entry is in flight at a
@@ -96,6 +108,10 @@ class RecvComm final : public core::RecvEngine {
     int rail = -1;         // rail carrying the write in flight, -1 when none
     bool landed = false;   // a write completed: the sender has the entry
     bool pending = false;  // must be written (first time, or again after its rail failed)
+    // A write of this entry was in flight on rail fenceRail's QP of generation fenceGen when
+    // it failed: the slot waits for that QP's fence before a later receive takes it.
+    int fenceRail = -1;
+    uint32_t fenceGen = 0;
   };
 
   explicit RecvComm(RecvCommSetup& setup);
@@ -117,6 +133,10 @@ class RecvComm final : public core::RecvEngine {
   void failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer = true,
                 bool warn = true);
   void replace(const wire::ControlMessage& m, uint64_t nowNs);
+  // RAIL_DOWN for generation `gen` of rail r, at most once per generation, with the writes
+  // that landed through it (only once this side's QP of it is destroyed).
+  void announceDown(int r, uint32_t gen);
+  void senderDown(const wire::ControlMessage& m, uint64_t nowNs);
   // By slot position (a slot's seq is that of its last receive, not yet the next one's).
   CtsState& ctsOf(const RecvRequest& q) const { return cts_[&q - slots_.get()]; }
 
@@ -129,7 +149,12 @@ class RecvComm final : public core::RecvEngine {
   uint64_t fifoAddress_;
   std::unique_ptr<CtsState[]> cts_;  // by slot
   uint64_t staleChunks_ = 0;         // late duplicates of completed requests (harmless, counted)
-  uint32_t railsWithData_ = 0;       // rails that delivered data since the last flush
+  // Fences, for the summary at close: writes the sender gave up on that landed here anyway
+  // (late), and those that had not landed when the QP stopped (cut off).
+  uint64_t fences_ = 0;
+  uint64_t lateWrites_ = 0;
+  uint64_t cutWrites_ = 0;
+  uint32_t railsWithData_ = 0;  // rails that delivered data since the last flush
   std::unique_ptr<FlushReq[]> flushes_;
   int flushesOutstanding_ = 0;
 };

@@ -24,10 +24,12 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
                         bool warn) {
   Rail& rail = rails_[r];
   // What landed before the failure is recorded only in the CQ, and the sender, which saw those
-  // writes acknowledged, will not replay them: harvest them before the CQ goes.
+  // writes acknowledged, will not replay them: harvest them before the CQ goes. The QP is in the
+  // error state first, so nothing lands after the harvest (the count RAIL_DOWN carries).
   if (rail.qp) drain(r, nowNs);
   // A rail re-created by the sender is not live until data crosses it, yet has a QP to drop.
   bool wasLive = health_.fail(r, nowNs, reason, warn);
+  bool hadQp = bool(rail.qp);
   rail.qp.reset();
   if (wasLive && !config_.failover && warn) {
     failComm(abi::kRemoteError, "rail " + std::to_string(r) +
@@ -39,13 +41,63 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
   rail.ctsInFlight = 0;
   if (lastDataRail_ == r) lastDataRail_ = -1;
   // Entries whose write was in flight there may not have landed: write them again elsewhere.
+  // The old write may still land (identical bytes), so the slot waits for the fence.
+  bool fenced = false;
   for (int i = 0; i < kSlots; ++i) {
     CtsState& cts = cts_[i];
     if (cts.rail != r) continue;
     cts.rail = -1;
+    cts.fenceRail = r;
+    cts.fenceGen = rail.generation;
+    fenced = true;
     if (slots_[i].state == RecvRequest::State::kPosted && !cts.landed) cts.pending = true;
   }
-  if (notifyPeer && wasLive) control_->sendRailDown(connectionId_, r, rail.generation);
+  if (fenced && rail.senderDownGen < rail.generation) {
+    rail.ctsFenceGen = rail.generation;
+    rail.ctsFenceDeadlineNs = nowNs + retryWindowNs();
+  }
+  if (notifyPeer && hadQp) announceDown(r, rail.generation);
+}
+
+void RecvComm::announceDown(int r, uint32_t gen) {
+  Rail& rail = rails_[r];
+  if (rail.downSentGen >= gen) return;
+  rail.downSentGen = gen;
+  wire::ControlMessage m;
+  m.type = wire::ControlType::kRailDown;
+  m.connectionId = connectionId_;
+  m.rail = uint8_t(r);
+  m.generation = gen;
+  if (gen == rail.generation) m.writesLanded = rail.writesLanded;
+  control_->send(m);
+}
+
+void RecvComm::senderDown(const wire::ControlMessage& m, uint64_t nowNs) {
+  if (m.rail >= nRails_) return;
+  int r = m.rail;
+  Rail& rail = rails_[r];
+  if (m.generation != rail.generation) return;
+  // Live: the sender lost it; not live: its re-creation attempt failed.
+  if (rail.qp) failRail(r, nowNs, "the sender gave the rail up", true);
+  // The answer, also when this side dropped its QP without a word: the sender's replay waits
+  // for it.
+  announceDown(r, m.generation);
+  rail.senderDownGen = std::max(rail.senderDownGen, m.generation);
+  if (rail.ctsFenceGen != 0 && rail.ctsFenceGen <= rail.senderDownGen) rail.ctsFenceGen = 0;
+  if (m.writesPosted > m.writesAcked) {
+    // The writes the sender gave up on: those that landed anyway (late: without the fence, a
+    // replay could have completed their request before them) and those cut off.
+    uint32_t late = rail.writesLanded > m.writesAcked ? rail.writesLanded - m.writesAcked : 0;
+    uint32_t cut = m.writesPosted > rail.writesLanded ? m.writesPosted - rail.writesLanded : 0;
+    fences_++;
+    lateWrites_ += late;
+    cutWrites_ += cut;
+    AP_INFO(kFlags,
+            "comm 0x%llx ib recv: rail %d fenced (generation %u): of %u writes the sender "
+            "posted it saw %u complete; %u more landed here after that, %u had not landed and "
+            "cannot any more",
+            (unsigned long long)commId_, r, m.generation, m.writesPosted, m.writesAcked, late, cut);
+  }
 }
 
 void RecvComm::replace(const wire::ControlMessage& m, uint64_t nowNs) {
@@ -71,6 +123,7 @@ void RecvComm::replace(const wire::ControlMessage& m, uint64_t nowNs) {
     failRail(r, nowNs, "the sender re-creates the rail", false, false);
   }
   rail.generation = m.generation;
+  rail.writesLanded = 0;
   auto qp = std::make_unique<RailQp>();
   std::string error;
   if (!qp->create(rail.global, {kSendDepth, kRecvDepth}, &error) ||
@@ -94,6 +147,16 @@ void RecvComm::replace(const wire::ControlMessage& m, uint64_t nowNs) {
 void RecvComm::checkHealth(uint64_t nowNs) {
   for (int r = 0; r < nRails_; ++r) {
     Rail& rail = rails_[r];
+    if (rail.ctsFenceGen != 0 && nowNs >= rail.ctsFenceDeadlineNs) {
+      // No word from the sender (its control connection may be gone too): past the retry
+      // window its writes cannot land, nor can ours be in flight any more.
+      AP_INFO(kFlags,
+              "comm 0x%llx ib recv rail %d: no RAIL_DOWN from the sender for generation %u "
+              "within the NIC's retry window; its clear-to-send slots are reused",
+              (unsigned long long)commId_, r, rail.ctsFenceGen);
+      rail.senderDownGen = std::max(rail.senderDownGen, rail.ctsFenceGen);
+      rail.ctsFenceGen = 0;
+    }
     if (rail.port.resetSinceLook() && health_.live(r)) {
       failRail(r, nowNs, "SIMULATED queue pair reset", false);  // the peer is not told
       continue;

@@ -76,7 +76,7 @@ SendComm::SendComm(SendCommSetup setup)
     } else {
       health_.connectFailed(r, now, rs.error);
       // The receiver may have connected its half: it must not wait on it.
-      control_->sendRailDown(connectionId_, r, rail.generation);
+      announceDown(r, rail.generation);
     }
     striper_.setMode(r, health_.mode(r));
   }
@@ -90,6 +90,14 @@ SendComm::~SendComm() {
     rails_[r].qp.reset();  // QPs (and their CQs) before the registered area they write from
   }
   AP_INFO(kFlags, "comm 0x%llx ib send closed:%s", (unsigned long long)commId_, summary.c_str());
+  if (fencesConfirmed_ + fencesWaitedOut_ > 0) {
+    AP_INFO(kFlags,
+            "comm 0x%llx ib send closed: %llu fence%s confirmed by the receiver, %llu waited "
+            "out; %llu chunk%s found landed through a failed rail (not replayed)",
+            (unsigned long long)commId_, (unsigned long long)fencesConfirmed_,
+            fencesConfirmed_ == 1 ? "" : "s", (unsigned long long)fencesWaitedOut_,
+            (unsigned long long)fencedLanded_, fencedLanded_ == 1 ? "" : "s");
+  }
 }
 
 // ---------------------------------------------------------------------------- requests
@@ -145,13 +153,7 @@ void SendComm::pollControl(uint64_t nowNs) {
         if (m.type == wire::ControlType::kReplaced) {
           replaced(m, nowNs);
         } else if (m.type == wire::ControlType::kRailDown) {
-          if (m.rail < nRails_ && m.generation == rails_[m.rail].generation) {
-            if (health_.live(m.rail)) {
-              failRail(m.rail, nowNs, "the receiver gave the rail up", false);
-            } else {
-              abandonReplace(m.rail, nowNs, "the receiver gave the new queue pair up", false);
-            }
-          }
+          peerDown(m, nowNs);
         } else {
           failComm(abi::kRemoteError, "protocol error: unexpected control message");
         }
@@ -229,6 +231,9 @@ void SendComm::beforePlacing() {
 }
 
 bool SendComm::mustWait(const core::SendTracker::Entry& e) {
+  // While a fence is pending, a chunk of the failed rail may still land or be replayed: new
+  // data could overtake it into the same receive memory.
+  if (fencePending()) return true;
   return replayGuard_ && !e.resend && replayOverlaps(e);  // after the replays land
 }
 
@@ -252,6 +257,7 @@ void SendComm::postChunks(int r, uint64_t nowNs) {
       return;
     }
     tracker_.setPosted(r, tracker_.posted(r) + 1);
+    rail.writesPosted++;
   }
 }
 
@@ -298,6 +304,7 @@ bool SendComm::pollCompletions(uint64_t nowNs) {
       }
       switch (work) {
         case Work::kData: {
+          rail.writesAcked++;
           tracker_.acknowledge(r, 1, [&](const core::SendTracker::Entry& e) {
             striper_.onCompleted(r, e.bytes, nowNs);
             if (e.resend && replayFailedNs_ != 0) {
@@ -308,11 +315,7 @@ bool SendComm::pollCompletions(uint64_t nowNs) {
                       double(monotonicNs() - replayFailedNs_) * 1e-6, replayFailedRail_);
               replayFailedNs_ = 0;
             }
-            if (auto* m = metrics_.at(r)) {
-              core::RailMetrics::add(m->chunksSent, 1);
-              core::RailMetrics::add(m->bytesSent, e.bytes);
-            }
-            if (tracker_.done(e.message)) pool_[e.message].state = SendRequest::State::kDone;
+            delivered(r, e);
           });
           health_.failure(r).onProgress(nowNs);
           completed = true;

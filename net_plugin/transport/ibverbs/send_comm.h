@@ -14,10 +14,17 @@
 // A rail fails on an error completion that means the path is gone (completion.h), a port-down
 // event (port_events.h), the receiver's RAIL_DOWN message, or no completion for the software
 // timeout while it holds chunks (core::FailureDetector, with the liveness probes that tell a
-// dead rail from a paused peer). Its QP is destroyed first: the NIC then stops
-// retransmitting, so none of its writes can land later, and its unacknowledged chunks are
-// replayed on the other rails (idempotent: same bytes, same offsets). A usage error (protection,
-// length, access) fails the comm with the status named instead: replaying it would loop.
+// dead rail from a paused peer). Its QP is destroyed first, which stops the NIC
+// retransmitting; but a write already in the fabric can still land through the receiver's QP.
+// So its unacknowledged chunks wait for the fence (docs/net-contract.md): the receiver's
+// RAIL_DOWN says that its QP of that generation is destroyed and how many data writes landed
+// through it. RC places writes in posting order, so exactly the first ones landed: they count
+// as delivered, the rest are replayed on the other rails, and no copy of any chunk can land
+// after its request completed. Without an answer (the control connection is lost too) the
+// chunks wait out the NIC's whole retry window instead and are all replayed (duplicates of
+// landed ones are then possible: the replay guard below). While a fence is pending nothing new
+// is placed. A usage error (protection, length, access) fails the comm with the status named
+// instead: replaying it would loop.
 //
 // Failed rails are re-created in the background for as long as the comm lives
 // (core::FailbackScheduler backoff, skipped while the local port is down): a new QP is
@@ -109,6 +116,14 @@ class SendComm final : public core::SendEngine {
     bool livenessOutstanding = false;
     uint64_t livenessSentNs = 0;
     double nominalBytesPerSec = 0;
+    // Data writes on the QP of this generation: posted, and completed here.
+    uint32_t writesPosted = 0;
+    uint32_t writesAcked = 0;
+    uint32_t downSentGen = 0;  // the newest generation announced with RAIL_DOWN
+    // The fence: the generation whose chunks wait (0: none), since when and until when.
+    uint32_t fenceGen = 0;
+    uint64_t fenceSinceNs = 0;
+    uint64_t fenceDeadlineNs = 0;
   };
 
   void progress(uint64_t nowNs) override;
@@ -128,6 +143,17 @@ class SendComm final : public core::SendEngine {
   void failRailFor(int r, uint64_t nowNs, const std::string& reason) override {
     failRail(r, nowNs, reason);
   }
+  // RAIL_DOWN for generation `gen` of rail r, at most once per generation: this side's QP of
+  // it is destroyed (also the answer to the receiver's).
+  void announceDown(int r, uint32_t gen);
+  void peerDown(const wire::ControlMessage& m, uint64_t nowNs);
+  // The fence of rail r is up: `landed` of the failed QP's data writes landed (known: from the
+  // receiver) or nothing is known (the retry window passed). The landed chunks count as
+  // delivered, the others are replayed.
+  void resolveFence(int r, uint64_t nowNs, bool known, uint32_t landed);
+  bool fencePending() const;
+  // A chunk the receiver has: the request may complete.
+  void delivered(int r, const core::SendTracker::Entry& e);
   void startReplace(int r, uint64_t nowNs);
   void replaced(const wire::ControlMessage& m, uint64_t nowNs);
   void abandonReplace(int r, uint64_t nowNs, const std::string& why, bool notifyPeer);
@@ -157,6 +183,11 @@ class SendComm final : public core::SendEngine {
   // the failover's own latency, without the time to detect the failure).
   uint64_t replayFailedNs_ = 0;
   int replayFailedRail_ = -1;
+  // Fences, for the summary at close: confirmed by the receiver or waited out, and the chunks
+  // they found landed (not replayed).
+  uint64_t fencesConfirmed_ = 0;
+  uint64_t fencesWaitedOut_ = 0;
+  uint64_t fencedLanded_ = 0;
 };
 
 }  // namespace autopilot::net::ib

@@ -24,29 +24,144 @@ constexpr unsigned long kFlags = abi::subsys::kNet;
 void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool notifyPeer) {
   Rail& rail = rails_[r];
   if (!health_.fail(r, nowNs, reason)) return;
-  // Destroying the QP stops the NIC retransmitting its writes. A packet already in the fabric
-  // can still land through the receiver's QP until the receiver stops it (no fence yet: README).
+  // Destroying the QP stops the NIC retransmitting its writes; one already in the fabric can
+  // still land until the receiver destroys its half: the fence below.
   rail.qp.reset();
+  rail.livenessOutstanding = false;
+  rail.failback = Failback::kIdle;
+  if (notifyPeer) announceDown(r, rail.generation);
+  uint32_t held = tracker_.queued(r);
+  if (held == 0 || !ibConfig().fence || !config_.failover) {
+    // Nothing at stake, the fence is off, or failover is off (the comm fails at once).
+    rail.fenceGen = rail.generation;
+    rail.fenceSinceNs = nowNs;
+    AP_INFO(kFlags, "comm 0x%llx ib send: rail %d failed at monotonic %.6f s",
+            (unsigned long long)commId_, r, double(nowNs) * 1e-9);
+    resolveFence(r, nowNs, false, 0);
+    return;
+  }
+  rail.fenceGen = rail.generation;
+  rail.fenceSinceNs = nowNs;
+  rail.fenceDeadlineNs = nowNs + retryWindowNs();
+  // The monotonic time lets tests and operators line the failover up with external events.
+  AP_INFO(kFlags,
+          "comm 0x%llx ib send: rail %d failed at monotonic %.6f s; %u unacknowledged chunk%s "
+          "(%s) wait until the receiver confirms that nothing more lands through the rail "
+          "(at most %llu ms)",
+          (unsigned long long)commId_, r, double(nowNs) * 1e-9, held, held == 1 ? "" : "s",
+          humanBytes(tracker_.queuedBytes(r)).c_str(),
+          (unsigned long long)((rail.fenceDeadlineNs - nowNs) / 1000000));
+}
+
+void SendComm::announceDown(int r, uint32_t gen) {
+  Rail& rail = rails_[r];
+  if (rail.downSentGen >= gen) return;
+  rail.downSentGen = gen;
+  wire::ControlMessage m;
+  m.type = wire::ControlType::kRailDown;
+  m.connectionId = connectionId_;
+  m.rail = uint8_t(r);
+  m.generation = gen;
+  if (gen == rail.generation) {
+    m.writesPosted = rail.writesPosted;
+    m.writesAcked = rail.writesAcked;
+  }
+  control_->send(m);
+}
+
+void SendComm::peerDown(const wire::ControlMessage& m, uint64_t nowNs) {
+  if (m.rail >= nRails_) return;
+  int r = m.rail;
+  Rail& rail = rails_[r];
+  if (m.generation != rail.generation) return;  // an older QP: its fence is long resolved
+  if (health_.live(r)) {
+    failRail(r, nowNs, "the receiver gave the rail up");
+  } else if (rail.failback != Failback::kIdle) {
+    abandonReplace(r, nowNs, "the receiver gave the new queue pair up", true);
+  }
+  announceDown(r, m.generation);  // the answer, when this side had not announced it yet
+  if (rail.fenceGen == m.generation) resolveFence(r, nowNs, true, m.writesLanded);
+}
+
+void SendComm::delivered(int r, const core::SendTracker::Entry& e) {
+  if (auto* m = metrics_.at(r)) {
+    core::RailMetrics::add(m->chunksSent, 1);
+    core::RailMetrics::add(m->bytesSent, e.bytes);
+  }
+  if (tracker_.done(e.message)) pool_[e.message].state = SendRequest::State::kDone;
+}
+
+void SendComm::resolveFence(int r, uint64_t nowNs, bool known, uint32_t landed) {
+  Rail& rail = rails_[r];
+  if (rail.fenceGen == 0) return;
+  const uint32_t gen = rail.fenceGen;
+  rail.fenceGen = 0;
+  const uint32_t held = tracker_.queued(r);
+  const uint32_t posted = tracker_.posted(r);
+  // The QP's writes landed in posting order: after the `writesAcked` this side saw complete,
+  // the next `landed - writesAcked` are the oldest posted entries of the rail's queue.
+  uint32_t alreadyThere = 0;
+  if (known && held > 0) {
+    if (landed >= rail.writesAcked && landed - rail.writesAcked <= posted) {
+      alreadyThere = landed - rail.writesAcked;
+    } else {
+      AP_WARN(kFlags,
+              "comm 0x%llx ib send rail %d: the receiver counts %u writes landed through "
+              "generation %u, but %u were posted and %u completed here; replaying all",
+              (unsigned long long)commId_, r, landed, gen, rail.writesPosted, rail.writesAcked);
+      known = false;
+    }
+  }
+  if (alreadyThere > 0) {
+    tracker_.acknowledge(r, alreadyThere,
+                         [&](const core::SendTracker::Entry& e) { delivered(r, e); });
+  }
   uint64_t bytes = 0;
   bool proceed = false;
   uint32_t moved = moveChunksOff(r, false, &bytes, &proceed);
   if (!proceed) return;
-  rail.livenessOutstanding = false;
-  rail.failback = Failback::kIdle;
   if (moved > 0) {
-    replayGuard_ = true;
+    // Without the receiver's count a replayed chunk may duplicate one that landed.
+    if (!known) replayGuard_ = true;
     if (replayFailedNs_ == 0) {
-      replayFailedNs_ = nowNs;
+      replayFailedNs_ = rail.fenceSinceNs;
       replayFailedRail_ = r;
     }
   }
-  // The monotonic time lets tests and operators line the failover up with external events.
-  AP_INFO(kFlags,
-          "comm 0x%llx ib send: rail %d failed at monotonic %.6f s; replaying %u "
-          "unacknowledged chunk%s (%s) on the other rails",
-          (unsigned long long)commId_, r, double(nowNs) * 1e-9, moved, moved == 1 ? "" : "s",
-          humanBytes(bytes).c_str());
-  if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
+  if (held == 0) return;
+  if (ibConfig().fence) {
+    (known ? fencesConfirmed_ : fencesWaitedOut_)++;
+    fencedLanded_ += alreadyThere;
+  }
+  double waitedMs = double(nowNs - rail.fenceSinceNs) * 1e-6;
+  if (!ibConfig().fence) {
+    AP_INFO(kFlags,
+            "comm 0x%llx ib send: rail %d: replaying %u unacknowledged chunk%s (%s) on the other "
+            "rails at once (NCCL_AUTOPILOT_IB_FENCE=0: a write of the failed rail may still land)",
+            (unsigned long long)commId_, r, moved, moved == 1 ? "" : "s",
+            humanBytes(bytes).c_str());
+  } else if (known) {
+    AP_INFO(kFlags,
+            "comm 0x%llx ib send: rail %d fenced %.1f ms after it failed: the receiver's queue "
+            "pair of generation %u is destroyed; of %u unacknowledged chunks %u had landed "
+            "there; replaying %u (%s) on the other rails",
+            (unsigned long long)commId_, r, waitedMs, gen, held, alreadyThere, moved,
+            humanBytes(bytes).c_str());
+  } else {
+    AP_INFO(kFlags,
+            "comm 0x%llx ib send: rail %d: no word from the receiver %.1f ms after it failed "
+            "(the NIC's retry window has passed, so no write of generation %u can land any "
+            "more); replaying %u unacknowledged chunk%s (%s) on the other rails",
+            (unsigned long long)commId_, r, waitedMs, gen, moved, moved == 1 ? "" : "s",
+            humanBytes(bytes).c_str());
+  }
+}
+
+bool SendComm::fencePending() const {
+  for (int r = 0; r < nRails_; ++r) {
+    if (rails_[r].fenceGen != 0) return true;
+  }
+  return false;
 }
 
 void SendComm::requestLiveness(int r, uint64_t nowNs) {
@@ -95,6 +210,8 @@ void SendComm::startReplace(int r, uint64_t nowNs) {
     return;
   }
   rail.generation++;
+  rail.writesPosted = 0;
+  rail.writesAcked = 0;
   rail.qp = std::move(qp);
   rail.failback = Failback::kAwaitingPeer;
   rail.attemptDeadlineNs = nowNs + config_.probeTimeoutNs;
@@ -131,7 +248,7 @@ void SendComm::abandonReplace(int r, uint64_t nowNs, const std::string& why, boo
   rail.qp.reset();
   rail.failback = Failback::kIdle;
   health_.failback(r).onAttemptFailed(nowNs);
-  if (notifyPeer) control_->sendRailDown(connectionId_, r, rail.generation);
+  if (notifyPeer) announceDown(r, rail.generation);
   // Attempts repeat for as long as the comm lives: log the 1st, 2nd, 4th, 8th, ...
   if ((rail.attempts & (rail.attempts - 1)) == 0) {
     AP_INFO(kFlags,
@@ -162,6 +279,11 @@ void SendComm::checkHealth(uint64_t nowNs) {
       health_.failback(r).expedite(nowNs);  // the link is back: try now, not at the backoff
     }
     if (!health_.live(r)) {
+      if (rail.fenceGen != 0) {
+        // The failed QP's chunks are still in the rail's queue: no new QP before they leave.
+        if (nowNs >= rail.fenceDeadlineNs) resolveFence(r, nowNs, false, 0);
+        continue;
+      }
       if (rail.failback != Failback::kIdle) {
         if (nowNs >= rail.attemptDeadlineNs) {
           abandonReplace(r, nowNs,

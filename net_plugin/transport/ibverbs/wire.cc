@@ -23,7 +23,8 @@ constexpr size_t kHandleChecksumAt = 116;
 
 // ---- control layout: magic @0, version @4, type @6, status @7, connection id @8, secret @16,
 // rail count @32, rail @33, reserved @34, generation @36, region @40, endpoints @48 (40 bytes
-// each), zeros to @508, checksum @508.
+// each) or, in RAIL_DOWN, writes posted @48, acknowledged @52 and landed @56; zeros to @508,
+// checksum @508.
 constexpr size_t kCtlTypeAt = 6;
 constexpr size_t kCtlStatusAt = 7;
 constexpr size_t kCtlConnAt = 8;
@@ -34,6 +35,8 @@ constexpr size_t kCtlGenerationAt = 36;
 constexpr size_t kCtlRegionAt = 40;
 constexpr size_t kCtlEndpointsAt = 48;
 constexpr size_t kEndpointBytes = 40;
+constexpr size_t kCtlWritesAt = kCtlEndpointsAt;
+constexpr size_t kCtlWritesBytes = 12;
 constexpr size_t kCtlChecksumAt = kControlBytes - 4;
 static_assert(kCtlEndpointsAt + kMaxRails * kEndpointBytes <= kCtlChecksumAt, "fits");
 
@@ -193,6 +196,11 @@ void encodeControl(const ControlMessage& m, uint8_t out[kControlBytes]) {
   for (int i = 0; i < controlEndpoints(m); ++i) {
     putEndpoint(out + kCtlEndpointsAt + size_t(i) * kEndpointBytes, m.endpoints[i]);
   }
+  if (m.type == ControlType::kRailDown) {
+    put32(out + kCtlWritesAt, m.writesPosted);
+    put32(out + kCtlWritesAt + 4, m.writesAcked);
+    put32(out + kCtlWritesAt + 8, m.writesLanded);
+  }
   put32(out + kCtlChecksumAt, fnv32(out, kCtlChecksumAt));
 }
 
@@ -239,6 +247,13 @@ DecodeError decodeControl(const uint8_t* in, size_t len, ControlMessage* out) {
     }
   }
   size_t used = kCtlEndpointsAt + size_t(endpoints) * kEndpointBytes;
+  if (m.type == ControlType::kRailDown) {
+    m.writesPosted = get32(in + kCtlWritesAt);
+    m.writesAcked = get32(in + kCtlWritesAt + 4);
+    m.writesLanded = get32(in + kCtlWritesAt + 8);
+    if (m.writesAcked > m.writesPosted) return DecodeError::kBadField;
+    used = kCtlWritesAt + kCtlWritesBytes;
+  }
   if (!allZero(in + used, kCtlChecksumAt - used)) return DecodeError::kBadField;
   *out = m;
   return DecodeError::kOk;

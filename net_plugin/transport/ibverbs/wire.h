@@ -8,9 +8,12 @@
 //  - Control messages (512 bytes each) on that TCP connection, which stays open for the
 //    connection's lifetime: CONNECT (sender -> receiver: secret, QP endpoint per rail, the
 //    address of the sender's clear-to-send FIFO and its rkey per rail), ACCEPT (the answer: the
-//    receiver's QP endpoints and the address of its probe area), RAIL_DOWN (either side: the
-//    rail's QP of this generation is gone), REPLACE / REPLACED (the sender re-creates a failed
-//    rail's QP pair with a new generation; the receiver answers with its new endpoint).
+//    receiver's QP endpoints and the address of its probe area), RAIL_DOWN (either side: its
+//    QP of the rail's generation is destroyed, so nothing more lands through it; each side
+//    sends it once per generation, also as the answer to the other's, and it carries the data
+//    writes counted on that QP: the fence of docs/net-contract.md), REPLACE / REPLACED (the
+//    sender re-creates a failed rail's QP pair with a new generation; the receiver answers with
+//    its new endpoint).
 //  - Clear-to-send entries (512 bytes), RDMA-written by the receiver into slot seq % 32 of the
 //    sender's FIFO: a posted receive's buffers (address, size, tag, rkey per rail). The last 8
 //    bytes hold seq + 1 and are written last, so the sender polls them; a checksum covers the
@@ -32,7 +35,8 @@ namespace autopilot::net::ib::wire {
 using DecodeError = tcp::wire::DecodeError;
 using tcp::wire::decodeErrorText;
 
-inline constexpr uint16_t kProtocolVersion = 1;
+// 2: RAIL_DOWN carries the fence's write counts and is always answered.
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr int kMaxRails = 8;  // rails per connection
 inline constexpr int kSlots = 32;    // NCCL_NET_MAX_REQUESTS receives in flight per connection
 inline constexpr size_t kSecretBytes = 16;
@@ -102,6 +106,12 @@ struct ControlMessage {
   uint32_t generation = 0;                    // RAIL_DOWN, REPLACE, REPLACED (>= 1)
   uint64_t regionAddress = 0;  // CONNECT: the sender's FIFO; ACCEPT: the receiver's probe area
   QpEndpoint endpoints[kMaxRails];
+  // RAIL_DOWN: data writes (with immediate) on the QP of that generation. The sender fills in
+  // what it posted and what it saw complete, the receiver what landed (RC places them in
+  // posting order, so the first `writesLanded` the sender posted are the ones that landed).
+  uint32_t writesPosted = 0;
+  uint32_t writesAcked = 0;
+  uint32_t writesLanded = 0;
 };
 
 void encodeControl(const ControlMessage& m, uint8_t out[kControlBytes]);

@@ -163,9 +163,21 @@ TEST_CASE("verbs wire: control messages round-trip; garbage is rejected", "[verb
   down.connectionId = 9;
   down.rail = 0;
   down.generation = 1;
+  down.writesPosted = 70000;
+  down.writesAcked = 69990;
+  down.writesLanded = 69995;
   wire::encodeControl(down, buf);
   REQUIRE(wire::decodeControl(buf, sizeof(buf), &d) == DecodeError::kOk);
   CHECK(d.type == wire::ControlType::kRailDown);
+  CHECK(d.writesPosted == 70000);
+  CHECK(d.writesAcked == 69990);
+  CHECK(d.writesLanded == 69995);
+
+  // More writes acknowledged than posted cannot come from a well-behaved peer.
+  down.writesAcked = 70001;
+  wire::encodeControl(down, buf);
+  CHECK(wire::decodeControl(buf, sizeof(buf), &d) == DecodeError::kBadField);
+  down.writesAcked = 0;
 
   // Structurally invalid, with a valid checksum: a status on a request, a rail out of range.
   down.status = wire::ControlStatus::kStale;

@@ -372,3 +372,100 @@ TEST_CASE("rdma: autopilot ibbench runs (figures under emulation mean nothing)",
   INFO(json);
   CHECK(json.find("\"name\": \"all 2 NICs (striped)\"") != std::string::npos);
 }
+
+// The fence (docs/net-contract.md). Every write of the sender on wire 0 is delayed 150 ms
+// (netem on veth0, which the control connection crosses too, as it does where it shares the
+// first NIC), longer than the rail's stall allowance: rail 0 fails whenever it holds data, its
+// writes still in flight, and re-joins, over and over. The receiver rotates through 4x as many
+// buffers as it posts and checks that none is written between its receive's completion and
+// the next receive posted in it. With the fence, no byte of any buffer changes across 100+
+// failovers, and the receiver counts the writes the fence dealt with (landed late, or cut
+// off). Without it (NCCL_AUTOPILOT_IB_FENCE=0, the control run), a replay on rail 1 completes
+// a request before its late original lands, and buffers are overwritten after completion.
+namespace {
+
+struct FenceRun {
+  StreamRun run;
+  uint64_t senderFailures = 0;  // rail 0's, from the sender's summary at close
+  uint64_t late = 0, cut = 0;   // from the receiver's summary at close
+};
+
+// The first unsigned number after `key` in the last line of `log` that contains `line`.
+uint64_t numberAfter(const std::string& log, const std::string& line, const std::string& key) {
+  size_t at = log.rfind(line);
+  if (at == std::string::npos) return 0;
+  size_t end = log.find('\n', at);
+  std::string text = log.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  size_t k = text.find(key);
+  return k == std::string::npos ? 0 : std::strtoull(text.c_str() + k + key.size(), nullptr, 10);
+}
+
+FenceRun fenceRun(bool fence, int seconds) {
+  PairOptions o = verbsPair(2);
+  // Detection well inside the delay: the NICs retransmit after 33.5 ms (13), the stall
+  // allowance is 100 ms and not stretched by this process's lateness (the emulated VM is
+  // always late), and failed rails are re-created within 50 ms. A cycle (fail, fence, re-create,
+  // probe, fail again) takes about 0.65 s.
+  o.env.push_back({"NCCL_AUTOPILOT_IB_TIMEOUT", "13"});
+  o.env.push_back({"NCCL_AUTOPILOT_NET_STALL_TIMEOUT_MS", "100"});
+  o.env.push_back({"NCCL_AUTOPILOT_NET_LATENESS_CAP_MS", "0"});
+  o.env.push_back({"NCCL_AUTOPILOT_NET_FAILBACK_MIN_MS", "20"});
+  o.env.push_back({"NCCL_AUTOPILOT_NET_FAILBACK_MAX_MS", "50"});
+  o.env.push_back({"NCCL_AUTOPILOT_NET_PEER_TIMEOUT_MS", "10000"});
+  o.env.push_back({"NCCL_AUTOPILOT_IB_FENCE", fence ? "1" : "0"});
+  // The control connection on wire 0, both ways.
+  o.receiverEnv.push_back({"NCCL_AUTOPILOT_NET_ADDRS", "10.0.0.2"});
+  o.senderEnv.push_back({"NCCL_AUTOPILOT_NET_ADDRS", "10.0.0.1"});
+  o.timeoutMs = (seconds + 60) * 1000;
+  FenceRun f;
+  f.run = runStream(
+      o, 1 << 20, 8, Verify::kIdle,
+      [&](const std::function<void()>& mark) {
+        sleepMs(1000);
+        mark();
+        run("/usr/bin/tc qdisc add dev veth0 root netem delay 150ms limit 100000");
+        sleepMs(seconds * 1000);
+        run("/usr/bin/tc qdisc del dev veth0 root");
+        sleepMs(1500);
+      },
+      true);
+  f.senderFailures = numberAfter(f.run.senderLog, "ib send closed: rail 0", "samples), ");
+  const std::string fences = "writes the sender gave up on";
+  f.late = numberAfter(f.run.receiverLog, fences, "gave up on, ");
+  f.cut = numberAfter(f.run.receiverLog, fences, "late (before the fence) and ");
+  std::printf(
+      "FIGURE fence %s: %llu messages (%.1f MiB) in %.1f s, rail 0 failed %llu times at the "
+      "sender; writes landed late %llu, cut off %llu; %llu buffers overwritten after their "
+      "receive completed, %llu messages corrupt\n",
+      fence ? "on" : "off (control run)", (unsigned long long)f.run.result.messages,
+      double(f.run.result.bytes) / (1 << 20), f.run.result.seconds,
+      (unsigned long long)f.senderFailures, (unsigned long long)f.late, (unsigned long long)f.cut,
+      (unsigned long long)f.run.result.overwritten, (unsigned long long)f.run.result.corrupt);
+  std::fflush(stdout);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("rdma: fence: writes delayed on one wire, no reused buffer overwritten",
+          "[verbs][fault][fence]") {
+  REQUIRE_TESTBED();
+  {
+    FenceRun on = fenceRun(true, 80);
+    INFO("sender log:\n" << on.run.senderLog);
+    INFO("receiver log:\n" << on.run.receiverLog);
+    CHECK(on.run.ok);
+    CHECK(on.run.result.corrupt == 0);
+    CHECK(on.run.result.overwritten == 0);
+    CHECK(on.senderFailures >= 100);
+    CHECK(on.late + on.cut > 0);
+  }
+  {
+    FenceRun off = fenceRun(false, 20);
+    INFO("sender log:\n" << off.run.senderLog);
+    INFO("receiver log:\n" << off.run.receiverLog);
+    CHECK(off.run.ok);
+    CHECK(off.senderFailures > 0);
+    CHECK(off.run.result.overwritten + off.run.result.corrupt > 0);
+  }
+}
