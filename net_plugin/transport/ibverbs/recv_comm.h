@@ -98,8 +98,9 @@ class RecvComm final : public core::RecvEngine {
     // The sender's QPs up to this generation are destroyed: nothing of theirs lands any more
     // (its RAIL_DOWN, or the retry window passed since ours failed).
     uint32_t senderDownGen = 0;
-    uint32_t ctsFenceGen = 0;  // a generation whose entry writes slots wait for (0: none)
-    uint64_t ctsFenceDeadlineNs = 0;
+    uint32_t ctsFenceGen = 0;          // a generation whose entry writes slots wait for (0: none)
+    uint64_t ctsFenceWindowEndNs = 0;  // then, with the control connection closed
+    uint64_t ctsFenceGiveUpNs = 0;     // then in any case
   };
 
   // Clear-to-send bookkeeping of a slot: at most one write of its entry is in flight at a

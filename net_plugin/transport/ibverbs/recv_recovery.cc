@@ -54,7 +54,8 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
   }
   if (fenced && rail.senderDownGen < rail.generation) {
     rail.ctsFenceGen = rail.generation;
-    rail.ctsFenceDeadlineNs = nowNs + retryWindowNs();
+    rail.ctsFenceWindowEndNs = nowNs + retryWindowNs();
+    rail.ctsFenceGiveUpNs = nowNs + std::max(retryWindowNs(), config_.peerTimeoutNs);
   }
   if (notifyPeer && hadQp) announceDown(r, rail.generation);
 }
@@ -147,12 +148,14 @@ void RecvComm::replace(const wire::ControlMessage& m, uint64_t nowNs) {
 void RecvComm::checkHealth(uint64_t nowNs) {
   for (int r = 0; r < nRails_; ++r) {
     Rail& rail = rails_[r];
-    if (rail.ctsFenceGen != 0 && nowNs >= rail.ctsFenceDeadlineNs) {
+    bool open = control_->up() && control_->closedForNs(nowNs) == 0;
+    if (rail.ctsFenceGen != 0 &&
+        (nowNs >= rail.ctsFenceGiveUpNs || (nowNs >= rail.ctsFenceWindowEndNs && !open))) {
       // No word from the sender (its control connection may be gone too): past the retry
       // window its writes cannot land, nor can ours be in flight any more.
       AP_INFO(kFlags,
-              "comm 0x%llx ib recv rail %d: no RAIL_DOWN from the sender for generation %u "
-              "within the NIC's retry window; its clear-to-send slots are reused",
+              "comm 0x%llx ib recv rail %d: no RAIL_DOWN from the sender for generation %u; "
+              "past the NIC's retry window, its clear-to-send slots are reused",
               (unsigned long long)commId_, r, rail.ctsFenceGen);
       rail.senderDownGen = std::max(rail.senderDownGen, rail.ctsFenceGen);
       rail.ctsFenceGen = 0;

@@ -198,13 +198,13 @@ void SendComm::onMatched(SendRequest& q, const core::ReceiveMatcher::Slot& slot)
   std::copy(b.rkeys, b.rkeys + wire::kMaxRails, t.remoteKeys);
 }
 
-bool SendComm::replayOverlaps(const core::SendTracker::Entry& e) const {
+bool SendComm::atRiskOverlaps(const core::SendTracker::Entry& e) const {
   uint64_t lo = targets_[e.message].remoteAddress + tracker_.plan(e.message).offset(e.chunk);
   uint64_t hi = lo + e.bytes;
   for (int r = 0; r < nRails_; ++r) {
     for (uint32_t i = 0; i < tracker_.queued(r); ++i) {
       const core::SendTracker::Entry& x = tracker_.entry(r, i);
-      if (!x.resend) continue;
+      if (!atRisk(r, x)) continue;
       uint64_t a = targets_[x.message].remoteAddress + tracker_.plan(x.message).offset(x.chunk);
       if (a < hi && lo < a + x.bytes + (x.bytes == 0)) return true;
     }
@@ -222,19 +222,27 @@ uint32_t SendComm::railsClosedForPlacing() const {
 
 // The guard lifts when no replayed chunk is left to place or in flight.
 void SendComm::beforePlacing() {
-  if (!replayGuard_) return;
-  bool any = tracker_.resendQueued() > 0;
-  for (int r = 0; r < nRails_ && !any; ++r) {
-    for (uint32_t i = 0; i < tracker_.queued(r) && !any; ++i) any = tracker_.entry(r, i).resend;
+  oldestAtRiskSeq_ = UINT64_MAX;
+  bool fenced = fencePending();
+  if (!replayGuard_ && !fenced) return;
+  bool replays = tracker_.resendQueued() > 0;
+  for (int r = 0; r < nRails_; ++r) {
+    for (uint32_t i = 0; i < tracker_.queued(r); ++i) {
+      const core::SendTracker::Entry& e = tracker_.entry(r, i);
+      replays = replays || e.resend;
+      if (atRisk(r, e)) oldestAtRiskSeq_ = std::min(oldestAtRiskSeq_, pool_[e.message].recvSeq);
+    }
   }
-  replayGuard_ = any;
+  replayGuard_ = replayGuard_ && replays;
+  // Re-sends still to place come before any new chunk (SendTracker::peek): a new chunk is
+  // looked at only once they all sit in rail queues, where the scan above finds them.
 }
 
 bool SendComm::mustWait(const core::SendTracker::Entry& e) {
-  // While a fence is pending, a chunk of the failed rail may still land or be replayed: new
-  // data could overtake it into the same receive memory.
-  if (fencePending()) return true;
-  return replayGuard_ && !e.resend && replayOverlaps(e);  // after the replays land
+  if (e.resend || oldestAtRiskSeq_ == UINT64_MAX) return false;
+  // A receive that far ahead shares the slot and epoch of a chunk at risk, or leads to one.
+  if (pool_[e.message].recvSeq >= oldestAtRiskSeq_ + wire::kAliasFreeAhead) return true;
+  return atRiskOverlaps(e);  // after the replays land, or the fence says they need not
 }
 
 void SendComm::postChunks(int r, uint64_t nowNs) {

@@ -22,9 +22,10 @@
 // as delivered, the rest are replayed on the other rails, and no copy of any chunk can land
 // after its request completed. Without an answer (the control connection is lost too) the
 // chunks wait out the NIC's whole retry window instead and are all replayed (duplicates of
-// landed ones are then possible: the replay guard below). While a fence is pending nothing new
-// is placed. A usage error (protection, length, access) fails the comm with the status named
-// instead: replaying it would loop.
+// landed ones are then possible: the replay guard below); while the control connection is
+// open the answer is awaited up to the peer timeout. While a fence is pending, new data that
+// would land in the memory of the fenced chunks waits (the same guard). A usage error (protection,
+// length, access) fails the comm with the status named instead: replaying it would loop.
 //
 // Failed rails are re-created in the background for as long as the comm lives
 // (core::FailbackScheduler backoff, skipped while the local port is down): a new QP is
@@ -120,10 +121,13 @@ class SendComm final : public core::SendEngine {
     uint32_t writesPosted = 0;
     uint32_t writesAcked = 0;
     uint32_t downSentGen = 0;  // the newest generation announced with RAIL_DOWN
-    // The fence: the generation whose chunks wait (0: none), since when and until when.
+    // The fence: the generation whose chunks wait (0: none), since when, and until when
+    // without an answer: the retry window when the control connection is closed, the peer
+    // timeout (at least the window) while it is open and the answer may still come.
     uint32_t fenceGen = 0;
     uint64_t fenceSinceNs = 0;
-    uint64_t fenceDeadlineNs = 0;
+    uint64_t fenceWindowEndNs = 0;
+    uint64_t fenceGiveUpNs = 0;
   };
 
   void progress(uint64_t nowNs) override;
@@ -158,7 +162,13 @@ class SendComm final : public core::SendEngine {
   void replaced(const wire::ControlMessage& m, uint64_t nowNs);
   void abandonReplace(int r, uint64_t nowNs, const std::string& why, bool notifyPeer);
   void rejoin(int r, uint64_t nowNs);
-  bool replayOverlaps(const core::SendTracker::Entry& e) const;
+  // Whether chunk e would land in receive memory that a chunk at risk of landing twice also
+  // targets: a replayed chunk in flight after an unconfirmed fence, or a chunk of a failed rail
+  // whose fence is pending.
+  bool atRiskOverlaps(const core::SendTracker::Entry& e) const;
+  bool atRisk(int r, const core::SendTracker::Entry& x) const {
+    return rails_[r].fenceGen != 0 || (replayGuard_ && x.resend);
+  }
 
   uint64_t connectionId_;
   int trafficClass_;
@@ -179,6 +189,10 @@ class SendComm final : public core::SendEngine {
   // memory (the receiver may have completed the request from the first copy and re-posted the
   // buffer). Cleared when no replayed chunk is left in flight.
   bool replayGuard_ = false;
+  // The oldest receive a chunk at risk (atRiskOverlaps) is for. No chunk of a receive
+  // wire::kAliasFreeAhead or more after it is placed, so a late duplicate can never be taken
+  // for a chunk of a later receive in its slot (wire.h, the immediate's epoch).
+  uint64_t oldestAtRiskSeq_ = UINT64_MAX;
   // When a rail failed with chunks to replay, until the first replayed chunk completes (logged:
   // the failover's own latency, without the time to detect the failure).
   uint64_t replayFailedNs_ = 0;

@@ -42,15 +42,17 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool n
   }
   rail.fenceGen = rail.generation;
   rail.fenceSinceNs = nowNs;
-  rail.fenceDeadlineNs = nowNs + retryWindowNs();
+  rail.fenceWindowEndNs = nowNs + retryWindowNs();
+  rail.fenceGiveUpNs = nowNs + std::max(retryWindowNs(), config_.peerTimeoutNs);
   // The monotonic time lets tests and operators line the failover up with external events.
   AP_INFO(kFlags,
           "comm 0x%llx ib send: rail %d failed at monotonic %.6f s; %u unacknowledged chunk%s "
           "(%s) wait until the receiver confirms that nothing more lands through the rail "
-          "(at most %llu ms)",
+          "(at most %llu ms, %llu while the control connection is open)",
           (unsigned long long)commId_, r, double(nowNs) * 1e-9, held, held == 1 ? "" : "s",
           humanBytes(tracker_.queuedBytes(r)).c_str(),
-          (unsigned long long)((rail.fenceDeadlineNs - nowNs) / 1000000));
+          (unsigned long long)((rail.fenceWindowEndNs - nowNs) / 1000000),
+          (unsigned long long)((rail.fenceGiveUpNs - nowNs) / 1000000));
 }
 
 void SendComm::announceDown(int r, uint32_t gen) {
@@ -151,7 +153,7 @@ void SendComm::resolveFence(int r, uint64_t nowNs, bool known, uint32_t landed) 
     AP_INFO(kFlags,
             "comm 0x%llx ib send: rail %d: no word from the receiver %.1f ms after it failed "
             "(the NIC's retry window has passed, so no write of generation %u can land any "
-            "more); replaying %u unacknowledged chunk%s (%s) on the other rails",
+            "more); replaying all %u unacknowledged chunk%s (%s) on the other rails",
             (unsigned long long)commId_, r, waitedMs, gen, moved, moved == 1 ? "" : "s",
             humanBytes(bytes).c_str());
   }
@@ -281,7 +283,12 @@ void SendComm::checkHealth(uint64_t nowNs) {
     if (!health_.live(r)) {
       if (rail.fenceGen != 0) {
         // The failed QP's chunks are still in the rail's queue: no new QP before they leave.
-        if (nowNs >= rail.fenceDeadlineNs) resolveFence(r, nowNs, false, 0);
+        // Past the retry window nothing of the QP can land; the receiver's answer (which
+        // spares duplicates) is still awaited while it can come.
+        bool open = control_->up() && control_->closedForNs(nowNs) == 0;
+        if (nowNs >= rail.fenceGiveUpNs || (nowNs >= rail.fenceWindowEndNs && !open)) {
+          resolveFence(r, nowNs, false, 0);
+        }
         continue;
       }
       if (rail.failback != Failback::kIdle) {

@@ -153,7 +153,13 @@ core::PostedReceive postedReceive(const CtsEntry& e);
 // [31:28] epoch = (seq / 32) mod 16, [27:23] slot = seq mod 32, [22:20] buffer,
 // [19:10] chunk count - 1, [9:0] chunk index. The epoch tells a late duplicate of a chunk of
 // request seq (re-sent after a rail failure although the first copy had landed) from a chunk
-// of request seq + 32, which reuses the slot: the receiver ignores the former.
+// of request seq + 32, which reuses the slot: the receiver ignores the former. It repeats
+// every kAliasSpan requests, and no reachable delay spans that many: duplicates exist only
+// after a fence that was waited out (a confirmed fence replays only what did not land), and
+// while one may be in flight, or a fence is pending, the sender places no chunk of a request
+// kAliasFreeAhead or more after it (SendComm::mustWait). The receiver cannot complete those, so it
+// cannot post the request kAliasSpan after the duplicate's, the only one the duplicate could be
+// taken for.
 inline constexpr int kEpochBits = 4;
 inline constexpr int kSlotBits = 5;
 inline constexpr int kBufferBits = 3;
@@ -165,6 +171,8 @@ static_assert((1 << kBufferBits) == core::kMaxRecvsPerRequest,
 static_assert(core::ChunkPolicy{}.maxChunks <= kMaxChunks,
               "the immediate carries the chunk index and count");
 static_assert(kEpochBits + kSlotBits + kBufferBits + 2 * kChunkBits == 32, "32-bit immediate");
+inline constexpr uint64_t kAliasSpan = uint64_t(kSlots) << kEpochBits;  // same slot and epoch
+inline constexpr uint64_t kAliasFreeAhead = kAliasSpan - kSlots;
 
 struct ImmFields {
   uint32_t epoch = 0;

@@ -32,6 +32,19 @@ TEST_CASE("verbs wire: immediates carry epoch, slot, buffer, chunk and count", "
   // Requests 32 apart share a slot but not an epoch.
   CHECK(wire::immSlot(5) == wire::immSlot(37));
   CHECK(wire::immEpoch(5) != wire::immEpoch(37));
+  // The sender's bound (SendComm::mustWait): while a duplicate for receive d may be in flight,
+  // no chunk of a receive d + kAliasFreeAhead or later is placed, so the receiver completes at
+  // most the receives before it and posts at most up to d + kAliasFreeAhead + 31. None of
+  // those shares d's slot and epoch; the first receive that does lies beyond.
+  for (uint64_t d : {uint64_t(0), uint64_t(5), uint64_t(479), uint64_t(1) << 40}) {
+    uint64_t lastPostable = d + wire::kAliasFreeAhead + wire::kSlots - 1;
+    for (uint64_t s = d + 1; s <= lastPostable; ++s) {
+      bool alias = wire::immSlot(s) == wire::immSlot(d) && wire::immEpoch(s) == wire::immEpoch(d);
+      if (alias) FAIL("receive " << s << " aliases " << d);
+    }
+    CHECK(wire::immSlot(lastPostable + 1) == wire::immSlot(d));
+    CHECK(wire::immEpoch(lastPostable + 1) == wire::immEpoch(d));
+  }
   // A chunk index beyond the count cannot come from a well-behaved sender.
   wire::ImmFields g;
   CHECK_FALSE(wire::decodeImm(wire::encodeImm({0, 0, 0, 5, 6}) + 1, &g));
