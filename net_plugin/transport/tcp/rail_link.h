@@ -59,6 +59,10 @@ class RailLink {
   uint64_t watermarkSent = 0;   // receiver: the receive watermark last announced on this rail
   uint64_t peerAcked = 0;       // sender: the count the receiver last announced
   uint64_t partialBytes = 0;    // sender: bytes of the next frame already written
+  // Sender: that frame's header as it went out. The rest of a frame is written from here and
+  // never re-encoded: once the receiver completed the message, its send slot may already
+  // carry another message.
+  uint8_t partialHeader[wire::kFrameHeaderBytes] = {};
 
   // ---- TCP-level progress (checked every few milliseconds, not per call)
   // Re-reads the kernel counters; returns true when the peer's TCP acknowledged new bytes.

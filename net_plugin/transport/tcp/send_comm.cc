@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -11,6 +12,8 @@ namespace autopilot::net::tcp {
 
 namespace {
 
+// Finishes half-written frames of messages the receiver already completed (writeRail).
+constexpr uint8_t kZeros[64 << 10] = {};
 constexpr unsigned long kFlags = abi::subsys::kNet;
 constexpr int kMaxFramesPerWrite = 16;           // frames gathered into one sendmsg
 constexpr uint64_t kMaxBytesPerWrite = 2 << 20;  // per sendmsg
@@ -211,14 +214,15 @@ bool SendComm::completeByPeer(int r, uint64_t nowNs) {
   for (uint32_t i = 0; i < pool_.size(); ++i) {
     SendRequest& q = pool_[i];
     if (q.state != SendRequest::State::kActive || q.recvSeq >= peerCompletedBelow_) continue;
-    uint32_t partial = railsWriting(q.index);
-    if (!tracker_.completeByPeer(q.index, partial)) {
+    if (!tracker_.completeByPeer(q.index, railsWriting(q.index))) {
       failRail(r, nowNs,
                "protocol error: a receive reported complete before all its data was sent");
       return false;
     }
-    // A frame of it half-written still reads its buffer: done once that write finishes.
-    if (partial == 0) q.state = SendRequest::State::kDone;
+    // Done at once, whatever the rails do next: a copy of one of its chunks half-written on a
+    // rail is finished from zeros (writeRail), which the receiver discards, since it completed
+    // the receive.
+    q.state = SendRequest::State::kDone;
   }
   return true;
 }
@@ -232,16 +236,6 @@ uint32_t SendComm::railsWriting(uint32_t index) const {
     }
   }
   return rails;
-}
-
-void SendComm::completeWritten() {
-  for (uint32_t i = 0; i < pool_.size(); ++i) {
-    SendRequest& q = pool_[i];
-    if (q.state == SendRequest::State::kActive && tracker_.inUse(q.index) &&
-        tracker_.done(q.index) && railsWriting(q.index) == 0) {
-      q.state = SendRequest::State::kDone;
-    }
-  }
 }
 
 void SendComm::writeRail(int r, uint64_t nowNs) {
@@ -280,19 +274,33 @@ void SendComm::writeRail(int r, uint64_t nowNs) {
       h.offset = plan.offset(e.chunk);
       h.chunk = e.chunk;
       h.chunks = plan.count;
-      wire::encodeFrameHeader(h, headers[k]);
-      // The first frame may be partly written already: skip what went out.
+      // The first frame may be partly written already: skip what went out, and finish the
+      // header that went out.
+      if (skip > 0) {
+        std::memcpy(headers[k], link.partialHeader, wire::kFrameHeaderBytes);
+      } else {
+        wire::encodeFrameHeader(h, headers[k]);
+      }
       uint64_t hdrSkip = std::min<uint64_t>(skip, wire::kFrameHeaderBytes);
       if (hdrSkip < wire::kFrameHeaderBytes) {
         iov[iovs++] = {headers[k] + hdrSkip, wire::kFrameHeaderBytes - hdrSkip};
         total += wire::kFrameHeaderBytes - hdrSkip;
       }
       uint64_t paySkip = skip - hdrSkip;
+      skip = 0;
+      if (e.leftover) {
+        // The half-written copy of a chunk whose message the receiver completed (the only
+        // leftover that is written at all): its message is done and NCCL owns the buffer, so
+        // the frame is finished from zeros, which the receiver discards.
+        uint64_t n = std::min<uint64_t>(e.bytes - paySkip, sizeof(kZeros));
+        if (n > 0) iov[iovs++] = {const_cast<uint8_t*>(kZeros), n};
+        total += n;
+        break;
+      }
       if (e.bytes > paySkip) {
         iov[iovs++] = {const_cast<uint8_t*>(q.data + h.offset + paySkip), e.bytes - paySkip};
         total += e.bytes - paySkip;
       }
-      skip = 0;
       if (total >= kMaxBytesPerWrite) break;
     }
     // Respect the byte budget (pacing) by trimming the tail of the gather list.
@@ -314,12 +322,13 @@ void SendComm::writeRail(int r, uint64_t nowNs) {
     budget -= std::min<uint64_t>(budget, res.bytes);
     uint64_t n = res.bytes;
     auto* counters = metrics_.at(r);
-    while (n > 0) {
+    for (int k = 0; n > 0; ++k) {
       const core::SendTracker::Entry& e = tracker_.entry(r, tracker_.posted(r));
       uint64_t frame = wire::kFrameHeaderBytes + e.bytes;
       uint64_t left = frame - link.partialBytes;
       if (n < left) {
         link.partialBytes += n;
+        std::memcpy(link.partialHeader, headers[k], wire::kFrameHeaderBytes);
         break;
       }
       n -= left;
@@ -327,11 +336,6 @@ void SendComm::writeRail(int r, uint64_t nowNs) {
       if (counters) {
         core::RailMetrics::add(counters->chunksSent, 1);
         core::RailMetrics::add(counters->bytesSent, e.bytes);
-      }
-      SendRequest& sent = pool_[e.message];
-      if (e.leftover && e.generation == tracker_.generation(e.message) &&
-          sent.state == SendRequest::State::kActive && tracker_.done(e.message)) {
-        sent.state = SendRequest::State::kDone;  // the receiver had it; the write is over
       }
       tracker_.setPosted(r, tracker_.posted(r) + 1);
     }

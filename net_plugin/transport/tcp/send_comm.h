@@ -74,12 +74,8 @@ class SendComm final : public core::SendEngine {
   bool readRail(int r, uint64_t nowNs);
   bool handleFrame(int r, const wire::FrameHeader& h, const uint8_t* body, uint64_t nowNs);
   bool completeByPeer(int r, uint64_t nowNs);
-  // The rails in the middle of writing a frame of message `index` (the write still reads the
-  // sender's buffer).
+  // The rails in the middle of writing a frame of message `index`.
   uint32_t railsWriting(uint32_t index) const;
-  // Messages the receiver completed that waited only for such a write: done once none is left
-  // (it finished, or its rail failed and will never write again).
-  void completeWritten();
   void writeRail(int r, uint64_t nowNs);
   void checkHealth(uint64_t nowNs);
   // Rail r stalls and no other rail shows the peer alive: ping the idle ones.

@@ -55,10 +55,6 @@ void SendComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
   bool proceed = false;
   uint32_t moved = moveChunksOff(r, !warn, &bytes, &proceed);
   if (!proceed) return;
-  // A message the receiver completed may have waited only for a copy half-written here, which
-  // is now dropped: without this it would stay active until another completion came, forever
-  // if it was the last send.
-  completeWritten();
   rail.dialer.abandon();
   if (moved > 0) {
     AP_INFO(kFlags,

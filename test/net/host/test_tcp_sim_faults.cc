@@ -501,6 +501,79 @@ TEST_CASE("simulated: lost acknowledgements never hold a send whose data landed"
   unlink(plan.c_str());
 }
 
+// A send the receiver completed must not wait on any rail. Rail 1 is deaf at the sender (its
+// chunks land, their acknowledgements are lost), so it fails and copies of its chunks go to
+// rail 0, queued behind rail 0's own chunks, paced to 2 Mbit/s. The receiver completes from
+// the originals while rail 0 writes the first copy (256 KiB: about 1 s at that rate); its
+// watermark reaches the sender on rail 0, and 300 ms later rail 0 goes silent for good. Rail 0
+// then holds only that copy, which does not count as held data (the receiver may rightly never
+// read it), so nothing fails the rail: a send waiting for the copy's write to finish would
+// wait forever (it did: item 7 of the net contract issue). It must be done at once.
+TEST_CASE("simulated: a send the receiver completed never waits on a rail writing a copy",
+          "[net][tcp][simfault]") {
+  const std::string plan = planPath("stuck");
+  writeFaultPlan(plan, "rail 0 rate 2\nrail 1 deaf\n");
+  PairOptions o = tcpPair(2);
+  o.timeoutMs = 60000;
+  o.senderEnv = {{"NCCL_AUTOPILOT_FAULT_FILE", plan}};
+  const size_t kBytes = 2 << 20;
+  double sendDoneAt = 0;
+  Channel times[2];
+  channelPair(&times[0], &times[1]);
+  PairOutcome out = runPair(
+      o,
+      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
+        void* comm = nullptr;
+        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
+        std::vector<uint8_t> buf(kBytes);
+        void* data = buf.data();
+        size_t size = buf.size();
+        int tag = 0;
+        void* req = nullptr;
+        PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &req) == abi::kSuccess, "irecv");
+        PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "receive");
+        PEER_CHECK(checkPattern(buf.data(), buf.size(), 7) < 0, "data");
+        PEER_CHECK(parent.sendLine("received"), "parent");
+        // Nothing more posted: like NCCL's proxy, this side makes no more calls until the end.
+        PEER_CHECK(peer.expect("sender done", 30000), "the sender did not finish");
+        ep.net()->closeRecv(comm);
+        return 0;
+      },
+      [&](NetEndpoint& ep, Channel& peer, Channel&) {
+        void* comm = nullptr;
+        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
+        std::vector<uint8_t> buf(kBytes);
+        fillPattern(buf.data(), buf.size(), 7);
+        void* req = nullptr;
+        PEER_CHECK(ep.isend(comm, buf.data(), buf.size(), 0, &req) == abi::kSuccess, "isend");
+        abi::Result r = ep.wait(req, nullptr, 20);
+        double doneAt = nowSeconds();
+        times[1].send(&doneAt, sizeof(doneAt));
+        PEER_CHECK(r == abi::kSuccess, "the send never completed (%d)", int(r));
+        PEER_CHECK(host::LogCapture::count(-1, "unacknowledged chunk") >= 1,
+                   "rail 1's chunks were never re-sent: the scenario did not happen");
+        peer.sendLine("sender done");
+        ep.net()->closeSend(comm);
+        return 0;
+      },
+      [&](Channel& toReceiver, Channel&) {
+        if (!toReceiver.expect("received", 30000)) return;
+        double receivedAt = nowSeconds();
+        sleepMs(300);
+        writeFaultPlan(plan, "rail 0 down\nrail 1 deaf\n");
+        double downAt = nowSeconds();
+        if (times[0].recv(&sendDoneAt, sizeof(sendDoneAt), 30000)) {
+          INFO("send done " << (sendDoneAt - receivedAt) * 1e3 << " ms after the receive, "
+                            << (sendDoneAt - downAt) * 1e3 << " ms after rail 0 went silent");
+          CHECK(sendDoneAt < downAt);
+        }
+      });
+  CHECK(out.receiver == 0);
+  CHECK(out.sender == 0);
+  CHECK(sendDoneAt > 0);
+  unlink(plan.c_str());
+}
+
 TEST_CASE("simulated: a rail one connection found dead gets no data from the others",
           "[net][tcp][simfault][news]") {
   // Two connections of one process over the same two rails. A is busy when rail 1 goes down
