@@ -462,6 +462,11 @@ std::string fmtGbps(double v, bool failed) {
   return buf;
 }
 
+// Rail failures declared while no fault was injected (warm-up and healthy phases).
+double falseFailovers(const ModeRecord& r) {
+  return r.stats(kPhaseNames[kWarmup]).failovers + r.stats(kPhaseNames[kHealthy]).failovers;
+}
+
 void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* closed,
                const ModeRecord* stat, bool identical) {
   std::ofstream f(path);
@@ -469,7 +474,9 @@ void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* 
     << ", \"rail_mbit\": " << o.railMbit << ", \"degraded_mbit\": " << o.degradedMbit
     << ", \"phase_seconds\": " << o.phaseSeconds << ", \"warmup_seconds\": " << o.warmupSeconds
     << ", \"stall_seconds\": " << o.stallSeconds
-    << ",\n  \"identical_decisions\": " << (identical ? "true" : "false") << ",\n  \"phases\": [\n";
+    << ",\n  \"identical_decisions\": " << (identical ? "true" : "false")
+    << ",\n  \"false_failovers\": " << (closed ? falseFailovers(*closed) : 0)
+    << ",\n  \"phases\": [\n";
   for (int p = kHealthy; p < kNumPhases; ++p) {
     std::string name = kPhaseNames[p];
     double c = closed ? closed->stats(name).gbps(o.phaseSeconds) : 0;
@@ -630,6 +637,11 @@ int cmdDemo(int argc, char** argv) {
                 fmtGbps(c, closed && closed->stats(name).failed).c_str(),
                 fmtGbps(s, stat && stat->stats(name).failed).c_str(), speed,
                 static_cast<unsigned long long>(lost), rails, st.c_str());
+  }
+  if (closed) {
+    // No fault is injected before the degraded phase: every rail failure there was false.
+    std::printf("false failovers (warm-up and healthy phases, no fault injected): %.0f\n",
+                falseFailovers(*closed));
   }
   for (const ModeRecord* r : {closed.get(), stat.get()}) {
     if (r == nullptr) continue;
