@@ -462,9 +462,49 @@ std::string fmtGbps(double v, bool failed) {
   return buf;
 }
 
-// Rail failures declared while no fault was injected (warm-up and healthy phases).
-double falseFailovers(const ModeRecord& r) {
-  return r.stats(kPhaseNames[kWarmup]).failovers + r.stats(kPhaseNames[kHealthy]).failovers;
+// What the live rails of a rank carry in phase p (Mbit/s): a ring's bus bandwidth cannot exceed
+// it, since every byte of a step crosses one rank's NICs.
+double capacityMbit(const DemoOptions& o, int p) {
+  double full = double(o.rails) * o.railMbit;
+  if (p == kDegraded) return full - o.railMbit + o.degradedMbit;
+  if (p == kFailed) return full - o.railMbit;
+  return full;
+}
+
+// Rail failures declared while no rail was down: every phase but the failed one (a rail rate-
+// limited in the degraded phase is alive). -1 for the failed phase, where they are expected.
+double falseFailovers(const ModeRecord& r, int p) {
+  return p == kFailed ? -1 : r.stats(kPhaseNames[p]).failovers;
+}
+
+// The settling window of recovery_ms: long enough to hold a few collectives of the largest size.
+constexpr double kSettleWindowS = 0.25;
+
+// The figures of issue-style reporting, per phase of the closed loop.
+struct PhaseFigures {
+  double capacityFraction = 0;  // of the healthy capacity
+  double efficiency = 0;        // bus bandwidth / capacity
+  double recoveryMs = -1;       // to 90% of the phase's steady throughput
+  double maxGapMs = 0;
+  double falseFailovers = 0;
+};
+
+PhaseFigures figures(const DemoOptions& o, const ModeRecord& r, int p) {
+  PhaseFigures f;
+  const PhaseStats& st = r.stats(kPhaseNames[p]);
+  f.capacityFraction = capacityMbit(o, p) / capacityMbit(o, kHealthy);
+  f.efficiency = st.gbps(o.phaseSeconds) * 1e3 / capacityMbit(o, p);
+  double settle = r.settleSeconds(kPhaseNames[p], kSettleWindowS, 0.9);
+  f.recoveryMs = settle < 0 ? -1 : settle * 1e3;
+  f.maxGapMs = st.maxGapS * 1e3;
+  f.falseFailovers = falseFailovers(r, p);
+  return f;
+}
+
+double totalFalseFailovers(const ModeRecord& r) {
+  double n = 0;
+  for (int p = kWarmup; p < kNumPhases; ++p) n += std::max(0.0, falseFailovers(r, p));
+  return n;
 }
 
 void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* closed,
@@ -475,7 +515,7 @@ void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* 
     << ", \"phase_seconds\": " << o.phaseSeconds << ", \"warmup_seconds\": " << o.warmupSeconds
     << ", \"stall_seconds\": " << o.stallSeconds
     << ",\n  \"identical_decisions\": " << (identical ? "true" : "false")
-    << ",\n  \"false_failovers\": " << (closed ? falseFailovers(*closed) : 0)
+    << ",\n  \"false_failovers\": " << (closed ? totalFalseFailovers(*closed) : 0)
     << ",\n  \"phases\": [\n";
   for (int p = kHealthy; p < kNumPhases; ++p) {
     std::string name = kPhaseNames[p];
@@ -495,6 +535,22 @@ void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* 
       << ", \"recoveries\": " << (closed ? closed->stats(name).recoveries : 0)
       << ", \"closed_loop_failed\": " << (closed && closed->stats(name).failed ? "true" : "false")
       << ", \"static_restarted\": " << (stat && stat->stats(name).restarted ? "true" : "false");
+    if (closed) {
+      PhaseFigures fig = figures(o, *closed, p);
+      f << ", \"capacity_fraction\": " << fig.capacityFraction
+        << ", \"efficiency\": " << fig.efficiency << ", \"recovery_ms\": ";
+      if (fig.recoveryMs >= 0) {
+        f << fig.recoveryMs;
+      } else {
+        f << "null";
+      }
+      f << ", \"max_gap_ms\": " << fig.maxGapMs << ", \"false_failovers\": ";
+      if (fig.falseFailovers >= 0) {
+        f << fig.falseFailovers;
+      } else {
+        f << "null";
+      }
+    }
     // What the tuner did: rank 0's calls, and those whose decision differs from NCCL's own
     // choice for the same table (0 in static mode, where the tuner is off).
     for (const ModeRecord* r : {closed, stat}) {
@@ -639,9 +695,26 @@ int cmdDemo(int argc, char** argv) {
                 static_cast<unsigned long long>(lost), rails, st.c_str());
   }
   if (closed) {
-    // No fault is injected before the degraded phase: every rail failure there was false.
-    std::printf("false failovers (warm-up and healthy phases, no fault injected): %.0f\n",
-                falseFailovers(*closed));
+    // Against what the rails allow: capacity = the live rails' rates of a rank, efficiency =
+    // bus bandwidth / capacity; recovery = time to 90% of the phase's steady throughput.
+    std::printf("\nclosed loop against the rails: %-9s | %8s | %10s | %11s | %10s | %s\n", "phase",
+                "capacity", "efficiency", "recovery ms", "max gap ms", "false failovers");
+    for (int p = kHealthy; p < kNumPhases; ++p) {
+      PhaseFigures fig = figures(o, *closed, p);
+      char recovery[16] = "-", falseOnes[32] = "- (a rail is down)";
+      if (fig.recoveryMs >= 0) std::snprintf(recovery, sizeof(recovery), "%.0f", fig.recoveryMs);
+      if (fig.falseFailovers >= 0) {
+        std::snprintf(falseOnes, sizeof(falseOnes), "%.0f", fig.falseFailovers);
+      }
+      std::printf("                               %-9s | %7.0f%% | %10.2f | %11s | %10.0f | %s\n",
+                  kPhaseNames[p], fig.capacityFraction * 100, fig.efficiency, recovery,
+                  fig.maxGapMs, falseOnes);
+    }
+    double healthyEff = figures(o, *closed, kHealthy).efficiency;
+    std::printf("healthy phase at %.2f of the rails' capacity: %s\n", healthyEff,
+                healthyEff >= 0.8 ? "rail-bound" : "not rail-bound (the CPUs limit it)");
+    std::printf("false failovers (a rail failed while none was down), warm-up included: %.0f\n",
+                totalFalseFailovers(*closed));
   }
   for (const ModeRecord* r : {closed.get(), stat.get()}) {
     if (r == nullptr) continue;

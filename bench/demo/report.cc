@@ -102,4 +102,24 @@ std::vector<std::pair<double, double>> ModeRecord::timeline(double binS) const {
   return out;
 }
 
+double ModeRecord::settleSeconds(const std::string& phase, double windowS, double fraction) const {
+  auto it =
+      std::find_if(phases_.begin(), phases_.end(), [&](const Phase& p) { return p.name == phase; });
+  if (it == phases_.end() || windowS <= 0) return -1;
+  const double start = it->startS, end = it->endS, mid = (start + end) / 2;
+  auto bytesIn = [&](double a, double b) {
+    double sum = 0;
+    for (const auto& [s, bytes] : completions_) {
+      if (s >= a && s < b) sum += bytes;
+    }
+    return sum;
+  };
+  double steady = bytesIn(mid, end) / (end - mid);
+  if (steady <= 0) return -1;
+  for (double t = start + windowS; t <= end + 1e-9; t += windowS / 10) {
+    if (bytesIn(t - windowS, t) / windowS >= fraction * steady) return t - start;
+  }
+  return -1;
+}
+
 }  // namespace autopilot::demo

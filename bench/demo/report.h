@@ -61,6 +61,10 @@ class ModeRecord {
   uint64_t decisionsCompared() const { return compared_; }
   // Throughput over time for the plot: (seconds, Gbit/s) in `binS` bins.
   std::vector<std::pair<double, double>> timeline(double binS) const;
+  // How long after its start phase `phase` took to settle: the end of the first `windowS`
+  // window (sliding in steps of a tenth of it) that carried at least `fraction` of the phase's
+  // steady throughput, taken as its second half's. -1 when the phase carried nothing.
+  double settleSeconds(const std::string& phase, double windowS, double fraction) const;
 
  private:
   std::string phaseAt(double s) const;

@@ -42,13 +42,19 @@ if sorted(phases) != sorted(["healthy", "degraded", "failed", "healed"]):
 for p in data["phases"]:
     for key in ("closed_loop_gbps", "static_gbps", "speedup", "bytes_lost", "static_failed",
                 "static_restarted", "failovers", "recoveries", "closed_loop_calls",
-                "closed_loop_tuner_changed", "static_tuner_changed", "closed_loop_decisions"):
+                "closed_loop_tuner_changed", "static_tuner_changed", "closed_loop_decisions",
+                "capacity_fraction", "efficiency", "recovery_ms", "max_gap_ms",
+                "false_failovers"):
         if key not in p:
             problems.append("%s lacks %s" % (p["name"], key))
     if p.get("bytes_lost", 1) != 0:
         problems.append("%s lost %s bytes" % (p["name"], p.get("bytes_lost")))
     if p.get("closed_loop_failed"):
         problems.append("the closed loop stopped in the %s phase" % p["name"])
+    # Bus bandwidth against the live rails' rates: a ring cannot beat them (a broken capacity
+    # or throughput account would).
+    if not 0 < p.get("efficiency", 0) <= 1.1:
+        problems.append("%s: efficiency %s outside (0, 1.1]" % (p["name"], p.get("efficiency")))
 if problems:
     sys.exit("demo check failed: " + "; ".join(problems))
 if not data.get("identical_decisions"):
