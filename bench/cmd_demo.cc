@@ -712,7 +712,7 @@ int cmdDemo(int argc, char** argv) {
     }
     double healthyEff = figures(o, *closed, kHealthy).efficiency;
     std::printf("healthy phase at %.2f of the rails' capacity: %s\n", healthyEff,
-                healthyEff >= 0.8 ? "rail-bound" : "not rail-bound (the CPUs limit it)");
+                healthyEff >= 0.8 ? "rail-bound" : "not rail-bound");
     std::printf("false failovers (a rail failed while none was down), warm-up included: %.0f\n",
                 totalFalseFailovers(*closed));
   }
