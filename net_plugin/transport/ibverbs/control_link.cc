@@ -24,12 +24,16 @@ bool ControlLink::send(const wire::ControlMessage& m) {
   return true;
 }
 
-void ControlLink::sendRailDown(uint64_t connectionId, int rail, uint32_t generation) {
+void ControlLink::sendRailDown(uint64_t connectionId, int rail, uint32_t generation,
+                               uint32_t writesPosted, uint32_t writesAcked, uint32_t writesLanded) {
   wire::ControlMessage m;
   m.type = wire::ControlType::kRailDown;
   m.connectionId = connectionId;
   m.rail = uint8_t(rail);
   m.generation = generation;
+  m.writesPosted = writesPosted;
+  m.writesAcked = writesAcked;
+  m.writesLanded = writesLanded;
   send(m);
 }
 

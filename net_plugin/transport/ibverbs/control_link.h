@@ -29,8 +29,10 @@ class ControlLink {
 
   // Queues a message; false when the queue is full (the peer has not read for a long time).
   bool send(const wire::ControlMessage& m);
-  // RAIL_DOWN: this side gave up `rail`'s queue pair of `generation` (best effort).
-  void sendRailDown(uint64_t connectionId, int rail, uint32_t generation);
+  // RAIL_DOWN: this side destroyed `rail`'s queue pair of `generation` (best effort), with the
+  // data writes it counted on it (the fence: wire.h, ControlMessage).
+  void sendRailDown(uint64_t connectionId, int rail, uint32_t generation, uint32_t writesPosted = 0,
+                    uint32_t writesAcked = 0, uint32_t writesLanded = 0);
   // Writes what is queued; kError/kClosed when the connection is unusable (*error says why).
   Status flush(std::string* error);
   // Reads until one message is complete: true with it in *m (or *decodeError set when it was

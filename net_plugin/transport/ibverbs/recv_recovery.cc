@@ -64,13 +64,8 @@ void RecvComm::announceDown(int r, uint32_t gen) {
   Rail& rail = rails_[r];
   if (rail.downSentGen >= gen) return;
   rail.downSentGen = gen;
-  wire::ControlMessage m;
-  m.type = wire::ControlType::kRailDown;
-  m.connectionId = connectionId_;
-  m.rail = uint8_t(r);
-  m.generation = gen;
-  if (gen == rail.generation) m.writesLanded = rail.writesLanded;
-  control_->send(m);
+  control_->sendRailDown(connectionId_, r, gen, 0, 0,
+                         gen == rail.generation ? rail.writesLanded : 0);
 }
 
 void RecvComm::senderDown(const wire::ControlMessage& m, uint64_t nowNs) {

@@ -59,16 +59,9 @@ void SendComm::announceDown(int r, uint32_t gen) {
   Rail& rail = rails_[r];
   if (rail.downSentGen >= gen) return;
   rail.downSentGen = gen;
-  wire::ControlMessage m;
-  m.type = wire::ControlType::kRailDown;
-  m.connectionId = connectionId_;
-  m.rail = uint8_t(r);
-  m.generation = gen;
-  if (gen == rail.generation) {
-    m.writesPosted = rail.writesPosted;
-    m.writesAcked = rail.writesAcked;
-  }
-  control_->send(m);
+  bool current = gen == rail.generation;
+  control_->sendRailDown(connectionId_, r, gen, current ? rail.writesPosted : 0,
+                         current ? rail.writesAcked : 0);
 }
 
 void SendComm::peerDown(const wire::ControlMessage& m, uint64_t nowNs) {
