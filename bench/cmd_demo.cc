@@ -1,6 +1,7 @@
 // `autopilot demo`: the main job. A GPU-free mini-cluster on this machine shows the closed loop
-// (net + profiler + tuner plugins) against a static configuration through a scripted scenario:
-// healthy, one rail degraded, the rail failed, the rail healed.
+// (net + profiler + tuner plugins) against a static configuration through a scripted scenario of
+// rail faults and repairs (buildScenario: degraded, failed, healed, half rate, two degraded, a
+// failure and its heal while another rail is degraded, flapping).
 //
 // N rank processes (default 4), each in its own network namespace with one veth NIC per rail
 // when root (real rate limits with tc tbf, real link failures), load the three plugins exactly
@@ -47,6 +48,14 @@ void checkInterrupted() {
   if (gInterrupted.load()) throw Interrupted{};
 }
 
+// One phase of the scenario: the state of every rail while it lasts.
+struct PhaseSpec {
+  std::string name;
+  std::vector<int> mbit;  // per rail: rate in Mbit/s, 0 = link down
+  int flapRail = -1;      // this rail goes down, then up, every kFlapSeconds (down first)
+};
+constexpr double kFlapSeconds = 1.5;
+
 struct DemoOptions {
   int ranks = 4;
   int rails = 3;
@@ -55,6 +64,7 @@ struct DemoOptions {
   double phaseSeconds = 7.0;
   double warmupSeconds = 4.0;
   double stallSeconds = 4.0;
+  int repeat = 1;
   std::string sizes = "262144,1048576,4194304";
   std::string mode = "both";
   std::string outDir = "demo-out";
@@ -62,13 +72,68 @@ struct DemoOptions {
   bool quick = false;
   bool noNetns = false;
   bool plot = true;
+  std::vector<PhaseSpec> phases;  // buildScenario(); [0] is the warm-up
 };
 
-// The scenario. The warm-up is excluded from the comparison, as nccl-tests excludes its warm-up
-// iterations: connections are set up and the tuner takes its first measurements there.
-enum PhaseId { kWarmup = 0, kHealthy, kDegraded, kFailed, kHealed, kNumPhases };
-const char* kPhaseNames[kNumPhases] = {"warm-up", "healthy", "degraded", "failed", "healed"};
+// The rails the scenario acts on: rail 1 takes every fault, rail 2 (rail 0 with 2 rails) is the
+// second one degraded at the same time.
 constexpr int kFaultRail = 1;
+int secondFaultRail(const DemoOptions& o) { return (kFaultRail + 1) % o.rails; }
+
+// The scenario. The warm-up is excluded from the comparison, as nccl-tests excludes its warm-up
+// iterations: connections are set up and the tuner takes its first measurements there. Each
+// later phase is one transition of the rails, in an order where every fault is repaired by a
+// later phase (so the static job, stopped by a failure, is restarted and measured again).
+std::vector<PhaseSpec> buildScenario(const DemoOptions& o) {
+  const std::vector<int> full(size_t(o.rails), o.railMbit);
+  const size_t a = kFaultRail, b = size_t(secondFaultRail(o));
+  auto with = [&](std::initializer_list<std::pair<size_t, int>> changes) {
+    std::vector<int> m = full;
+    for (auto [rail, mbit] : changes) m[rail] = mbit;
+    return m;
+  };
+  const int deg = o.degradedMbit, half = std::max(1, o.railMbit / 2);
+  return {
+      {"warm-up", full},
+      {"healthy", full},
+      {"degraded", with({{a, deg}})},
+      {"failed", with({{a, 0}})},
+      {"healed", full},
+      {"half-rate", with({{a, half}})},
+      {"two-degraded", with({{a, deg}, {b, deg}})},
+      {"failed+degraded", with({{a, 0}, {b, deg}})},
+      {"healed+degraded", with({{b, deg}})},
+      {"flapping", full, int(a)},
+  };
+}
+
+constexpr int kWarmup = 0, kHealthy = 1;
+int numPhases(const DemoOptions& o) { return int(o.phases.size()); }
+const std::string& phaseName(const DemoOptions& o, int p) { return o.phases[size_t(p)].name; }
+
+// The flapping rail is down during the even kFlapSeconds periods of its phase.
+bool flapDown(double sincePhaseStartS) {
+  return (int64_t(std::floor(std::max(0.0, sincePhaseStartS) / kFlapSeconds)) % 2) == 0;
+}
+// Share of a phase of `seconds` in which the flapping rail is up.
+double flapUpFraction(double seconds) {
+  double up = 0;
+  for (double t = 0; t < seconds; t += kFlapSeconds) {
+    if (!flapDown(t + kFlapSeconds / 2)) up += std::min(kFlapSeconds, seconds - t);
+  }
+  return seconds > 0 ? up / seconds : 0;
+}
+// Every rail's rate `sinceStartS` into the phase (0 = down).
+std::vector<int> railState(const PhaseSpec& spec, double sinceStartS) {
+  std::vector<int> m = spec.mbit;
+  if (spec.flapRail >= 0 && flapDown(sinceStartS)) m[size_t(spec.flapRail)] = 0;
+  return m;
+}
+// Whether some rail is down at some time in the phase (failovers there are expected).
+bool anyRailDown(const PhaseSpec& spec) {
+  return spec.flapRail >= 0 || std::count(spec.mbit.begin(), spec.mbit.end(), 0) > 0;
+}
+
 // A job that has completed nothing for this long when a phase should change is held in its
 // phase until its next completion or the stall verdict (runJob). Any value is safe (a hold only
 // delays the change); small enough that a job stopped by a fault is always caught.
@@ -81,7 +146,7 @@ double phaseEnd(const DemoOptions& o, int p) {
   return p == kWarmup ? o.warmupSeconds : phaseStart(o, p) + o.phaseSeconds;
 }
 int phaseAt(const DemoOptions& o, double s) {
-  for (int p = kNumPhases - 1; p > kWarmup; --p) {
+  for (int p = numPhases(o) - 1; p > kWarmup; --p) {
     if (s >= phaseStart(o, p)) return p;
   }
   return kWarmup;
@@ -96,8 +161,9 @@ std::optional<int> parse(int argc, char** argv, DemoOptions* o) {
   cli::Args args(
       "autopilot demo",
       "The main job: a GPU-free mini-cluster on this machine runs the closed loop (net +\n"
-      "profiler + tuner plugins) and a static configuration through healthy, degraded,\n"
-      "failed and healed phases, and compares them.");
+      "profiler + tuner plugins) and a static configuration through a scenario of rail\n"
+      "faults and repairs (degraded, failed, healed, half rate, two degraded, a failure\n"
+      "and its heal while another rail is degraded, flapping), and compares them.");
   args.addInt("--ranks", o->ranks, 2, 16, "rank processes");
   args.addInt("--rails", o->rails, 2, 8, "rails (NICs) per rank");
   args.addInt("--rail-mbit", o->railMbit, 1, 1000000, "line rate of each rail, Mbit/s");
@@ -111,6 +177,8 @@ std::optional<int> parse(int argc, char** argv, DemoOptions* o) {
       .showDefault();
   args.addChoice("--mode", o->mode, {"both", "closed", "static"},
                  "closed loop, static configuration, or both");
+  args.addInt("--repeat", o->repeat, 1, 20,
+              "run the scenario this many times; figures are medians with their spread");
   args.addText("--out", o->outDir, "trace, plot, logs").typeName("DIR").showDefault();
   args.addText("--json", o->json, "the phase table as JSON").typeName("FILE");
   args.addFlag("--quick", o->quick, "short run for tests (2.5 s phases, small sizes)");
@@ -133,6 +201,7 @@ std::optional<int> parse(int argc, char** argv, DemoOptions* o) {
   // closed loop went 2.5 s without a completion there. Phase changes wait for the verdict
   // (runJob), so it may exceed what is left of a phase; only a stopped job pays for its length.
   o->stallSeconds = std::max(6.0, o->phaseSeconds);
+  o->phases = buildScenario(*o);
   return std::nullopt;
 }
 
@@ -158,73 +227,88 @@ void clearOutputs(const std::string& dir) {
 // (NCCL_AUTOPILOT_FAULT_FILE, which every rank's plugin re-reads; clearly labelled SIMULATED).
 class FaultControl {
  public:
-  FaultControl(VethCluster* cluster, const DemoOptions& o) : cluster_(cluster), o_(o) {
+  FaultControl(VethCluster* cluster, const DemoOptions& o)
+      : cluster_(cluster),
+        o_(o),
+        applied_(size_t(o.rails), o.railMbit),
+        rate_(size_t(o.rails), o.railMbit) {
     if (!cluster_) planPath_ = o_.outDir + "/simulated-faults.txt";
   }
   const std::string& planPath() const { return planPath_; }
   bool simulated() const { return cluster_ == nullptr; }
 
-  void apply(int phase) {
+  // Puts every rail in the state `spec` asks for `sinceStartS` into its phase; only rails whose
+  // state changes are touched (tc and ip are slow, and the flapping rail is re-checked often).
+  void apply(const PhaseSpec& spec, double sinceStartS) {
+    std::vector<int> want = railState(spec, sinceStartS);
+    if (want == applied_ && (cluster_ != nullptr || planWritten_)) return;
     if (cluster_ == nullptr) {
-      writePlan(phase);
-      return;
-    }
-    switch (phase) {
-      case kDegraded:
-        cluster_->setRailRate(kFaultRail, o_.degradedMbit);
-        break;
-      case kFailed:
-        cluster_->setRailUp(kFaultRail, false);
-        break;
-      case kHealed:
-        cluster_->setRailUp(kFaultRail, true);
-        cluster_->setRailRate(kFaultRail, 0);
-        break;
-      default:
-        break;
-    }
-  }
-  void reset() {
-    if (cluster_ == nullptr) {
-      writePlan(kHealthy);
+      writePlan(want);
     } else {
-      apply(kHealed);
+      for (int r = 0; r < o_.rails; ++r) {
+        int w = want[size_t(r)], was = applied_[size_t(r)];
+        if (w == was) continue;
+        if (w == 0) {
+          cluster_->setRailUp(r, false);  // its rate stays as it was, for when it returns
+          continue;
+        }
+        if (w != rate_[size_t(r)]) {
+          cluster_->setRailRate(r, w == o_.railMbit ? 0 : w);
+          rate_[size_t(r)] = w;
+        }
+        if (was == 0) cluster_->setRailUp(r, true);
+      }
     }
+    applied_ = want;
   }
-  std::string describe(int phase) const {
-    std::string how = simulated() ? " (SIMULATED in the plugin)" : "";
-    switch (phase) {
-      case kDegraded:
-        return "rail " + std::to_string(kFaultRail) + " rate-limited to " +
-               std::to_string(o_.degradedMbit) + " Mbit/s" + (simulated() ? how : " (tc tbf)");
-      case kFailed:
-        return "rail " + std::to_string(kFaultRail) + " down" +
-               (simulated() ? how : " (ip link set down)");
-      case kHealed:
-        return "rail " + std::to_string(kFaultRail) + " up again, full rate";
+  void reset() { apply(o_.phases[size_t(kHealthy)], 0); }
+
+  std::string describe(const PhaseSpec& spec) const {
+    std::string out;
+    for (int r = 0; r < o_.rails; ++r) {
+      int m = spec.mbit[size_t(r)];
+      std::string what;
+      if (r == spec.flapRail) {
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "down and up every %.1f s", kFlapSeconds);
+        what = buf;
+      } else if (m == 0) {
+        what = simulated() ? "down" : "down (ip link set down)";
+      } else if (m != o_.railMbit) {
+        what =
+            "rate-limited to " + std::to_string(m) + " Mbit/s" + (simulated() ? "" : " (tc tbf)");
+      } else {
+        continue;
+      }
+      out += (out.empty() ? "" : ", ") + std::string("rail ") + std::to_string(r) + " " + what;
     }
-    return "all rails healthy";
+    if (out.empty()) return "all rails at full rate";
+    return out + (simulated() ? " (SIMULATED in the plugin)" : "");
   }
 
  private:
-  // Every rail paced at the line rate, the faulty one as the phase says. Written whole and
-  // renamed into place, so a rank never reads half a plan.
-  void writePlan(int phase) {
+  // Every rail paced at its rate, down ones marked. Written whole and renamed into place, so a
+  // rank never reads half a plan.
+  void writePlan(const std::vector<int>& mbit) {
     std::string tmp = planPath_ + ".tmp";
     {
       std::ofstream f(tmp);
       for (int r = 0; r < o_.rails; ++r) {
-        int rate = (r == kFaultRail && phase == kDegraded) ? o_.degradedMbit : o_.railMbit;
-        f << "rail " << r << " rate " << rate << "\n";
+        int m = mbit[size_t(r)];
+        f << "rail " << r << " rate " << (m > 0 ? m : o_.railMbit) << "\n";
+        if (m == 0) f << "rail " << r << " down\n";
       }
-      if (phase == kFailed) f << "rail " << kFaultRail << " down\n";
     }
     std::rename(tmp.c_str(), planPath_.c_str());
+    planWritten_ = true;
   }
 
   VethCluster* cluster_;
   const DemoOptions& o_;
   std::string planPath_;
+  bool planWritten_ = false;
+  std::vector<int> applied_;  // per rail as last applied (0 = down)
+  std::vector<int> rate_;     // per rail, its shaping (kept while it is down)
 };
 
 std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* cluster,
@@ -269,8 +353,8 @@ class Scenario {
  public:
   Scenario(const DemoOptions& o, VethCluster* cluster)
       : o_(o), cluster_(cluster), faults_(cluster, o) {
-    for (int p = 0; p < kNumPhases; ++p) {
-      phases_.push_back(Phase{kPhaseNames[p], phaseStart(o, p), phaseEnd(o, p)});
+    for (int p = 0; p < numPhases(o); ++p) {
+      phases_.push_back(Phase{phaseName(o, p), phaseStart(o, p), phaseEnd(o, p)});
     }
   }
 
@@ -281,18 +365,23 @@ class Scenario {
     clearOutputs(o_.outDir + "/" + record.mode());
     double offset = 0;
     int startPhase = kWarmup;
-    while (startPhase < kNumPhases) {
+    while (startPhase < numPhases(o_)) {
       int failedAt = runJob(closedLoop, &record, startPhase, &offset);
-      if (failedAt < 0) break;
+      if (failedAt < 0 || closedLoop) break;
       // The job died (static mode has no failover). A real job would be restarted once the
-      // network is repaired: wait for the healed phase and measure a restarted job there.
-      if (closedLoop || failedAt >= kHealed) break;
-      for (int p = failedAt + 1; p < kHealed; ++p) record.markFailed(kPhaseNames[p], "job stopped");
-      double waitUntil = phaseStart(o_, kHealed);
+      // network is repaired: wait for the next phase with every rail up and measure a restarted
+      // job there.
+      int restartAt = failedAt + 1;
+      while (restartAt < numPhases(o_) && anyRailDown(o_.phases[size_t(restartAt)])) ++restartAt;
+      for (int p = failedAt + 1; p < restartAt; ++p) {
+        record.markFailed(phaseName(o_, p), "job stopped");
+      }
+      if (restartAt >= numPhases(o_)) break;
+      double waitUntil = phaseStart(o_, restartAt);
       sleepUntil(waitUntil);
-      faults_.apply(kHealed);
-      record.markRestarted("healed");
-      startPhase = kHealed;
+      faults_.apply(o_.phases[size_t(restartAt)], 0);
+      record.markRestarted(phaseName(o_, restartAt));
+      startPhase = restartAt;
       offset = waitUntil;
     }
     faults_.reset();
@@ -326,7 +415,7 @@ class Scenario {
     if (!job.waitReady(60000)) {
       std::fprintf(stderr, "\n[%s] setup failed: %s\n", record->mode().c_str(),
                    job.error().c_str());
-      record->markFailed(kPhaseNames[startPhase], "setup failed: " + job.error());
+      record->markFailed(phaseName(o_, startPhase), "setup failed: " + job.error());
       return startPhase;
     }
     job.go();
@@ -360,11 +449,12 @@ class Scenario {
       }
     };
     int failedAt = -1;
-    const double end = phaseEnd(o_, kHealed);
+    const int nPhases = numPhases(o_);
+    const double end = phaseEnd(o_, nPhases - 1);
     for (;;) {
       checkInterrupted();
       double s = scenarioNow();
-      int want = s >= end ? kNumPhases : phaseAt(o_, s);
+      int want = s >= end ? nPhases : phaseAt(o_, s);
       // A phase change (or the end) waits while the job looks stuck: the next phase could
       // repair what stopped it (the healed phase does), and then a stopped job would pass for a
       // slow one. So the verdict "stopped" never races the phase clock: the transition happens
@@ -372,13 +462,14 @@ class Scenario {
       double stalled = double(monotonicNs() - lastProgress) / 1e9;
       bool hold = phase < want && stalled >= kHoldSeconds;
       if (phase < want && !hold) {
-        if (want == kNumPhases) break;
+        if (want == nPhases) break;
         while (phase < want) {
           countRailEvents(record, spec.logDir, phase);
           ++phase;
+          const PhaseSpec& next = o_.phases[size_t(phase)];
           std::fprintf(stderr, "\n[%s] t=%5.1fs  %s: %s\n", record->mode().c_str(),
-                       phaseStart(o_, phase), kPhaseNames[phase], faults_.describe(phase).c_str());
-          faults_.apply(phase);
+                       phaseStart(o_, phase), next.name.c_str(), faults_.describe(next).c_str());
+          faults_.apply(next, 0);
         }
         // The phase starts once its fault is in place.
         double late = scenarioNow() - phaseStart(o_, phase);
@@ -388,9 +479,11 @@ class Scenario {
         }
         s = scenarioNow();
       }
+      // The flapping rail changes state within its phase.
+      faults_.apply(o_.phases[size_t(phase)], s - phaseStart(o_, phase));
       job.pump(50, onIteration);
       if (job.failed()) {
-        record->markFailed(kPhaseNames[phase], job.error());
+        record->markFailed(phaseName(o_, phase), job.error());
         std::fprintf(stderr, "\n[%s] t=%5.1fs  job failed: %s\n", record->mode().c_str(), s,
                      job.error().c_str());
         failedAt = phase;
@@ -402,18 +495,18 @@ class Scenario {
         // force is where it stopped.
         char why[96];
         std::snprintf(why, sizeof(why), "stopped: no collective completed for %.1f s", stalled);
-        record->markFailed(kPhaseNames[phase], why);
+        record->markFailed(phaseName(o_, phase), why);
         std::fprintf(stderr, "\n[%s] t=%5.1fs  %s (in the %s phase)\n", record->mode().c_str(), s,
-                     why, kPhaseNames[phase]);
+                     why, phaseName(o_, phase).c_str());
         failedAt = phase;
         break;
       }
       if (s - lastStatus >= 0.5) {
         lastStatus = s;
-        const PhaseStats& st = record->stats(kPhaseNames[phase]);
+        const PhaseStats& st = record->stats(phaseName(o_, phase));
         double phaseElapsed = std::min(s, phaseEnd(o_, phase)) - phaseStart(o_, phase);
         std::fprintf(stderr, "\r[%s] t=%5.1fs %-8s iter %6llu  %6.3f Gbit/s  last %-32s",
-                     record->mode().c_str(), s, kPhaseNames[phase],
+                     record->mode().c_str(), s, phaseName(o_, phase).c_str(),
                      static_cast<unsigned long long>(maxIteration),
                      st.gbps(std::max(0.1, phaseElapsed)), lastArm.c_str());
         std::fflush(stderr);
@@ -427,7 +520,7 @@ class Scenario {
     }
     ended = true;
     if (!job.stop(maxIteration + 4, 20000, onIteration)) {
-      record->markFailed("healed", "ranks did not stop cleanly: " + job.error());
+      record->markFailed(phaseName(o_, nPhases - 1), "ranks did not stop cleanly: " + job.error());
     }
     countRailEvents(record, spec.logDir, phase);  // the files' final state, written at finalize
     std::fprintf(stderr, "\n");
@@ -439,7 +532,7 @@ class Scenario {
   void countRailEvents(ModeRecord* record, const std::string& dir, int phase) {
     double failovers = sumPrometheusMetric(dir, "nccl_autopilot_rail_failovers_total");
     double recoveries = sumPrometheusMetric(dir, "nccl_autopilot_rail_recoveries_total");
-    PhaseStats& st = record->stats(kPhaseNames[phase]);
+    PhaseStats& st = record->stats(phaseName(o_, phase));
     st.failovers += std::max(0.0, failovers - countedFailovers_);
     st.recoveries += std::max(0.0, recoveries - countedRecoveries_);
     countedFailovers_ = std::max(countedFailovers_, failovers);
@@ -455,120 +548,244 @@ class Scenario {
   double shiftS_ = 0;  // seconds the scenario clock was held back (late phase changes)
 };
 
-std::string fmtGbps(double v, bool failed) {
-  char buf[32];
-  if (failed && v <= 0) return "stopped";
-  std::snprintf(buf, sizeof(buf), "%.3f", v);
-  return buf;
-}
+const double kNaN = std::nan("");
 
 // What the live rails of a rank carry in phase p (Mbit/s): a ring's bus bandwidth cannot exceed
-// it, since every byte of a step crosses one rank's NICs.
+// it, since every byte of a step crosses one rank's NICs. The flapping rail counts for the share
+// of the phase it is up.
 double capacityMbit(const DemoOptions& o, int p) {
-  double full = double(o.rails) * o.railMbit;
-  if (p == kDegraded) return full - o.railMbit + o.degradedMbit;
-  if (p == kFailed) return full - o.railMbit;
-  return full;
-}
-
-// Rail failures declared while no rail was down: every phase but the failed one (a rail rate-
-// limited in the degraded phase is alive). -1 for the failed phase, where they are expected.
-double falseFailovers(const ModeRecord& r, int p) {
-  return p == kFailed ? -1 : r.stats(kPhaseNames[p]).failovers;
+  const PhaseSpec& spec = o.phases[size_t(p)];
+  double sum = 0;
+  for (int r = 0; r < o.rails; ++r) {
+    double m = spec.mbit[size_t(r)];
+    if (r == spec.flapRail) m *= flapUpFraction(o.phaseSeconds);
+    sum += m;
+  }
+  return sum;
 }
 
 // The settling window of recovery_ms: long enough to hold a few collectives of the largest size.
 constexpr double kSettleWindowS = 0.25;
 
-// The figures of issue-style reporting, per phase of the closed loop.
-struct PhaseFigures {
-  double capacityFraction = 0;  // of the healthy capacity
-  double efficiency = 0;        // bus bandwidth / capacity
-  double recoveryMs = -1;       // to 90% of the phase's steady throughput
-  double maxGapMs = 0;
-  double falseFailovers = 0;
+// Every figure of one phase in one run; NaN where it does not apply (a mode not run, no
+// throughput to compare with, a phase where failovers are expected).
+struct PhaseRow {
+  double closedGbps = kNaN, staticGbps = kNaN, speedup = kNaN;
+  double failovers = kNaN, recoveries = kNaN;
+  double capacityFraction = kNaN;
+  double efficiency = kNaN;      // bus bandwidth / capacity
+  double recoveryMs = kNaN;      // from the phase's start to 90% of its steady throughput
+  double maxGapMs = kNaN;        // longest wait between two completions
+  double falseFailovers = kNaN;  // rails failed while none was down
+  double closedMaxGapS = kNaN, staticMaxGapS = kNaN;
+  double bytesLost = 0;
+  double closedCalls = 0, closedChanged = 0, staticCalls = 0, staticChanged = 0;
+  bool closedFailed = false, staticFailed = false, staticRestarted = false;
+  std::string closedNote, staticNote;
 };
 
-PhaseFigures figures(const DemoOptions& o, const ModeRecord& r, int p) {
-  PhaseFigures f;
-  const PhaseStats& st = r.stats(kPhaseNames[p]);
-  f.capacityFraction = capacityMbit(o, p) / capacityMbit(o, kHealthy);
-  f.efficiency = st.gbps(o.phaseSeconds) * 1e3 / capacityMbit(o, p);
-  double settle = r.settleSeconds(kPhaseNames[p], kSettleWindowS, 0.9);
-  f.recoveryMs = settle < 0 ? -1 : settle * 1e3;
-  f.maxGapMs = st.maxGapS * 1e3;
-  f.falseFailovers = falseFailovers(r, p);
+PhaseRow phaseRow(const DemoOptions& o, const ModeRecord* closed, const ModeRecord* stat, int p) {
+  PhaseRow row;
+  const std::string& name = phaseName(o, p);
+  row.capacityFraction = capacityMbit(o, p) / capacityMbit(o, kHealthy);
+  if (closed) {
+    const PhaseStats& st = closed->stats(name);
+    row.closedGbps = st.gbps(o.phaseSeconds);
+    row.failovers = st.failovers;
+    row.recoveries = st.recoveries;
+    row.efficiency = row.closedGbps * 1e3 / capacityMbit(o, p);
+    double settle = closed->settleSeconds(name, kSettleWindowS, 0.9);
+    if (settle >= 0) row.recoveryMs = settle * 1e3;
+    row.maxGapMs = st.maxGapS * 1e3;
+    row.closedMaxGapS = st.maxGapS;
+    if (!anyRailDown(o.phases[size_t(p)])) row.falseFailovers = st.failovers;
+    row.bytesLost = double(st.wrongElements) * sizeof(float);
+    row.closedCalls = double(st.iterations);
+    row.closedChanged = double(st.tunerChanged);
+    row.closedFailed = st.failed;
+    if (st.failed) row.closedNote = st.failure;
+  }
+  if (stat) {
+    const PhaseStats& st = stat->stats(name);
+    row.staticGbps = st.gbps(o.phaseSeconds);
+    row.staticMaxGapS = st.maxGapS;
+    row.staticCalls = double(st.iterations);
+    row.staticChanged = double(st.tunerChanged);
+    row.staticFailed = st.failed;
+    row.staticRestarted = st.restarted;
+    row.staticNote = st.failed ? st.failure : st.restarted ? "restarted after repair" : "ok";
+  }
+  if (row.staticGbps > 0 && row.closedGbps > 0) row.speedup = row.closedGbps / row.staticGbps;
+  return row;
+}
+
+// One figure over the runs of --repeat: the median and the range of the values it has.
+struct Figure {
+  double median = kNaN, lo = kNaN, hi = kNaN;
+  bool has() const { return !std::isnan(median); }
+};
+Figure aggregate(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
+  Figure f;
+  if (v.empty()) return f;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  f.median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  f.lo = v.front();
+  f.hi = v.back();
   return f;
 }
 
-double totalFalseFailovers(const ModeRecord& r) {
-  double n = 0;
-  for (int p = kWarmup; p < kNumPhases; ++p) n += std::max(0.0, falseFailovers(r, p));
-  return n;
+// The figures reported per phase, with their JSON names.
+struct FigureDef {
+  const char* key;
+  double PhaseRow::*field;
+};
+const FigureDef kFigures[] = {
+    {"closed_loop_gbps", &PhaseRow::closedGbps},
+    {"static_gbps", &PhaseRow::staticGbps},
+    {"speedup", &PhaseRow::speedup},
+    {"failovers", &PhaseRow::failovers},
+    {"recoveries", &PhaseRow::recoveries},
+    {"capacity_fraction", &PhaseRow::capacityFraction},
+    {"efficiency", &PhaseRow::efficiency},
+    {"recovery_ms", &PhaseRow::recoveryMs},
+    {"max_gap_ms", &PhaseRow::maxGapMs},
+    {"false_failovers", &PhaseRow::falseFailovers},
+    {"closed_loop_max_gap_s", &PhaseRow::closedMaxGapS},
+    {"static_max_gap_s", &PhaseRow::staticMaxGapS},
+};
+
+// Everything the runs of --repeat produced, per phase.
+class Results {
+ public:
+  Results(const DemoOptions& o) : o_(o) {}
+  void addRun(const ModeRecord* closed, const ModeRecord* stat) {
+    std::vector<PhaseRow> rows;
+    for (int p = 0; p < numPhases(o_); ++p) rows.push_back(phaseRow(o_, closed, stat, p));
+    runs_.push_back(std::move(rows));
+    double falseOnes = 0;
+    if (closed) {
+      for (const PhaseRow& r : runs_.back())
+        falseOnes += std::isnan(r.falseFailovers) ? 0 : r.falseFailovers;
+    }
+    falseTotals_.push_back(closed ? falseOnes : kNaN);
+    for (const ModeRecord* r : {closed, stat}) {
+      if (r == nullptr) continue;
+      compared_ += r->decisionsCompared();
+      mismatches_ += r->decisionMismatches();
+      identical_ = identical_ && r->decisionMismatches() == 0 && r->decisionsCompared() > 0;
+    }
+  }
+  int runs() const { return int(runs_.size()); }
+  Figure figure(int p, double PhaseRow::*field) const {
+    std::vector<double> v;
+    for (const auto& run : runs_) v.push_back(run[size_t(p)].*field);
+    return aggregate(v);
+  }
+  double sum(int p, double PhaseRow::*field) const {
+    double s = 0;
+    for (const auto& run : runs_) s += run[size_t(p)].*field;
+    return s;
+  }
+  bool any(int p, bool PhaseRow::*field) const {
+    for (const auto& run : runs_) {
+      if (run[size_t(p)].*field) return true;
+    }
+    return false;
+  }
+  // The distinct notes of the runs ("ok / stopped: ...").
+  std::string notes(int p, std::string PhaseRow::*field) const {
+    std::string out;
+    for (const auto& run : runs_) {
+      const std::string& n = run[size_t(p)].*field;
+      if (!n.empty() && out.find(n) == std::string::npos) out += (out.empty() ? "" : " / ") + n;
+    }
+    return out.empty() ? "-" : out;
+  }
+  Figure falseFailoverTotal() const { return aggregate(falseTotals_); }
+  bool identical() const { return identical_; }
+  uint64_t compared() const { return compared_; }
+  uint64_t mismatches() const { return mismatches_; }
+
+ private:
+  const DemoOptions& o_;
+  std::vector<std::vector<PhaseRow>> runs_;
+  std::vector<double> falseTotals_;
+  bool identical_ = true;
+  uint64_t compared_ = 0, mismatches_ = 0;
+};
+
+// "0.491" for one run, "0.491 (0.452-0.517)" for the median and range of several.
+std::string show(const Figure& f, const char* format, int runs) {
+  if (!f.has()) return "-";
+  char a[32], b[32], c[32];
+  std::snprintf(a, sizeof(a), format, f.median);
+  if (runs <= 1) return a;
+  std::snprintf(b, sizeof(b), format, f.lo);
+  std::snprintf(c, sizeof(c), format, f.hi);
+  return std::string(a) + " (" + b + "-" + c + ")";
 }
 
-void writeJson(const std::string& path, const DemoOptions& o, const ModeRecord* closed,
-               const ModeRecord* stat, bool identical) {
+void jsonNumber(std::ostream& f, double v) {
+  if (std::isnan(v)) {
+    f << "null";
+  } else {
+    f << v;
+  }
+}
+
+void writeJson(const std::string& path, const DemoOptions& o, const Results& res,
+               const ModeRecord* closed, const ModeRecord* stat) {
   std::ofstream f(path);
+  Figure falseOnes = res.falseFailoverTotal();
   f << "{\n  \"ranks\": " << o.ranks << ", \"rails\": " << o.rails
     << ", \"rail_mbit\": " << o.railMbit << ", \"degraded_mbit\": " << o.degradedMbit
     << ", \"phase_seconds\": " << o.phaseSeconds << ", \"warmup_seconds\": " << o.warmupSeconds
-    << ", \"stall_seconds\": " << o.stallSeconds
-    << ",\n  \"identical_decisions\": " << (identical ? "true" : "false")
-    << ",\n  \"false_failovers\": " << (closed ? totalFalseFailovers(*closed) : 0)
-    << ",\n  \"phases\": [\n";
-  for (int p = kHealthy; p < kNumPhases; ++p) {
-    std::string name = kPhaseNames[p];
-    double c = closed ? closed->stats(name).gbps(o.phaseSeconds) : 0;
-    double s = stat ? stat->stats(name).gbps(o.phaseSeconds) : 0;
-    bool sf = stat && stat->stats(name).failed;
-    uint64_t lost = (closed ? closed->stats(name).wrongElements : 0) * sizeof(float);
-    f << "    {\"name\": \"" << name << "\", \"closed_loop_gbps\": " << c
-      << ", \"static_gbps\": " << s << ", \"speedup\": ";
-    if (s > 0) {
-      f << c / s;
-    } else {
-      f << "null";
+    << ", \"stall_seconds\": " << o.stallSeconds << ", \"runs\": " << res.runs()
+    << ",\n  \"identical_decisions\": " << (res.identical() ? "true" : "false")
+    << ",\n  \"false_failovers\": ";
+  jsonNumber(f, falseOnes.has() ? falseOnes.median : 0);
+  f << ",\n  \"phases\": [\n";
+  for (int p = kHealthy; p < numPhases(o); ++p) {
+    const std::string& name = phaseName(o, p);
+    f << "    {\"name\": \"" << name << "\", \"rails_mbit\": [";
+    for (int r = 0; r < o.rails; ++r) f << (r ? ", " : "") << o.phases[size_t(p)].mbit[size_t(r)];
+    f << "], \"flapping_rail\": " << o.phases[size_t(p)].flapRail;
+    // Per figure the median over the runs; "spread" holds each one's [min, max].
+    for (const FigureDef& d : kFigures) {
+      f << ", \"" << d.key << "\": ";
+      jsonNumber(f, res.figure(p, d.field).median);
     }
-    f << ", \"bytes_lost\": " << lost << ", \"static_failed\": " << (sf ? "true" : "false")
-      << ", \"failovers\": " << (closed ? closed->stats(name).failovers : 0)
-      << ", \"recoveries\": " << (closed ? closed->stats(name).recoveries : 0)
-      << ", \"closed_loop_failed\": " << (closed && closed->stats(name).failed ? "true" : "false")
-      << ", \"static_restarted\": " << (stat && stat->stats(name).restarted ? "true" : "false");
-    if (closed) {
-      PhaseFigures fig = figures(o, *closed, p);
-      f << ", \"capacity_fraction\": " << fig.capacityFraction
-        << ", \"efficiency\": " << fig.efficiency << ", \"recovery_ms\": ";
-      if (fig.recoveryMs >= 0) {
-        f << fig.recoveryMs;
-      } else {
-        f << "null";
-      }
-      f << ", \"max_gap_ms\": " << fig.maxGapMs << ", \"false_failovers\": ";
-      if (fig.falseFailovers >= 0) {
-        f << fig.falseFailovers;
-      } else {
-        f << "null";
-      }
-    }
-    // What the tuner did: rank 0's calls, and those whose decision differs from NCCL's own
-    // choice for the same table (0 in static mode, where the tuner is off).
+    f << ", \"bytes_lost\": " << res.sum(p, &PhaseRow::bytesLost)
+      << ", \"static_failed\": " << (res.any(p, &PhaseRow::staticFailed) ? "true" : "false")
+      << ", \"closed_loop_failed\": " << (res.any(p, &PhaseRow::closedFailed) ? "true" : "false")
+      << ", \"static_restarted\": " << (res.any(p, &PhaseRow::staticRestarted) ? "true" : "false")
+      << ", \"closed_loop_calls\": " << res.sum(p, &PhaseRow::closedCalls)
+      << ", \"closed_loop_tuner_changed\": " << res.sum(p, &PhaseRow::closedChanged)
+      << ", \"static_calls\": " << res.sum(p, &PhaseRow::staticCalls)
+      << ", \"static_tuner_changed\": " << res.sum(p, &PhaseRow::staticChanged);
+    // What the tuner did in the last run: rank 0's decisions.
     for (const ModeRecord* r : {closed, stat}) {
-      std::string key = r == closed ? "closed_loop" : "static";
-      const PhaseStats* st = r ? &r->stats(name) : nullptr;
-      f << ", \"" << key << "_calls\": " << (st ? st->iterations : 0) << ", \"" << key
-        << "_tuner_changed\": " << (st ? st->tunerChanged : 0) << ", \"" << key
-        << "_max_gap_s\": " << (st ? st->maxGapS : 0) << ", \"" << key << "_decisions\": {";
+      f << ", \"" << (r == closed ? "closed_loop" : "static") << "_decisions\": {";
       bool first = true;
-      if (st) {
-        for (const auto& [arm, n] : st->decisions) {
+      if (r) {
+        for (const auto& [arm, n] : r->stats(name).decisions) {
           f << (first ? "" : ", ") << "\"" << arm << "\": " << n;
           first = false;
         }
       }
       f << "}";
     }
-    f << "}" << (p + 1 < kNumPhases ? "," : "") << "\n";
+    f << ", \"spread\": {";
+    bool first = true;
+    for (const FigureDef& d : kFigures) {
+      Figure fig = res.figure(p, d.field);
+      if (!fig.has()) continue;
+      f << (first ? "" : ", ") << "\"" << d.key << "\": [" << fig.lo << ", " << fig.hi << "]";
+      first = false;
+    }
+    f << "}}" << (p + 1 < numPhases(o) ? "," : "") << "\n";
   }
   f << "  ]\n}\n";
 }
@@ -598,18 +815,16 @@ ax.set_title("nccl-autopilot demo: closed loop vs static")
 ax.legend(loc="lower left"); fig.tight_layout(); fig.savefig(sys.argv[2], dpi=110)
 )PY";
 
-void writePlot(const DemoOptions& o, const std::vector<const ModeRecord*>& records,
-               const FaultControl& faults) {
+void writePlot(const DemoOptions& o, const std::vector<const ModeRecord*>& records) {
   std::string csv = o.outDir + "/timeline.csv";
   std::ofstream f(csv);
   for (const ModeRecord* r : records) {
     for (const auto& [t, g] : r->timeline(0.5)) f << r->mode() << "," << t << "," << g << "\n";
   }
-  for (int p = kHealthy; p < kNumPhases; ++p) {
-    f << "event," << phaseStart(o, p) << "," << kPhaseNames[p] << "\n";
+  for (int p = kHealthy; p < numPhases(o); ++p) {
+    f << "event," << phaseStart(o, p) << "," << phaseName(o, p) << "\n";
   }
   f.close();
-  (void)faults;
   std::string script = o.outDir + "/plot_demo.py";
   std::ofstream(script) << kPlotScript;
   std::string png = o.outDir + "/demo.png";
@@ -621,6 +836,148 @@ void writePlot(const DemoOptions& o, const std::vector<const ModeRecord*>& recor
   } else {
     std::printf("plot:  skipped (python3-matplotlib unavailable? see %s/plot.log)\n",
                 o.outDir.c_str());
+  }
+}
+
+void printTables(const DemoOptions& o, const Results& res, bool withClosed) {
+  const int n = res.runs();
+  if (n > 1) std::printf("\nmedians of %d runs, (min-max) of the runs in brackets\n", n);
+  std::printf("\n%-15s | %-21s | %-21s | %-19s | %10s | %-11s | %s\n", "phase", "closed Gbit/s",
+              "static Gbit/s", "speedup", "bytes lost", "failovers", "static");
+  for (int p = kHealthy; p < numPhases(o); ++p) {
+    std::string rails = show(res.figure(p, &PhaseRow::failovers), "%.0f", 1) + "/" +
+                        show(res.figure(p, &PhaseRow::recoveries), "%.0f", 1);
+    std::printf("%-15s | %-21s | %-21s | %-19s | %10.0f | %-11s | %s\n", phaseName(o, p).c_str(),
+                show(res.figure(p, &PhaseRow::closedGbps), "%.3f", n).c_str(),
+                show(res.figure(p, &PhaseRow::staticGbps), "%.3f", n).c_str(),
+                show(res.figure(p, &PhaseRow::speedup), "%.2fx", n).c_str(),
+                res.sum(p, &PhaseRow::bytesLost), withClosed ? rails.c_str() : "-",
+                res.notes(p, &PhaseRow::staticNote).c_str());
+  }
+  for (int p = kHealthy; p < numPhases(o); ++p) {
+    if (res.any(p, &PhaseRow::closedFailed)) {
+      std::printf("closed loop stopped in %s: %s\n", phaseName(o, p).c_str(),
+                  res.notes(p, &PhaseRow::closedNote).c_str());
+    }
+  }
+  if (!withClosed) return;
+  // Against what the rails allow: capacity = the live rails' rates of a rank, efficiency =
+  // bus bandwidth / capacity; recovery = time to 90% of the phase's steady throughput.
+  std::printf("\nclosed loop against the rails:\n%-15s | %8s | %-17s | %-17s | %-17s | %s\n",
+              "phase", "capacity", "efficiency", "recovery ms", "max gap ms", "false failovers");
+  for (int p = kHealthy; p < numPhases(o); ++p) {
+    Figure falseOnes = res.figure(p, &PhaseRow::falseFailovers);
+    std::printf("%-15s | %7.0f%% | %-17s | %-17s | %-17s | %s\n", phaseName(o, p).c_str(),
+                res.figure(p, &PhaseRow::capacityFraction).median * 100,
+                show(res.figure(p, &PhaseRow::efficiency), "%.2f", n).c_str(),
+                show(res.figure(p, &PhaseRow::recoveryMs), "%.0f", n).c_str(),
+                show(res.figure(p, &PhaseRow::maxGapMs), "%.0f", n).c_str(),
+                falseOnes.has() ? show(falseOnes, "%.0f", n).c_str() : "- (a rail is down)");
+  }
+  double healthyEff = res.figure(kHealthy, &PhaseRow::efficiency).median;
+  std::printf("healthy phase at %.2f of the rails' capacity: %s\n", healthyEff,
+              healthyEff >= 0.8 ? "rail-bound" : "not rail-bound");
+  std::printf("false failovers (a rail failed while none was down), warm-up included: %s\n",
+              show(res.falseFailoverTotal(), "%.0f", n).c_str());
+}
+
+// The closed loop's targets (medians over the runs): each line says the figure, the target
+// and whether it is met.
+void printTargets(const DemoOptions& o, const Results& res) {
+  auto find = [&](const char* name) {
+    for (int p = 0; p < numPhases(o); ++p) {
+      if (phaseName(o, p) == name) return p;
+    }
+    return -1;
+  };
+  auto med = [&](int p, double PhaseRow::*field) { return res.figure(p, field).median; };
+  int healthy = kHealthy, healed = find("healed"), degraded = find("degraded"),
+      failed = find("failed"), flapping = find("flapping");
+  // Faulted phases with a steady capacity: every one below full capacity but the flapping one.
+  double minEff = HUGE_VAL, worstRecovery = 0, worstGap = 0;
+  std::string minEffAt, recoveryAt, gapAt;
+  bool neverSettled = false;
+  for (int p = kHealthy; p < numPhases(o); ++p) {
+    double eff = med(p, &PhaseRow::efficiency);
+    if (p != flapping && capacityMbit(o, p) < capacityMbit(o, kHealthy) && eff < minEff) {
+      minEff = eff;
+      minEffAt = phaseName(o, p);
+    }
+    // A phase that never settled has no recovery time: the target is missed there.
+    double rec = med(p, &PhaseRow::recoveryMs);
+    if (p > kHealthy && !neverSettled && (std::isnan(rec) || rec > worstRecovery)) {
+      neverSettled = std::isnan(rec);
+      worstRecovery = rec;
+      recoveryAt = phaseName(o, p);
+    }
+    double gap = med(p, &PhaseRow::maxGapMs);
+    if (p >= failed && gap > worstGap) {
+      worstGap = gap;
+      gapAt = phaseName(o, p);
+    }
+  }
+  struct Target {
+    std::string what;
+    double value;
+    const char* format;
+    std::string goal;
+    bool met;
+  };
+  double healedVsHealthy = med(healed, &PhaseRow::closedGbps) / med(healthy, &PhaseRow::closedGbps);
+  double lost = 0;
+  for (int p = kHealthy; p < numPhases(o); ++p) lost += res.sum(p, &PhaseRow::bytesLost);
+  double falseOnes = res.falseFailoverTotal().median;
+  std::vector<Target> targets = {
+      {"efficiency, worst degraded/failed phase (" + minEffAt + ")", minEff, "%.2f", ">= 0.85",
+       minEff >= 0.85},
+      {"efficiency, flapping (time-averaged capacity)", med(flapping, &PhaseRow::efficiency),
+       "%.2f", ">= 0.70", med(flapping, &PhaseRow::efficiency) >= 0.7},
+      {"healed / healthy closed-loop throughput", healedVsHealthy, "%.2f", ">= 0.95",
+       healedVsHealthy >= 0.95},
+      {"healed: closed loop / restarted static", med(healed, &PhaseRow::speedup), "%.2fx",
+       ">= 0.95x", med(healed, &PhaseRow::speedup) >= 0.95},
+      {"recovery after each fault or repair, worst (" + recoveryAt + ")", worstRecovery, "%.0f ms",
+       "<= 1000 ms", worstRecovery <= 1000},
+      {"longest gap from the first failure on (" + gapAt + ")", worstGap, "%.0f ms", "<= 500 ms",
+       worstGap <= 500},
+      {"false failovers", falseOnes, "%.0f", "0", falseOnes == 0},
+      {"bytes lost, all runs", lost, "%.0f", "0", lost == 0},
+      {"healthy: closed loop / static", med(healthy, &PhaseRow::speedup), "%.2fx", ">= 0.95x",
+       med(healthy, &PhaseRow::speedup) >= 0.95},
+      {"degraded: closed loop / static", med(degraded, &PhaseRow::speedup), "%.2fx", ">= 2x",
+       med(degraded, &PhaseRow::speedup) >= 2},
+  };
+  std::printf("\ntargets (closed loop, medians over %d run%s):\n", res.runs(),
+              res.runs() > 1 ? "s" : "");
+  int met = 0;
+  for (const Target& t : targets) {
+    char value[32] = "-";
+    if (!std::isnan(t.value)) std::snprintf(value, sizeof(value), t.format, t.value);
+    std::printf("  %-58s %12s  target %-10s %s\n", t.what.c_str(), value, t.goal.c_str(),
+                t.met ? "met" : "NOT met");
+    met += t.met;
+  }
+  std::printf("  %d of %zu targets met\n", met, targets.size());
+}
+
+void printDetails(const DemoOptions& o, const ModeRecord& r, int runs) {
+  std::printf("\n%s: latency per size (median us) and decisions per phase%s\n", r.mode().c_str(),
+              runs > 1 ? " (last run)" : "");
+  for (int p = kWarmup; p < numPhases(o); ++p) {
+    const PhaseStats& st = r.stats(phaseName(o, p));
+    std::printf("  %-15s", phaseName(o, p).c_str());
+    for (auto [bytes, lat] : st.latencyUs) {
+      std::sort(lat.begin(), lat.end());
+      std::printf("  %lluK: %.0f", static_cast<unsigned long long>(bytes >> 10),
+                  lat[lat.size() / 2]);
+    }
+    std::printf("\n                  decisions:");
+    for (const auto& [arm, count] : st.decisions) {
+      std::printf(" %s x%llu", arm.c_str(), static_cast<unsigned long long>(count));
+    }
+    std::printf("  (%llu of %llu differ from NCCL's choice)\n",
+                static_cast<unsigned long long>(st.tunerChanged),
+                static_cast<unsigned long long>(st.iterations));
   }
 }
 
@@ -651,18 +1008,28 @@ int cmdDemo(int argc, char** argv) {
   }
   Scenario scenario(o, cluster.get());
   FaultControl faults(cluster.get(), o);
-  std::printf("scenario: %.0f s warm-up, then %.0f s per phase: healthy | %s | %s | %s\n",
-              o.warmupSeconds, o.phaseSeconds, faults.describe(kDegraded).c_str(),
-              faults.describe(kFailed).c_str(), faults.describe(kHealed).c_str());
+  std::printf("scenario: %.0f s warm-up, then %.1f s per phase:\n", o.warmupSeconds,
+              o.phaseSeconds);
+  for (int p = kHealthy; p < numPhases(o); ++p) {
+    std::printf("  %-15s %s\n", phaseName(o, p).c_str(),
+                faults.describe(o.phases[size_t(p)]).c_str());
+  }
   std::unique_ptr<ModeRecord> closed, stat;
+  Results results(o);
   struct sigaction sa {};
   sa.sa_handler = onSignal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   try {
-    if (o.mode != "static") closed = std::make_unique<ModeRecord>(scenario.run(true));
-    if (o.mode != "closed") stat = std::make_unique<ModeRecord>(scenario.run(false));
+    for (int run = 0; run < o.repeat; ++run) {
+      if (o.repeat > 1) std::fprintf(stderr, "\n=== run %d of %d\n", run + 1, o.repeat);
+      closed.reset();
+      stat.reset();
+      if (o.mode != "static") closed = std::make_unique<ModeRecord>(scenario.run(true));
+      if (o.mode != "closed") stat = std::make_unique<ModeRecord>(scenario.run(false));
+      results.addRun(closed.get(), stat.get());
+    }
   } catch (const Interrupted&) {
     std::fprintf(stderr,
                  "\nautopilot demo: interrupted; stopping the ranks and removing the "
@@ -670,85 +1037,24 @@ int cmdDemo(int argc, char** argv) {
     return 130;
   }
 
-  bool identical = true;
-  std::printf("\n%-9s | %12s | %12s | %8s | %10s | %9s | %s\n", "phase", "closed Gbit/s",
-              "static Gbit/s", "speedup", "bytes lost", "failovers", "static");
-  for (int p = kHealthy; p < kNumPhases; ++p) {
-    std::string name = kPhaseNames[p];
-    double c = closed ? closed->stats(name).gbps(o.phaseSeconds) : 0;
-    double s = stat ? stat->stats(name).gbps(o.phaseSeconds) : 0;
-    uint64_t lost = (closed ? closed->stats(name).wrongElements : 0) * sizeof(float);
-    std::string st = !stat                         ? "-"
-                     : stat->stats(name).failed    ? stat->stats(name).failure
-                     : stat->stats(name).restarted ? "restarted after repair"
-                                                   : "ok";
-    char speed[16] = "-";
-    if (s > 0 && c > 0) std::snprintf(speed, sizeof(speed), "%.2fx", c / s);
-    char rails[32] = "-";
-    if (closed) {
-      std::snprintf(rails, sizeof(rails), "%.0f/%.0f", closed->stats(name).failovers,
-                    closed->stats(name).recoveries);
-    }
-    std::printf("%-9s | %12s | %12s | %8s | %10llu | %9s | %s\n", name.c_str(),
-                fmtGbps(c, closed && closed->stats(name).failed).c_str(),
-                fmtGbps(s, stat && stat->stats(name).failed).c_str(), speed,
-                static_cast<unsigned long long>(lost), rails, st.c_str());
-  }
-  if (closed) {
-    // Against what the rails allow: capacity = the live rails' rates of a rank, efficiency =
-    // bus bandwidth / capacity; recovery = time to 90% of the phase's steady throughput.
-    std::printf("\nclosed loop against the rails: %-9s | %8s | %10s | %11s | %10s | %s\n", "phase",
-                "capacity", "efficiency", "recovery ms", "max gap ms", "false failovers");
-    for (int p = kHealthy; p < kNumPhases; ++p) {
-      PhaseFigures fig = figures(o, *closed, p);
-      char recovery[16] = "-", falseOnes[32] = "- (a rail is down)";
-      if (fig.recoveryMs >= 0) std::snprintf(recovery, sizeof(recovery), "%.0f", fig.recoveryMs);
-      if (fig.falseFailovers >= 0) {
-        std::snprintf(falseOnes, sizeof(falseOnes), "%.0f", fig.falseFailovers);
-      }
-      std::printf("                               %-9s | %7.0f%% | %10.2f | %11s | %10.0f | %s\n",
-                  kPhaseNames[p], fig.capacityFraction * 100, fig.efficiency, recovery,
-                  fig.maxGapMs, falseOnes);
-    }
-    double healthyEff = figures(o, *closed, kHealthy).efficiency;
-    std::printf("healthy phase at %.2f of the rails' capacity: %s\n", healthyEff,
-                healthyEff >= 0.8 ? "rail-bound" : "not rail-bound");
-    std::printf("false failovers (a rail failed while none was down), warm-up included: %.0f\n",
-                totalFalseFailovers(*closed));
-  }
+  printTables(o, results, closed != nullptr);
+  if (closed) printTargets(o, results);
   for (const ModeRecord* r : {closed.get(), stat.get()}) {
-    if (r == nullptr) continue;
-    std::printf("\n%s: latency per size (median us) and decisions per phase\n", r->mode().c_str());
-    for (int p = kWarmup; p < kNumPhases; ++p) {
-      const PhaseStats& st = r->stats(kPhaseNames[p]);
-      std::printf("  %-9s", kPhaseNames[p]);
-      for (auto [bytes, lat] : st.latencyUs) {
-        std::sort(lat.begin(), lat.end());
-        std::printf("  %lluK: %.0f", static_cast<unsigned long long>(bytes >> 10),
-                    lat[lat.size() / 2]);
-      }
-      std::printf("\n            decisions:");
-      for (const auto& [arm, n] : st.decisions) {
-        std::printf(" %s x%llu", arm.c_str(), static_cast<unsigned long long>(n));
-      }
-      std::printf("  (%llu of %llu differ from NCCL's choice)\n",
-                  static_cast<unsigned long long>(st.tunerChanged),
-                  static_cast<unsigned long long>(st.iterations));
-    }
-    std::printf("  identical decisions on all ranks: %s (%llu calls compared, %llu differ)\n",
-                r->decisionMismatches() == 0 ? "yes" : "NO",
-                static_cast<unsigned long long>(r->decisionsCompared()),
-                static_cast<unsigned long long>(r->decisionMismatches()));
-    identical = identical && r->decisionMismatches() == 0 && r->decisionsCompared() > 0;
+    if (r) printDetails(o, *r, results.runs());
   }
-  if (!o.json.empty()) writeJson(o.json, o, closed.get(), stat.get(), identical);
+  std::printf("\nidentical decisions on all ranks: %s (%llu calls compared, %llu differ)\n",
+              results.identical() ? "yes" : "NO",
+              static_cast<unsigned long long>(results.compared()),
+              static_cast<unsigned long long>(results.mismatches()));
+  if (!o.json.empty()) writeJson(o.json, o, results, closed.get(), stat.get());
   if (o.plot) {
     std::vector<const ModeRecord*> recs;
     if (closed) recs.push_back(closed.get());
     if (stat) recs.push_back(stat.get());
-    writePlot(o, recs, faults);
+    writePlot(o, recs);
   }
-  std::printf("logs:  %s/<mode>/rank<N>.log\n", o.outDir.c_str());
+  std::printf("logs:  %s/<mode>/rank<N>.log%s\n", o.outDir.c_str(),
+              results.runs() > 1 ? " (last run)" : "");
   return 0;
 }
 

@@ -14,7 +14,7 @@ namespace {
 const Protocol kProtocols[kNumDemoProtocols] = {
     {"LL", 16 << 10, 8},
     {"LL128", 128 << 10, 4},
-    {"Simple", 1 << 20, 2},
+    {"Simple", 256 << 10, 8},
 };
 
 struct Range {
