@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
+#include <net/if.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -221,7 +222,7 @@ IoResult writeVec(int fd, const iovec* iov, int iovcnt) {
   return {Io::kError, 0, errno};
 }
 
-bool tcpCounters(int fd, uint64_t* bytesAcked, uint64_t* unacked) {
+bool tcpProgress(int fd, TcpProgress* out) {
   tcp_info info{};
   socklen_t len = sizeof(info);
   if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
@@ -229,9 +230,20 @@ bool tcpCounters(int fd, uint64_t* bytesAcked, uint64_t* unacked) {
   if (len < offsetof(tcp_info, tcpi_bytes_acked) + sizeof(info.tcpi_bytes_acked)) return false;
   int queued = 0;
   if (::ioctl(fd, SIOCOUTQ, &queued) != 0) return false;
-  *bytesAcked = info.tcpi_bytes_acked;
-  *unacked = uint64_t(queued > 0 ? queued : 0);
+  out->bytesAcked = info.tcpi_bytes_acked;
+  out->unacked = uint64_t(queued > 0 ? queued : 0);
+  out->backoff = info.tcpi_backoff;
+  out->rtoNs = uint64_t(info.tcpi_rto) * 1000;
+  out->srttNs = uint64_t(info.tcpi_rtt) * 1000;
   return true;
+}
+
+bool interfaceDown(int fd, const char* ifname) {
+  ifreq req{};
+  if (ifname == nullptr || std::strlen(ifname) >= sizeof(req.ifr_name)) return false;
+  std::strncpy(req.ifr_name, ifname, sizeof(req.ifr_name) - 1);
+  if (::ioctl(fd, SIOCGIFFLAGS, &req) != 0) return false;
+  return (req.ifr_flags & IFF_UP) == 0 || (req.ifr_flags & IFF_RUNNING) == 0;
 }
 
 }  // namespace autopilot::sockets

@@ -91,9 +91,23 @@ IoResult acceptOne(int listenFd, Fd* out, SockAddr* peer);
 IoResult readSome(int fd, void* buf, size_t len);
 IoResult writeSome(int fd, const void* buf, size_t len);
 IoResult writeVec(int fd, const iovec* iov, int iovcnt);
-// The kernel's count of our bytes the peer's TCP acknowledged, and the bytes still in the send
-// queue (unsent or unacknowledged); false on error. Evidence of progress (or of its absence)
-// that needs no application-level reply.
-bool tcpCounters(int fd, uint64_t* bytesAcked, uint64_t* unacked);
+// What the kernel's TCP knows of a connection's progress; evidence (or its absence) that needs
+// no application-level reply.
+struct TcpProgress {
+  uint64_t bytesAcked = 0;  // our bytes the peer's TCP acknowledged
+  uint64_t unacked = 0;     // bytes still in the send queue (unsent or unacknowledged)
+  // The retransmission timeout: how long TCP itself waits for an acknowledgement before it
+  // resends (at least 200 ms on Linux; more when the round trip is long or varies, as behind a
+  // filled queue, before the first round trip is measured (1 s), and after timeouts in a row).
+  uint64_t rtoNs = 0;
+  uint64_t srttNs = 0;   // smoothed round-trip time
+  uint32_t backoff = 0;  // retransmission timeouts in a row without an acknowledgement
+};
+// False on error (the counters are not filled).
+bool tcpProgress(int fd, TcpProgress* out);
+// Whether this host's network interface `ifname` is down or has lost its carrier (no IFF_UP or
+// no IFF_RUNNING); `fd` is any socket of this network namespace. False when it cannot tell
+// (no such interface: explicit addresses, another namespace).
+bool interfaceDown(int fd, const char* ifname);
 
 }  // namespace autopilot::sockets

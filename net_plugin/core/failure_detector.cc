@@ -22,6 +22,10 @@ uint64_t FailureDetector::timeoutNs(uint64_t outstandingBytes, double bandwidthB
     drainNs = config_.drainFactor * double(outstandingBytes) * 1e9 / bandwidthBytesPerSec;
   }
   double total = double(config_.stallTimeoutNs) + drainNs;
+  if (retransmitNs_ > 0) {
+    double timer = double(std::min(retransmitNs_, config_.maxRetransmitGraceNs));
+    total = std::max(total, timer + double(config_.stallTimeoutNs) / 2);
+  }
   return uint64_t(std::min(total, double(std::max(config_.maxTimeoutNs, config_.stallTimeoutNs)))) +
          stretchNs_;
 }

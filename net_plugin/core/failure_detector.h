@@ -14,6 +14,16 @@
 // making progress (each acknowledged chunk resets the clock) and the allowance grows with the
 // data queued on it.
 //
+// Nor must it fail a link that merely lost a packet: a transport that recovers losses with a
+// retransmission timer (TCP: its RTO, at least 200 ms on Linux, longer behind a filled queue)
+// makes no visible progress until that timer fires, however alive the link. When the transport
+// tells its timer (setRetransmitTimeout), the allowance is at least one such timeout plus half
+// the stall timeout (the resent bytes' round trip and acknowledgement). The timer counts up to
+// maxRetransmitGraceNs: a fresh TCP connection's first timeout is 1 s (no round trip measured
+// yet), and a dead link must not hide behind it. Measured in the demo's mini-cluster: rails
+// rate-limited with tc tbf stalled 130-210 ms with TCP's RTO at 204-224 ms and no backoff yet,
+// and were failed at the 100 ms stall timeout.
+//
 // Nor must it mistake its own starvation for a dead link: on a loaded host this process (and a
 // peer on a host like it) runs late, and silence while nobody ran proves nothing. The allowance
 // grows by latenessFactor times the process's recent lateness beyond latenessFloor (its longest
@@ -34,6 +44,7 @@ class FailureDetector {
     double latenessFactor = 4.0;
     uint64_t latenessFloorNs = 1'000'000;
     uint64_t latenessCapNs = 1'000'000'000;  // 0: no stretch
+    uint64_t maxRetransmitGraceNs = 300'000'000;
   };
 
   FailureDetector() : FailureDetector(Config{}) {}
@@ -50,12 +61,15 @@ class FailureDetector {
   void onError() { error_ = true; }
   // The process's recent lateness (LatenessMeter::recentNs), set before each check.
   void setLateness(uint64_t latenessNs);
+  // The transport's retransmission timeout before backoff (0: it has none, or did not say).
+  void setRetransmitTimeout(uint64_t rtoNs) { retransmitNs_ = rtoNs; }
   // What the lateness adds to every allowance now.
   uint64_t stretchNs() const { return stretchNs_; }
 
   bool hasError() const { return error_; }
   bool outstanding() const { return outstanding_; }
-  // stallTimeout + drain time (at most maxTimeout) + the lateness stretch.
+  // max(stallTimeout + drain time, min(retransmit timeout, maxRetransmitGrace) +
+  // stallTimeout / 2), at most maxTimeout, plus the lateness stretch.
   uint64_t timeoutNs(uint64_t outstandingBytes, double bandwidthBytesPerSec) const;
   // How long the rail has held data without progress (0 when idle).
   uint64_t stalledForNs(uint64_t nowNs) const;
@@ -72,6 +86,7 @@ class FailureDetector {
   uint64_t lastProgressNs_ = 0;
   uint64_t lastEvidenceNs_ = 0;
   uint64_t stretchNs_ = 0;
+  uint64_t retransmitNs_ = 0;
 };
 
 }  // namespace autopilot::net::core

@@ -167,6 +167,13 @@ TcpRails& TcpRails::instance() {
   return rails;
 }
 
+const std::string& interfaceOf(int globalIndex) {
+  static const std::string kNone;
+  const auto& rails = TcpRails::instance().rails();
+  if (globalIndex < 0 || size_t(globalIndex) >= rails.size()) return kNone;
+  return rails[size_t(globalIndex)].ifname;
+}
+
 void TcpRails::ensureDiscovered() {
   std::call_once(once_, [this] { discover(); });
 }

@@ -46,4 +46,7 @@ class TcpRails {
   core::DeviceTable devices_;
 };
 
+// The local interface of the process's rail `globalIndex` (empty when there is none).
+const std::string& interfaceOf(int globalIndex);
+
 }  // namespace autopilot::net::tcp

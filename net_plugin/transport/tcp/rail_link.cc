@@ -26,7 +26,7 @@ void RailLink::detach(bool abort) {
   landingSlot = -1;
   framesConsumed = framesAckSent = peerAcked = watermarkSent = 0;
   partialBytes = 0;
-  tcpAcked_ = tcpUnacked_ = 0;
+  tcp_ = TcpProgress{};
   lastTcpSampleNs_ = 0;
 }
 
@@ -66,11 +66,10 @@ IoResult RailLink::flushControl() {
 
 bool RailLink::sampleTcp(uint64_t nowNs) {
   lastTcpSampleNs_ = nowNs;
-  uint64_t acked = 0, unacked = 0;
-  if (!fd_.valid() || !tcpCounters(fd_.get(), &acked, &unacked)) return false;
-  bool advanced = acked > tcpAcked_;
-  tcpAcked_ = acked;
-  tcpUnacked_ = unacked;
+  TcpProgress now;
+  if (!fd_.valid() || !tcpProgress(fd_.get(), &now)) return false;
+  bool advanced = now.bytesAcked > tcp_.bytesAcked;
+  tcp_ = now;
   return advanced;
 }
 

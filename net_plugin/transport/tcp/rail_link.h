@@ -67,8 +67,14 @@ class RailLink {
   // ---- TCP-level progress (checked every few milliseconds, not per call)
   // Re-reads the kernel counters; returns true when the peer's TCP acknowledged new bytes.
   bool sampleTcp(uint64_t nowNs);
-  uint64_t tcpUnacked() const { return tcpUnacked_; }
+  uint64_t tcpUnacked() const { return tcp_.unacked; }
   uint64_t lastTcpSampleNs() const { return lastTcpSampleNs_; }
+  // The kernel's view at the last sample (retransmission timeout, round trip, backoff).
+  const TcpProgress& tcp() const { return tcp_; }
+  // Whether the local interface `ifname` carrying this link is down or lost its carrier.
+  bool interfaceDown(const std::string& ifname) const {
+    return fd_.valid() && tcp::interfaceDown(fd_.get(), ifname.c_str());
+  }
 
  private:
   Fd fd_;
@@ -77,7 +83,8 @@ class RailLink {
   size_t head_ = 0, tail_ = 0;
   std::unique_ptr<uint8_t[]> out_;
   size_t outHead_ = 0, outTail_ = 0;
-  uint64_t tcpAcked_ = 0, tcpUnacked_ = 0, lastTcpSampleNs_ = 0;
+  TcpProgress tcp_;
+  uint64_t lastTcpSampleNs_ = 0;
 };
 
 }  // namespace autopilot::net::tcp

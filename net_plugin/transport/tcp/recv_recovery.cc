@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "net_plugin/transport/tcp/discovery.h"
 #include "net_plugin/transport/tcp/recv_comm.h"
 
 namespace autopilot::net::tcp {
@@ -42,16 +43,27 @@ void RecvComm::checkHealth(uint64_t nowNs) {
     // A deaf rail (simulated) has lost its inbound direction, TCP's acknowledgements included.
     if (rail.tcpWatch && nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs && !simulatedDown(r) &&
         !simulatedDeaf(r)) {
-      if (rail.link.sampleTcp(nowNs)) health_.failure(r).onProgress(nowNs);
+      if (rail.link.sampleTcp(nowNs)) {
+        health_.failure(r).onProgress(nowNs);
+      } else if (const std::string& ifname = interfaceOf(rail.globalIndex);
+                 rail.link.tcpUnacked() > 0 && rail.link.interfaceDown(ifname)) {
+        // This host's own link went down: what it holds will not leave.
+        failRail(r, nowNs, "its interface " + ifname + " is down or lost its carrier");
+        continue;
+      }
       if (rail.link.tcpUnacked() == 0) rail.tcpWatch = false;
     }
     core::FailureDetector& fd = health_.failure(r);
+    // A lost control frame is resent only when TCP's retransmission timer expires.
+    fd.setRetransmitTimeout(rail.link.tcp().rtoNs);
     bool held = rail.link.controlQueued() > 0 || (rail.tcpWatch && rail.link.tcpUnacked() > 0);
     fd.setOutstanding(held, nowNs);
     if (held && fd.failed(nowNs, 0, 0) && health_.stallBlamesRail(r, nowNs)) {
       failRail(r, nowNs,
                "the sender has taken none of our control frames for " +
-                   std::to_string(fd.stalledForNs(nowNs) / 1000000) + " ms");
+                   std::to_string(fd.stalledForNs(nowNs) / 1000000) +
+                   " ms (TCP's retransmission timeout " +
+                   std::to_string(rail.link.tcp().rtoNs / 1000000) + " ms)");
     }
   }
   reannounceIfQuiet(nowNs);

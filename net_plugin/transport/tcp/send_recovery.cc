@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/human_bytes.h"
 #include "common/log.h"
+#include "net_plugin/transport/tcp/discovery.h"
 #include "net_plugin/transport/tcp/send_comm.h"
 
 namespace autopilot::net::tcp {
@@ -131,20 +132,32 @@ void SendComm::checkHealth(uint64_t nowNs) {
     // (a slow rail does; a dead one does not).
     if (fd.stalledForNs(nowNs) > kTcpSampleNs &&
         nowNs - rail.link.lastTcpSampleNs() >= kTcpSampleNs && !simulatedDown(r) &&
-        !simulatedDeaf(r) && rail.link.sampleTcp(nowNs)) {
-      fd.onProgress(nowNs);
+        !simulatedDeaf(r)) {
+      if (rail.link.sampleTcp(nowNs)) {
+        fd.onProgress(nowNs);
+      } else if (const std::string& ifname = interfaceOf(rail.globalIndex);
+                 rail.link.interfaceDown(ifname)) {
+        // This host's own link went down (port, cable, `ip link set down`): no stall needs
+        // waiting out to know it.
+        failRail(r, nowNs, "its interface " + ifname + " is down or lost its carrier");
+        continue;
+      }
     }
+    // A lost segment is resent only when TCP's retransmission timer expires.
+    fd.setRetransmitTimeout(rail.link.tcp().rtoNs);
     uint64_t held = tracker_.heldBytes(r);
     double bw = detectorBandwidth(r);
     if (fd.failed(nowNs, held, bw) && !health_.stallBlamesRail(r, nowNs)) {
       requestLiveness(r, nowNs);
     } else if (fd.failed(nowNs, held, bw)) {
-      char why[160];
+      char why[200];
       std::snprintf(why, sizeof(why),
-                    "no progress for %llu ms while holding %s (allowed %llu ms at %.2f Gbit/s)",
+                    "no progress for %llu ms while holding %s (allowed %llu ms at %.2f Gbit/s; "
+                    "TCP's retransmission timeout %llu ms)",
                     (unsigned long long)(fd.stalledForNs(nowNs) / 1000000),
                     humanBytes(held).c_str(),
-                    (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9);
+                    (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9,
+                    (unsigned long long)(rail.link.tcp().rtoNs / 1000000));
       failRail(r, nowNs, why);
     }
   }

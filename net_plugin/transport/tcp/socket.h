@@ -11,6 +11,7 @@ using sockets::bindTo;
 using sockets::connectStatus;
 using sockets::errnoText;
 using sockets::Fd;
+using sockets::interfaceDown;
 using sockets::Io;
 using sockets::IoResult;
 using sockets::makeListener;
@@ -18,7 +19,8 @@ using sockets::makeStreamSocket;
 using sockets::readSome;
 using sockets::SockAddr;
 using sockets::startConnect;
-using sockets::tcpCounters;
+using sockets::TcpProgress;
+using sockets::tcpProgress;
 using sockets::writeSome;
 using sockets::writeVec;
 

@@ -108,8 +108,9 @@ TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when 
     bed.linkDown(1);
     // Events, not clocks: the rail is declared failed and the stream goes on while the link is
     // still down. (Its chunks are re-sent on rail 0 unless all had landed: a rail that dies
-    // after its data did may hold only copies the receiver no longer needs.)
-    failedOver = w.waitLog(false, {send1, "-> failed: no progress"}, 20);
+    // after its data did may hold only copies the receiver no longer needs.) The sender's own
+    // interface went down: it says so at the first stalled check, not after a stall timeout.
+    failedOver = w.waitLog(false, {send1, "-> failed: its interface " + rail1 + " is down"}, 20);
     w.state(true, &st);
     uint64_t from = st.completed;
     moved = w.waitState(
@@ -145,6 +146,46 @@ TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when 
   double share = b0 + b1 > 0 ? b1 / (b0 + b1) : -1;
   INFO("rail 1's share after the re-join: " << share);
   CHECK(share > 0.3);
+}
+
+TEST_CASE("veth: a path that goes silent with its links up is failed by the stall check",
+          "[net][netns]") {
+  // A blackhole route on host A for B's rail-1 address: A's packets to B on that rail vanish
+  // while every interface stays up (a failed switch port or a peer's dead NIC look like this
+  // from here), so only silence can tell. TCP's retransmission timeout extends the allowance
+  // (a lost segment is resent only when it fires); the stall check must still fail the rail.
+  NetnsTestbed bed(2);
+  REQUIRE(bed.ok());
+  const std::string rail1 = bed.ifname('A', 1);
+  const std::string send1 = "send rail 1 (" + rail1 + "): ";
+  const std::string route = "ip route add blackhole " + bed.address('B', 1) + "/32";
+  bool failedOver = false, moved = false, rejoined = false;
+  WatchedRun run = runWatchedStream(inNamespaces(bed), 4 << 20, 8, [&](StreamWatch& w) {
+    EndState st;
+    if (!w.waitState(
+            true, [](const EndState& s) { return s.completed >= 20; }, 30, &st))
+      return;
+    REQUIRE(bed.exec('A', route) == 0);
+    failedOver = w.waitLog(false, {send1, "-> failed: no progress"}, 20);
+    w.state(true, &st);
+    uint64_t from = st.completed;
+    moved = w.waitState(
+        true, [&](const EndState& s) { return s.completed >= from + 20; }, 20, &st);
+    bed.exec('A', "ip route del blackhole " + bed.address('B', 1) + "/32");
+    rejoined = w.waitLog(false, {send1 + "failed -> probing"}, 20);
+  });
+  INFO("sender log:\n" << run.senderLog);
+  CHECK(run.started);
+  CHECK(run.outcome.receiver == 0);
+  CHECK(run.outcome.sender == 0);
+  CHECK(run.receiver.error == 0);
+  CHECK(run.sender.error == 0);
+  CHECK(run.receiver.corrupt == 0);
+  CHECK(failedOver);
+  CHECK(moved);
+  CHECK(rejoined);
+  // The local interface never went down, so that reason must not appear.
+  CHECK_FALSE(contains(run.senderLog, "is down or lost its carrier"));
 }
 
 TEST_CASE("veth: a flapping rail never loses or corrupts data", "[net][netns]") {

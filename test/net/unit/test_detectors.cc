@@ -40,6 +40,35 @@ TEST_CASE("failure detector: holding data without progress fails after the timeo
   CHECK(d.failed(10300 * kMs, 0, 1e9));
 }
 
+TEST_CASE("failure detector: a stall within one retransmission timeout is no failure",
+          "[net][detector]") {
+  FailureDetector::Config cfg;
+  cfg.stallTimeoutNs = 100 * kMs;
+  cfg.maxTimeoutNs = 2000 * kMs;
+  FailureDetector d(cfg);
+  d.reset(0);
+  d.setOutstanding(true, 0);
+  // No timer known: the stall timeout alone.
+  CHECK(d.failed(150 * kMs, 0, 0));
+  // TCP's RTO at 212 ms: a lost segment is resent then; its acknowledgement may take half the
+  // stall timeout more.
+  d.setRetransmitTimeout(212 * kMs);
+  CHECK(d.timeoutNs(0, 0) == 262 * kMs);
+  CHECK_FALSE(d.failed(210 * kMs, 0, 0));
+  CHECK_FALSE(d.failed(260 * kMs, 0, 0));
+  CHECK(d.failed(263 * kMs, 0, 0));
+  // The larger of the two allowances counts: much data on a slow rail drains longer.
+  CHECK(d.timeoutNs(4 << 20, 250e6 / 8) == 262 * kMs);
+  CHECK(d.timeoutNs(8 << 20, 250e6 / 8) == Approx(368.4 * kMs).epsilon(0.01));
+  // The timer counts up to 300 ms: a fresh connection's 1 s first timeout, or one backed off to
+  // seconds, does not hold a dead link.
+  d.setRetransmitTimeout(1000 * kMs);
+  CHECK(d.timeoutNs(0, 0) == 350 * kMs);
+  CHECK(d.failed(351 * kMs, 0, 0));
+  d.setRetransmitTimeout(0);
+  CHECK(d.timeoutNs(0, 0) == 100 * kMs);
+}
+
 TEST_CASE("failure detector: the timeout scales with what the rail holds", "[net][detector]") {
   FailureDetector::Config cfg;
   cfg.stallTimeoutNs = 100 * kMs;
