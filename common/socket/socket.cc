@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sock_diag.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <net/if.h>
@@ -234,6 +235,13 @@ bool tcpProgress(int fd, TcpProgress* out) {
   out->unacked = uint64_t(queued > 0 ? queued : 0);
   out->backoff = info.tcpi_backoff;
   out->rtoNs = uint64_t(info.tcpi_rto) * 1000;
+  uint32_t mem[SK_MEMINFO_VARS] = {};
+  socklen_t memLen = sizeof(mem);
+  out->localQueued = 0;
+  if (::getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mem, &memLen) == 0 &&
+      memLen > SK_MEMINFO_WMEM_ALLOC * sizeof(uint32_t)) {
+    out->localQueued = mem[SK_MEMINFO_WMEM_ALLOC];
+  }
   out->srttNs = uint64_t(info.tcpi_rtt) * 1000;
   return true;
 }

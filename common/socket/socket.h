@@ -102,6 +102,9 @@ struct TcpProgress {
   uint64_t rtoNs = 0;
   uint64_t srttNs = 0;   // smoothed round-trip time
   uint32_t backoff = 0;  // retransmission timeouts in a row without an acknowledgement
+  // Bytes of this socket still in this host's queues below TCP (qdisc, driver): sent by TCP,
+  // not yet on the wire (SO_MEMINFO's write allocation).
+  uint64_t localQueued = 0;
 };
 // False on error (the counters are not filled).
 bool tcpProgress(int fd, TcpProgress* out);

@@ -26,8 +26,9 @@ uint64_t FailureDetector::timeoutNs(uint64_t outstandingBytes, double bandwidthB
     double timer = double(std::min(retransmitNs_, config_.maxRetransmitGraceNs));
     total = std::max(total, timer + double(config_.stallTimeoutNs) / 2);
   }
-  return uint64_t(std::min(total, double(std::max(config_.maxTimeoutNs, config_.stallTimeoutNs)))) +
-         stretchNs_;
+  const double cap = double(std::max(config_.maxTimeoutNs, config_.stallTimeoutNs));
+  if (locallyQueued_) total = cap;
+  return uint64_t(std::min(total, cap)) + stretchNs_;
 }
 
 void FailureDetector::setLateness(uint64_t latenessNs) {

@@ -24,6 +24,13 @@
 // rate-limited with tc tbf stalled 130-210 ms with TCP's RTO at 204-224 ms and no backoff yet,
 // and were failed at the 100 ms stall timeout.
 //
+// Nor must it blame the path for this host's own queue: bytes that have not left this host yet
+// (a slow local NIC's queue holds them, and with them the control frames and acknowledgements
+// of every connection through it) say nothing about the link or the peer. While the transport
+// reports such bytes (setLocallyQueued), the allowance is maxTimeout. Measured in the demo: a
+// receiver's 32-byte control frame waited 324 ms behind its own bulk data in a rail's queue
+// rate-limited to 25 Mbit/s, with TCP's timer at 208 ms and no timeout fired.
+//
 // Nor must it mistake its own starvation for a dead link: on a loaded host this process (and a
 // peer on a host like it) runs late, and silence while nobody ran proves nothing. The allowance
 // grows by latenessFactor times the process's recent lateness beyond latenessFloor (its longest
@@ -63,13 +70,16 @@ class FailureDetector {
   void setLateness(uint64_t latenessNs);
   // The transport's retransmission timeout before backoff (0: it has none, or did not say).
   void setRetransmitTimeout(uint64_t rtoNs) { retransmitNs_ = rtoNs; }
+  // Whether the transport's bytes still sit in this host's queues.
+  void setLocallyQueued(bool queued) { locallyQueued_ = queued; }
   // What the lateness adds to every allowance now.
   uint64_t stretchNs() const { return stretchNs_; }
 
   bool hasError() const { return error_; }
   bool outstanding() const { return outstanding_; }
   // max(stallTimeout + drain time, min(retransmit timeout, maxRetransmitGrace) +
-  // stallTimeout / 2), at most maxTimeout, plus the lateness stretch.
+  // stallTimeout / 2), at most maxTimeout (maxTimeout while bytes are queued locally), plus the
+  // lateness stretch.
   uint64_t timeoutNs(uint64_t outstandingBytes, double bandwidthBytesPerSec) const;
   // How long the rail has held data without progress (0 when idle).
   uint64_t stalledForNs(uint64_t nowNs) const;
@@ -87,6 +97,7 @@ class FailureDetector {
   uint64_t lastEvidenceNs_ = 0;
   uint64_t stretchNs_ = 0;
   uint64_t retransmitNs_ = 0;
+  bool locallyQueued_ = false;
 };
 
 }  // namespace autopilot::net::core

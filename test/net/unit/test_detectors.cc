@@ -69,6 +69,24 @@ TEST_CASE("failure detector: a stall within one retransmission timeout is no fai
   CHECK(d.timeoutNs(0, 0) == 100 * kMs);
 }
 
+TEST_CASE("failure detector: bytes still queued on this host extend the allowance to its cap",
+          "[net][detector]") {
+  FailureDetector::Config cfg;
+  cfg.stallTimeoutNs = 100 * kMs;
+  cfg.maxTimeoutNs = 2000 * kMs;
+  FailureDetector d(cfg);
+  d.reset(0);
+  d.setOutstanding(true, 0);
+  d.setRetransmitTimeout(208 * kMs);
+  d.setLocallyQueued(true);
+  CHECK(d.timeoutNs(0, 0) == 2000 * kMs);
+  CHECK_FALSE(d.failed(1500 * kMs, 64 << 10, 3e6));
+  CHECK(d.failed(2001 * kMs, 64 << 10, 3e6));
+  // Once the bytes left, the path is on trial again.
+  d.setLocallyQueued(false);
+  CHECK(d.timeoutNs(0, 0) == 258 * kMs);
+}
+
 TEST_CASE("failure detector: the timeout scales with what the rail holds", "[net][detector]") {
   FailureDetector::Config cfg;
   cfg.stallTimeoutNs = 100 * kMs;
