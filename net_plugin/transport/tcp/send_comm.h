@@ -64,7 +64,9 @@ class SendComm final : public core::SendEngine {
     int globalIndex = -1;
     uint32_t generation = 0;
     double nominalBytesPerSec = 0;
-    bool refused = false;  // the last re-connection attempt was refused outright
+    bool refused = false;        // the last re-connection attempt was refused outright
+    bool lostLocalLink = false;  // failed because this host's interface went down
+    uint64_t linkCheckNs = 0;    // ... last checked for its return
     uint64_t attempts = 0;
     uint64_t pingSentNs = 0;  // last liveness ping written on this rail
   };
@@ -87,6 +89,7 @@ class SendComm final : public core::SendEngine {
     failRail(r, nowNs, reason);
   }
   void startReconnect(int r, uint64_t nowNs);
+  void retryWhenLinkReturns(int r, uint64_t nowNs);
   void pumpDialer(int r, uint64_t nowNs);
   bool simulatedDown(int r) const { return faults_.down(r); }
   bool simulatedDeaf(int r) const { return faults_.deaf(r); }  // nothing read from the rail

@@ -17,6 +17,8 @@ namespace {
 constexpr unsigned long kFlags = abi::subsys::kNet;
 constexpr uint64_t kTcpSampleNs = 5'000'000;  // how often a stalled rail asks the kernel
 constexpr uint64_t kTcpFreshNs = 50'000'000;  // how long its answer counts
+// How often a rail lost with this host's link looks whether the link is back.
+constexpr uint64_t kLinkCheckNs = 10'000'000;
 
 }  // namespace
 
@@ -110,12 +112,39 @@ void SendComm::pumpDialer(int r, uint64_t nowNs) {
   }
 }
 
+// A rail lost with this host's own link is tried again as soon as the link is back (watched
+// every kLinkCheckNs), not when the failback backoff says: that backoff grew to seconds while
+// the link stayed down, and a repaired link would sit unused that long.
+void SendComm::retryWhenLinkReturns(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  if (nowNs - rail.linkCheckNs < kLinkCheckNs) return;
+  rail.linkCheckNs = nowNs;
+  // Any socket of this namespace answers the question; the failed rail's own is closed.
+  int probeFd = -1;
+  for (int q = 0; q < nRails_ && probeFd < 0; ++q) {
+    if (rails_[q].link.up()) probeFd = rails_[q].link.fd();
+  }
+  const std::string& ifname = interfaceOf(rail.globalIndex);
+  if (probeFd < 0 || ifname.empty() || interfaceDown(probeFd, ifname.c_str())) return;
+  rail.lostLocalLink = false;
+  core::FailbackScheduler& fb = health_.failback(r);
+  if (rail.dialer.active()) {
+    // Started while the link was down: its connection attempt went nowhere.
+    rail.dialer.abandon();
+    fb.onAttemptFailed(nowNs);
+  }
+  fb.retryNow(nowNs);
+  AP_INFO(kFlags, "comm 0x%llx send rail %d: interface %s is up again; re-connecting now",
+          (unsigned long long)commId_, r, ifname.c_str());
+}
+
 void SendComm::checkHealth(uint64_t nowNs) {
   bool allRefused = true;
   for (int r = 0; r < nRails_; ++r) {
     Rail& rail = rails_[r];
     if (!health_.live(r)) {
       allRefused = allRefused && rail.refused;
+      if (rail.lostLocalLink) retryWhenLinkReturns(r, nowNs);
       if (!rail.dialer.active() && health_.failback(r).due(nowNs)) startReconnect(r, nowNs);
       continue;
     }
@@ -141,6 +170,7 @@ void SendComm::checkHealth(uint64_t nowNs) {
         // This host's own link went down (port, cable, `ip link set down`): no stall needs
         // waiting out to know it.
         failRail(r, nowNs, "its interface " + ifname + " is down or lost its carrier");
+        rail.lostLocalLink = true;
         continue;
       }
     }

@@ -137,6 +137,9 @@ TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when 
        << duringOutage);
   CHECK(moved);
   CHECK(rejoined);
+  // Lost with the sender's own link, the rail is re-connected when the link returns, not when
+  // the failback backoff (grown while the link was down) next allows.
+  CHECK(contains(run.senderLog, "interface " + rail1 + " is up again; re-connecting now"));
   CHECK(healthy);
   CHECK(carried);
   // The re-joined rail starts small and grows with what it delivers: on two equal rails it
