@@ -120,7 +120,16 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
     for (int i = 0; i < n_; ++i) {
       const Rail& r = rails_[i];
       if (!usable(i, standbyPass) || r.inFlight != 0 || (excludedMask & (1u << i))) continue;
-      if (nowNs - r.lastAssignedNs < config_.probeIdleNs) continue;
+      // The spacing applies only to a rail measured slower than its peers for bandHoldNs: a
+      // guess (a re-joined rail starts small) and the first samples of a fresh connection
+      // (TCP's slow start) must be measured again soon.
+      double idleNeeded = double(config_.probeIdleNs);
+      if (r.samples > 0 && r.distinct) {
+        const double probeNs =
+            double(chunkBytes) * 1e9 / std::max(r.bandwidth, config_.minBandwidth);
+        idleNeeded = std::max(idleNeeded, config_.probeSpacing * probeNs);
+      }
+      if (double(nowNs - r.lastAssignedNs) < idleNeeded) continue;
       if (probe < 0 || r.lastAssignedNs < rails_[probe].lastAssignedNs) probe = i;
     }
     if (probe >= 0) return probe;

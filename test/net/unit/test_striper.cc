@@ -188,6 +188,7 @@ TEST_CASE("striper: idle rails are probed now and then", "[net][striper]") {
   RailStriper::Config cfg;
   cfg.probeEvery = 8;
   cfg.probeIdleNs = 1'000'000;
+  cfg.probeSpacing = 0;  // the cadence alone (the spacing: next test)
   RailStriper s = activeStriper(2, cfg);
   s.setBandwidth(0, 1e10);
   s.setBandwidth(1, 1e6);  // looks 10000x slower: never the earliest completion
@@ -203,6 +204,53 @@ TEST_CASE("striper: idle rails are probed now and then", "[net][striper]") {
   }
   CHECK(probes >= 80);
   CHECK(probes <= 110);
+}
+
+TEST_CASE("striper: a much slower rail is probed at most once per ten probe times",
+          "[net][striper]") {
+  RailStriper::Config cfg;
+  cfg.probeEvery = 8;
+  cfg.probeIdleNs = 1'000'000;
+  cfg.bandHoldNs = 0;  // the slow rail's own estimate counts at once (the band: tests above)
+  RailStriper s = activeStriper(2, cfg);
+  s.setBandwidth(0, 1e10);
+  // A set estimate is a guess: the first probe comes at the plain cadence (8 picks, 80 ms) and
+  // its measurement (1 MB/s: a 64 KiB probe holds its message 65.5 ms there) replaces it.
+  s.setBandwidth(1, 5e8);
+  uint64_t now = 0;
+  int picks = 0;
+  for (; picks < 8; ++picks) {
+    now += 10'000'000;
+    int r = s.pick(64 << 10, now);
+    REQUIRE(r >= 0);
+    s.onAssigned(r, 64 << 10, now);
+    if (r == 1) {
+      s.onCompleted(r, 64 << 10, now + 65'536'000);
+      break;
+    }
+    s.onCompleted(r, 64 << 10, now + 1000);
+  }
+  REQUIRE(picks < 8);
+  REQUIRE(s.samples(1) == 1);
+  CHECK(s.bandwidth(1) == Approx(1e6).epsilon(0.01));
+  int probes = 0;
+  uint64_t lastProbe = now;
+  now += 65'536'000;
+  for (int i = 0; i < 800; ++i) {
+    now += 10'000'000;  // 8 s in all
+    int r = s.pick(64 << 10, now);
+    REQUIRE(r >= 0);
+    if (r == 1) {
+      CHECK(now - lastProbe >= 655'000'000);
+      ++probes;
+      lastProbe = now;
+    }
+    s.onAssigned(r, 64 << 10, now);
+    s.onCompleted(r, 64 << 10, now + 1000);
+  }
+  // Every 0.66-0.74 s (the spacing, then the next probe turn): 11 or 12, not the cadence's 100.
+  CHECK(probes >= 10);
+  CHECK(probes <= 13);
 }
 
 TEST_CASE("striper: small chunks do not move the estimate; estimates are clamped",
