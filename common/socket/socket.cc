@@ -233,7 +233,6 @@ bool tcpProgress(int fd, TcpProgress* out) {
   if (::ioctl(fd, SIOCOUTQ, &queued) != 0) return false;
   out->bytesAcked = info.tcpi_bytes_acked;
   out->unacked = uint64_t(queued > 0 ? queued : 0);
-  out->backoff = info.tcpi_backoff;
   out->rtoNs = uint64_t(info.tcpi_rto) * 1000;
   uint32_t mem[SK_MEMINFO_VARS] = {};
   socklen_t memLen = sizeof(mem);
@@ -242,7 +241,6 @@ bool tcpProgress(int fd, TcpProgress* out) {
       memLen > SK_MEMINFO_WMEM_ALLOC * sizeof(uint32_t)) {
     out->localQueued = mem[SK_MEMINFO_WMEM_ALLOC];
   }
-  out->srttNs = uint64_t(info.tcpi_rtt) * 1000;
   return true;
 }
 

@@ -68,7 +68,7 @@ class FailureDetector {
   void onError() { error_ = true; }
   // The process's recent lateness (LatenessMeter::recentNs), set before each check.
   void setLateness(uint64_t latenessNs);
-  // The transport's retransmission timeout before backoff (0: it has none, or did not say).
+  // The transport's retransmission timeout (0: it has none, or did not say).
   void setRetransmitTimeout(uint64_t rtoNs) { retransmitNs_ = rtoNs; }
   // Whether the transport's bytes still sit in this host's queues.
   void setLocallyQueued(bool queued) { locallyQueued_ = queued; }

@@ -69,7 +69,7 @@ class RailLink {
   bool sampleTcp(uint64_t nowNs);
   uint64_t tcpUnacked() const { return tcp_.unacked; }
   uint64_t lastTcpSampleNs() const { return lastTcpSampleNs_; }
-  // The kernel's view at the last sample (retransmission timeout, round trip, backoff).
+  // The kernel's view at the last sample (retransmission timeout, bytes still on this host).
   const TcpProgress& tcp() const { return tcp_; }
   // Whether the local interface `ifname` carrying this link is down or lost its carrier.
   bool interfaceDown(const std::string& ifname) const {
