@@ -64,6 +64,12 @@ IoResult RailLink::flushControl() {
   return r;
 }
 
+void RailLink::informDetector(core::FailureDetector& fd, uint64_t nowNs) const {
+  const bool fresh = nowNs - lastTcpSampleNs_ <= kTcpFreshNs;
+  fd.setRetransmitTimeout(fresh ? tcp_.rtoNs : 0);
+  fd.setLocallyQueued(fresh && tcp_.localQueued > 0);
+}
+
 bool RailLink::sampleTcp(uint64_t nowNs) {
   lastTcpSampleNs_ = nowNs;
   TcpProgress now;

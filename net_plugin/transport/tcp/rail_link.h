@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "net_plugin/core/failure_detector.h"
 #include "net_plugin/transport/tcp/socket.h"
 #include "net_plugin/transport/tcp/wire.h"
 
@@ -17,6 +18,7 @@ class RailLink {
  public:
   static constexpr size_t kStagingBytes = 64 << 10;
   static constexpr size_t kControlBytes = 16 << 10;
+  static constexpr uint64_t kTcpFreshNs = 50'000'000;  // how long a kernel sample counts
 
   RailLink();
   RailLink(const RailLink&) = delete;
@@ -71,6 +73,10 @@ class RailLink {
   uint64_t lastTcpSampleNs() const { return lastTcpSampleNs_; }
   // The kernel's view at the last sample (retransmission timeout, bytes still on this host).
   const TcpProgress& tcp() const { return tcp_; }
+  // Tells the rail's failure detector that view while it is recent (kTcpFreshNs): a lost
+  // segment is resent only when TCP's retransmission timer expires, and bytes still in this
+  // host's queue have not reached the path yet.
+  void informDetector(core::FailureDetector& fd, uint64_t nowNs) const;
   // Whether the local interface `ifname` carrying this link is down or lost its carrier.
   bool interfaceDown(const std::string& ifname) const {
     return fd_.valid() && tcp::interfaceDown(fd_.get(), ifname.c_str());

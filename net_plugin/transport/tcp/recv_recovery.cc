@@ -16,7 +16,6 @@ namespace autopilot::net::tcp {
 namespace {
 
 constexpr uint64_t kTcpSampleNs = 5'000'000;  // how often a stalled rail asks the kernel
-constexpr uint64_t kTcpFreshNs = 50'000'000;  // how long its answer counts
 
 }  // namespace
 
@@ -55,12 +54,7 @@ void RecvComm::checkHealth(uint64_t nowNs) {
       if (rail.link.tcpUnacked() == 0) rail.tcpWatch = false;
     }
     core::FailureDetector& fd = health_.failure(r);
-    // The kernel's view, while recent: a lost control frame is resent only when TCP's
-    // retransmission timer expires, and bytes still in this host's queue have not reached the
-    // path yet.
-    const bool fresh = nowNs - rail.link.lastTcpSampleNs() <= kTcpFreshNs;
-    fd.setRetransmitTimeout(fresh ? rail.link.tcp().rtoNs : 0);
-    fd.setLocallyQueued(fresh && rail.link.tcp().localQueued > 0);
+    rail.link.informDetector(fd, nowNs);
     bool held = rail.link.controlQueued() > 0 || (rail.tcpWatch && rail.link.tcpUnacked() > 0);
     fd.setOutstanding(held, nowNs);
     if (held && fd.failed(nowNs, 0, 0) && health_.stallBlamesRail(r, nowNs)) {

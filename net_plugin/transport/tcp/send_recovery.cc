@@ -16,7 +16,6 @@ namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
 constexpr uint64_t kTcpSampleNs = 5'000'000;  // how often a stalled rail asks the kernel
-constexpr uint64_t kTcpFreshNs = 50'000'000;  // how long its answer counts
 // How often a rail lost with this host's link looks whether the link is back.
 constexpr uint64_t kLinkCheckNs = 10'000'000;
 
@@ -174,12 +173,7 @@ void SendComm::checkHealth(uint64_t nowNs) {
         continue;
       }
     }
-    // The kernel's view, while recent: a lost segment is resent only when TCP's
-    // retransmission timer expires, and bytes still in this host's queue have not reached the
-    // path yet.
-    const bool fresh = nowNs - rail.link.lastTcpSampleNs() <= kTcpFreshNs;
-    fd.setRetransmitTimeout(fresh ? rail.link.tcp().rtoNs : 0);
-    fd.setLocallyQueued(fresh && rail.link.tcp().localQueued > 0);
+    rail.link.informDetector(fd, nowNs);
     uint64_t held = tracker_.heldBytes(r);
     double bw = detectorBandwidth(r);
     if (fd.failed(nowNs, held, bw) && !health_.stallBlamesRail(r, nowNs)) {

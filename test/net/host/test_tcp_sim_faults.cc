@@ -11,6 +11,7 @@
 
 #include "bench/net/pair.h"
 #include "common/host/log_capture.h"
+#include "test/net/watched_run_checks.h"
 
 using namespace autopilot;
 using namespace autopilot::bench;
@@ -209,12 +210,7 @@ TEST_CASE("simulated: a rail going down mid-transfer loses nothing, and re-joins
         false, [&](const EndState& s) { return s.completed >= from + 100; }, 30, &later);
   });
   INFO("sender log:\n" << run.senderLog);
-  CHECK(run.started);
-  CHECK(run.outcome.receiver == 0);
-  CHECK(run.outcome.sender == 0);
-  CHECK(run.receiver.error == 0);
-  CHECK(run.sender.error == 0);
-  CHECK(run.receiver.corrupt == 0);
+  checkRanClean(run);
   CHECK(failedOver);
   CHECK(contains(run.senderLog, "SIMULATED fault: rail 1"));
   INFO("messages completed with rail 1 down, after it was declared failed: " << duringOutage);

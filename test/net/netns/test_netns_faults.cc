@@ -14,6 +14,7 @@
 #include "bench/net/netns.h"
 #include "bench/net/pair.h"
 #include "common/host/log_capture.h"
+#include "test/net/watched_run_checks.h"
 
 using namespace autopilot;
 using namespace autopilot::bench;
@@ -126,12 +127,7 @@ TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when 
         &later);
   });
   INFO("sender log:\n" << run.senderLog);
-  CHECK(run.started);
-  CHECK(run.outcome.receiver == 0);
-  CHECK(run.outcome.sender == 0);
-  CHECK(run.receiver.error == 0);
-  CHECK(run.sender.error == 0);
-  CHECK(run.receiver.corrupt == 0);
+  checkRanClean(run);
   CHECK(failedOver);
   INFO("messages completed with the link down, after the rail was declared failed: "
        << duringOutage);
@@ -161,29 +157,24 @@ TEST_CASE("veth: a path that goes silent with its links up is failed by the stal
   REQUIRE(bed.ok());
   const std::string rail1 = bed.ifname('A', 1);
   const std::string send1 = "send rail 1 (" + rail1 + "): ";
-  const std::string route = "ip route add blackhole " + bed.address('B', 1) + "/32";
+  const std::string blackhole = "blackhole " + bed.address('B', 1) + "/32";
   bool failedOver = false, moved = false, rejoined = false;
   WatchedRun run = runWatchedStream(inNamespaces(bed), 4 << 20, 8, [&](StreamWatch& w) {
     EndState st;
     if (!w.waitState(
             true, [](const EndState& s) { return s.completed >= 20; }, 30, &st))
       return;
-    REQUIRE(bed.exec('A', route) == 0);
+    REQUIRE(bed.exec('A', "ip route add " + blackhole) == 0);
     failedOver = w.waitLog(false, {send1, "-> failed: no progress"}, 20);
     w.state(true, &st);
     uint64_t from = st.completed;
     moved = w.waitState(
         true, [&](const EndState& s) { return s.completed >= from + 20; }, 20, &st);
-    bed.exec('A', "ip route del blackhole " + bed.address('B', 1) + "/32");
+    bed.exec('A', "ip route del " + blackhole);
     rejoined = w.waitLog(false, {send1 + "failed -> probing"}, 20);
   });
   INFO("sender log:\n" << run.senderLog);
-  CHECK(run.started);
-  CHECK(run.outcome.receiver == 0);
-  CHECK(run.outcome.sender == 0);
-  CHECK(run.receiver.error == 0);
-  CHECK(run.sender.error == 0);
-  CHECK(run.receiver.corrupt == 0);
+  checkRanClean(run);
   CHECK(failedOver);
   CHECK(moved);
   CHECK(rejoined);

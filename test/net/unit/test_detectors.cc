@@ -40,14 +40,20 @@ TEST_CASE("failure detector: holding data without progress fails after the timeo
   CHECK(d.failed(10300 * kMs, 0, 1e9));
 }
 
-TEST_CASE("failure detector: a stall within one retransmission timeout is no failure",
-          "[net][detector]") {
+// A detector with a 100 ms stall timeout and a 2 s cap, holding data since t = 0.
+FailureDetector holdingSinceZero() {
   FailureDetector::Config cfg;
   cfg.stallTimeoutNs = 100 * kMs;
   cfg.maxTimeoutNs = 2000 * kMs;
   FailureDetector d(cfg);
   d.reset(0);
   d.setOutstanding(true, 0);
+  return d;
+}
+
+TEST_CASE("failure detector: a stall within one retransmission timeout is no failure",
+          "[net][detector]") {
+  FailureDetector d = holdingSinceZero();
   // No timer known: the stall timeout alone.
   CHECK(d.failed(150 * kMs, 0, 0));
   // TCP's RTO at 212 ms: a lost segment is resent then; its acknowledgement may take half the
@@ -71,12 +77,7 @@ TEST_CASE("failure detector: a stall within one retransmission timeout is no fai
 
 TEST_CASE("failure detector: bytes still queued on this host extend the allowance to its cap",
           "[net][detector]") {
-  FailureDetector::Config cfg;
-  cfg.stallTimeoutNs = 100 * kMs;
-  cfg.maxTimeoutNs = 2000 * kMs;
-  FailureDetector d(cfg);
-  d.reset(0);
-  d.setOutstanding(true, 0);
+  FailureDetector d = holdingSinceZero();
   d.setRetransmitTimeout(208 * kMs);
   d.setLocallyQueued(true);
   CHECK(d.timeoutNs(0, 0) == 2000 * kMs);
