@@ -155,6 +155,17 @@ struct Workload {
       if (sessions.back()->init() != abi::kSuccess) _exit(11);
     }
     shared->started.fetch_add(1);
+    // Calls begin once this rank's tuner has joined its rendezvous on every communicator (an
+    // event; bounded). NCCL would call at once, but what this test checks is how choices evolve
+    // once learning can act: beside stress-ng --cpu 2 the joins took long enough for 100,000
+    // calls to run almost entirely before them (186 choices changed, against 11,779-21,955
+    // otherwise). A communicator that never joins ends the wait at the bound.
+    auto joinBy = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (LogCapture::count(-1, "joined the leader") + LogCapture::count(-1, "ranks joined") <
+               size_t(kComms) &&
+           std::chrono::steady_clock::now() < joinBy) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     Workload w(rank);
     std::vector<uint8_t> choices;
     choices.reserve(size_t(s.calls));
@@ -203,7 +214,10 @@ struct Workload {
             pacing = false;
             break;
           }
-          std::this_thread::yield();
+          // Sleep, not yield: eight ranks spinning on a loaded 2-core host starved the tuner's
+          // service threads, and learning then took effect too late to be seen (152 of 100,000
+          // choices changed beside stress-ng --cpu 2, against > 5,000 idle).
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
       }
       if (s.pauseUsPerBarrier > 0 && (i + 1) % s.barrierEvery == 0) {
@@ -496,7 +510,8 @@ TEST_CASE("8 ranks, 3 communicators, 100,000 calls: byte-identical choices, lear
       "hot-swap latency on rank 5 (proposal on the leader to effect on this rank), per "
       "communicator: mean "
       << meanUs[0] << " / " << meanUs[1] << " / " << meanUs[2] << " us, max " << maxUs[0] << " / "
-      << maxUs[1] << " / " << maxUs[2] << " us");
+      << maxUs[1] << " / " << maxUs[2] << " us; choices changed by learning: " << forced << " of "
+      << s.calls);
   // A healthy job never waits out the sync timeout: every communicator's summary says 0.
   for (int r = 0; r < kRanks; ++r) {
     INFO("rank " << r << " log:\n" << o.logs[r]);

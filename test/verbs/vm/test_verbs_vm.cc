@@ -378,7 +378,7 @@ TEST_CASE("rdma: autopilot ibbench runs (figures under emulation mean nothing)",
 // first NIC), longer than the rail's stall allowance: rail 0 fails whenever it holds data, its
 // writes still in flight, and re-joins, over and over. The receiver rotates through 4x as many
 // buffers as it posts and checks that none is written between its receive's completion and
-// the next receive posted in it. With the fence, no byte of any buffer changes across 100+
+// the next receive posted in it. With the fence, no byte of any buffer changes across many
 // failovers, and the receiver counts the writes the fence dealt with (landed late, or cut
 // off). Without it (NCCL_AUTOPILOT_IB_FENCE=0, the control run), a replay on rail 1 completes
 // a request before its late original lands, and buffers are overwritten after completion.
@@ -457,7 +457,10 @@ TEST_CASE("rdma: fence: writes delayed on one wire, no reused buffer overwritten
     CHECK(on.run.ok);
     CHECK(on.run.result.corrupt == 0);
     CHECK(on.run.result.overwritten == 0);
-    CHECK(on.senderFailures >= 100);
+    // How many cycles fit in 80 s is the emulated VM's speed: 117-119 on a quiet host, 90
+    // beside stress-ng --cpu 2 (2026-12-02). The fence's work is checked by `late + cut`; the
+    // count only says the delay kept failing the rail, with a 3x margin under load.
+    CHECK(on.senderFailures >= 30);
     CHECK(on.late + on.cut > 0);
   }
   {
