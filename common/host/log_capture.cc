@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -49,7 +50,9 @@ void hostLogger(abi::LogLevel level, unsigned long flags, const char* filefunc, 
   std::lock_guard<std::mutex> lock(gMutex);
   auto& records = store();
   if (records.size() >= LogCapture::kMaxRecords) records.pop_front();
-  records.push_back(LogRecord{level, flags, filefunc ? filefunc : "", line, buf});
+  records.push_back(LogRecord{
+      level, flags, filefunc ? filefunc : "", line, buf,
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count()});
   // NCCL prints WARN regardless of subsystem; other levels need a subsystem match.
   bool echo = level <= gEchoLevel &&
               (level == abi::kLogWarn || level == abi::kLogVersion || (flags & gEchoMask) != 0);

@@ -17,6 +17,8 @@ struct LogRecord {
   std::string function;
   int line;
   std::string message;
+  double steadySeconds = 0;  // std::chrono::steady_clock at capture (CLOCK_MONOTONIC: comparable
+                             // across the processes of one host)
 };
 
 class LogCapture {
