@@ -214,9 +214,8 @@ struct Workload {
             pacing = false;
             break;
           }
-          // Sleep, not yield: eight ranks spinning on a loaded 2-core host starved the tuner's
-          // service threads, and learning then took effect too late to be seen (152 of 100,000
-          // choices changed beside stress-ng --cpu 2, against > 5,000 idle).
+          // Sleep, not yield: eight ranks spinning here on a loaded 2-core host take the CPU
+          // from the tuner's service threads, whose progress is what the test observes.
           std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
       }
