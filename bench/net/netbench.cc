@@ -1,5 +1,5 @@
 // `autopilot netbench`: the net plugin's TCP transport over veth rails between two network
-// namespaces (root), against the baselines the issue names, measured in the same run:
+// namespaces (root), against these baselines, measured in the same run:
 //   rail_vs_iperf3             one unshaped rail: our stream vs iperf3 over that rail
 //   four_rails                 four rails shaped to 1 Gbit/s each: vs their 4 Gbit/s sum
 //   degraded_rail              the same with one rail at 250 Mbit/s: vs the 3.25 Gbit/s left
@@ -693,7 +693,7 @@ void runTransitions(const NetnsTestbed& bed, const Options& opt, Scenario* s) {
   s->baselineGbps = span > 0 ? capacityBitS / span / 1e9 : 0;
   s->baseline = "live rails' rates";
   s->ratio = s->baselineGbps > 0 ? s->gbps / s->baselineGbps : 0;
-  // Issue 13's targets for the closed loop, per phase, applied to one connection.
+  // The demo's targets for the closed loop, per phase, applied to one connection.
   bool met = s->bytesLost == 0, bounded = s->bytesLost == 0;
   for (const Scenario::PhaseFigures& f : s->phases) {
     const double want = f.name == std::string("flapping") ? 0.7 : 0.85;
@@ -704,7 +704,7 @@ void runTransitions(const NetnsTestbed& bed, const Options& opt, Scenario* s) {
           (f.name == std::string("healthy") || (f.recoveryMs >= 0 && f.recoveryMs <= 1000));
     bounded = bounded && f.efficiency >= kPhaseEfficiencyBound && f.maxGapMs <= kPhaseGapBoundMs;
   }
-  s->target = "issue 13's per-phase targets";
+  s->target = "the demo's per-phase targets";
   s->targetMet = s->ran && met;
   s->bound = "each phase >= " + fmt("%.2f", kPhaseEfficiencyBound) +
              ", gaps <= " + fmt("%.0f ms", kPhaseGapBoundMs);
@@ -729,7 +729,7 @@ void printPhases(const Scenario& s) {
                 (unsigned long long)(f.railDown ? 0 : f.failovers));
   }
   std::printf(
-      "targets (issue 13): efficiency >= 0.85 degraded and failed, >= 0.7 flapping; recovery "
+      "targets (the demo's): efficiency >= 0.85 degraded and failed, >= 0.7 flapping; recovery "
       "<= 1000 ms; gaps <= 500 ms; 0 false failovers\n");
 }
 
