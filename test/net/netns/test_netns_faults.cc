@@ -222,12 +222,7 @@ TEST_CASE("veth: a rail rate-limited with tbf gets a small share; healed, it rec
     sleepMs(2000);
   });
   INFO(degraded.senderLog);
-  CHECK(degraded.started);
-  CHECK(degraded.outcome.receiver == 0);
-  CHECK(degraded.outcome.sender == 0);
-  CHECK(degraded.receiver.error == 0);
-  CHECK(degraded.sender.error == 0);
-  CHECK(degraded.receiver.corrupt == 0);
+  checkRanClean(degraded);
   CHECK(found);
   // Slow but alive: never failed, from any state (log and the plugin's own count).
   CHECK_FALSE(railLine(degraded.senderLog, "send", 3, rail3, "-> failed"));
@@ -251,10 +246,7 @@ TEST_CASE("veth: a rail rate-limited with tbf gets a small share; healed, it rec
     recovered = w.waitLog(false, {send3 + "degraded -> healthy"}, 20);
   });
   INFO(healed.senderLog);
-  CHECK(healed.started);
-  CHECK(healed.outcome.receiver == 0);
-  CHECK(healed.outcome.sender == 0);
-  CHECK(healed.receiver.corrupt == 0);
+  checkRanClean(healed);
   CHECK(again);
   CHECK(recovered);
   CHECK_FALSE(railLine(healed.senderLog, "send", 3, rail3, "-> failed"));
