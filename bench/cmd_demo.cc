@@ -320,6 +320,7 @@ std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* c
       {"NCCL_AUTOPILOT_TRACE_FILE", modeDir + "/trace-rank%r.json"},
       {"NCCL_AUTOPILOT_PROM_FILE", modeDir + "/metrics-%p.prom"},
       {"NCCL_AUTOPILOT_PROM_INTERVAL_MS", "250"},
+      {"NCCL_AUTOPILOT_PROM_KEEP", "1"},  // read after the ranks exit
       {"NCCL_NET_PLUGIN", "autopilot"},
       {"NCCL_TUNER_PLUGIN", "autopilot"},
       {"NCCL_PROFILER_PLUGIN", "autopilot"},

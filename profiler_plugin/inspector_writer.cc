@@ -47,7 +47,10 @@ InspectorWriter::InspectorWriter(std::FILE* file, std::string path, uint64_t max
 InspectorWriter::~InspectorWriter() { close(); }
 
 void InspectorWriter::record(const CompletedColl& c, bool gpuClock, uint64_t wallNowUs) {
-  if (file_ == nullptr) return;
+  if (file_ == nullptr) {
+    if (failed_) ++dropped_;  // lost to the failed write, not silently
+    return;
+  }
   if (written_ >= maxRecords_) {
     ++dropped_;
     return;
@@ -91,6 +94,7 @@ void InspectorWriter::flush() {
     return;
   }
   committed_ = lseek(fileno(file_), 0, SEEK_CUR);
+  committedRecords_ = written_;
 }
 
 void InspectorWriter::fail() {
@@ -104,6 +108,10 @@ void InspectorWriter::fail() {
   std::fclose(file_);
   file_ = nullptr;
   failed_ = true;
+  // The lines cut off are lost records (all of them when nothing was ever flushed).
+  uint64_t kept = committed_ >= 0 ? committedRecords_ : 0;
+  dropped_ += written_ - kept;
+  written_ = kept;
 }
 
 void InspectorWriter::close() {

@@ -32,6 +32,7 @@ class InspectorWriter {
   void abandon() { file_ = nullptr; }
   const std::string& path() const { return path_; }
   uint64_t written() const { return written_; }
+  // Records not in the file: past the bound, cut off by a failed write, or after it.
   uint64_t dropped() const { return dropped_; }
   bool failed() const { return failed_; }
 
@@ -46,7 +47,8 @@ class InspectorWriter {
   std::string commName_;
   int nRanks_ = 0;
   std::string line_;
-  off_t committed_ = -1;  // file size after the last successful flush
+  off_t committed_ = -1;           // file size after the last successful flush
+  uint64_t committedRecords_ = 0;  // records in the file at that flush
   bool failed_ = false;
 };
 

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 
-#include "common/comm_tag.h"
 #include "profiler_plugin/export_util.h"
 #include "profiler_plugin/nccl_names.h"
 #include "profiler_plugin/service.h"
@@ -12,11 +11,7 @@ namespace {
 
 class Exposition {
  public:
-  explicit Exposition(const PrometheusInput& in) {
-    common_ = "hostname=\"";
-    appendLabelEscaped(&common_, in.hostname.c_str());
-    common_ += "\",pid=\"" + std::to_string(in.pid) + "\"";
-  }
+  Exposition() = default;
   // Every sample of a family must follow its HELP and TYPE lines, contiguously.
   void family(const char* name, const char* type, const char* help) {
     out_ += "# HELP ";
@@ -32,11 +27,7 @@ class Exposition {
   void sample(const char* name, const std::string& labels, double value) {
     out_ += name;
     out_ += '{';
-    out_ += common_;
-    if (!labels.empty()) {
-      out_ += ',';
-      out_ += labels;
-    }
+    out_ += labels;
     char buf[40];
     std::snprintf(buf, sizeof(buf), "} %.17g\n", value);
     out_ += buf;
@@ -44,7 +35,6 @@ class Exposition {
   std::string take() { return std::move(out_); }
 
  private:
-  std::string common_;
   std::string out_;
 };
 
@@ -57,8 +47,7 @@ std::string label(const char* key, const char* value) {
 }
 
 std::string commLabels(const ProfilerContext& ctx) {
-  return label("comm_id", commTag(ctx.commId).c_str()) + "," +
-         label("comm_name", ctx.name.c_str()) + "," +
+  return label("comm", ctx.state->label.c_str()) + "," +
          label("rank", std::to_string(ctx.rank).c_str()) + "," +
          label("n_ranks", std::to_string(ctx.nRanks).c_str());
 }
@@ -69,15 +58,27 @@ std::string armLabels(const ProfilerContext& ctx, const ArmStats& a) {
          label("algo", algoName(a.key.algo)) + "," + label("proto", protoName(a.key.proto));
 }
 
-std::string railLabels(const telemetry::RailSnapshot& r) {
-  return label("rail", r.identity.name) + "," + label("transport", r.identity.transport) + "," +
+std::string railLabels(const std::string& process, const telemetry::RailSnapshot& r) {
+  return process + "," + label("rail", r.identity.name) + "," +
+         label("transport", r.identity.transport) + "," +
          label("device", std::to_string(r.identity.device).c_str());
 }
 
 }  // namespace
 
 std::string renderPrometheus(const PrometheusInput& in) {
-  Exposition x(in);
+  Exposition x;
+  const std::string process = label("process_rank", std::to_string(in.processRank).c_str());
+  x.family("nccl_autopilot_process_info", "gauge",
+           "Always 1: the host and library version of the process writing this file.");
+  x.sample("nccl_autopilot_process_info",
+           process + "," + label("hostname", in.hostname.c_str()) + "," +
+               label("version", in.version.c_str()),
+           1.0);
+  x.family("nccl_autopilot_process_start_time_seconds", "gauge",
+           "When the process loaded the profiler (Unix time): a change means a restart.");
+  x.sample("nccl_autopilot_process_start_time_seconds", process, in.startTimeSeconds);
+
   struct ArmMetric {
     const char* name;
     const char* type;
@@ -111,7 +112,7 @@ std::string renderPrometheus(const PrometheusInput& in) {
   for (const ArmMetric& m : kArmMetrics) {
     x.family(m.name, m.type, m.help);
     for (const ProfilerContext* ctx : in.contexts) {
-      if (!ctx->state) continue;
+      if (!ctx->state) continue;  // no service state: no stats, no label
       for (const ArmStats* a : ctx->state->stats.byTotalTime()) {
         x.sample(m.name, armLabels(*ctx, *a), m.value(*a));
       }
@@ -121,6 +122,7 @@ std::string renderPrometheus(const PrometheusInput& in) {
   x.family("nccl_autopilot_profiler_events_dropped_total", "counter",
            "Profiler events or samples dropped because a bounded pool or queue was full.");
   for (const ProfilerContext* ctx : in.contexts) {
+    if (!ctx->state) continue;
     const ContextCounters& c = ctx->counters;
     std::pair<const char*, uint64_t> reasons[] = {
         {"coll_pool_full", c.collPoolFull.load()},
@@ -134,6 +136,36 @@ std::string renderPrometheus(const PrometheusInput& in) {
                commLabels(*ctx) + "," + label("reason", reason), double(value));
     }
   }
+  x.family("nccl_autopilot_export_records_dropped_total", "counter",
+           "Records missing from a trace or Inspector file: past its bound, or lost to a failed "
+           "write.");
+  for (const ProfilerContext* ctx : in.contexts) {
+    if (!ctx->state) continue;
+    const ContextState& st = *ctx->state;
+    if (st.trace) {
+      x.sample("nccl_autopilot_export_records_dropped_total",
+               commLabels(*ctx) + "," + label("export", "trace"), double(st.trace->dropped()));
+    }
+    if (st.inspector) {
+      x.sample("nccl_autopilot_export_records_dropped_total",
+               commLabels(*ctx) + "," + label("export", "inspector"),
+               double(st.inspector->dropped()));
+    }
+  }
+  x.family("nccl_autopilot_export_write_errors_total", "counter",
+           "Failed writes: rewrites of this Prometheus file, trace and Inspector files given up.");
+  std::pair<const char*, uint64_t> failures[] = {{"prometheus", in.losses.prometheusWriteErrors},
+                                                 {"trace", in.losses.traceFilesFailed},
+                                                 {"inspector", in.losses.inspectorFilesFailed}};
+  for (const auto& [what, value] : failures) {
+    x.sample("nccl_autopilot_export_write_errors_total", process + "," + label("export", what),
+             double(value));
+  }
+  x.family("nccl_autopilot_journal_events_overwritten_total", "counter",
+           "Plugin events (failovers, decisions) overwritten in the bounded journal before the "
+           "profiler read them (missing from the trace and the summary).");
+  x.sample("nccl_autopilot_journal_events_overwritten_total", process,
+           double(in.losses.journalOverwritten));
 
   struct RailMetric {
     const char* name;
@@ -162,14 +194,14 @@ std::string renderPrometheus(const PrometheusInput& in) {
   for (const RailMetric& m : kRailMetrics) {
     x.family(m.name, m.type, m.help);
     for (size_t i = 0; i < in.nRails; ++i)
-      x.sample(m.name, railLabels(in.rails[i]), m.value(in.rails[i]));
+      x.sample(m.name, railLabels(process, in.rails[i]), m.value(in.rails[i]));
   }
   x.family("nccl_autopilot_rail_throughput_bytes_per_second", "gauge",
            "Bytes moved on the rail per second over the profiler's last interval.");
   for (size_t i = 0; i < in.nRails; ++i) {
     const telemetry::RailSnapshot& r = in.rails[i];
     double v = size_t(r.id) < in.nRailThroughput ? in.railThroughput[r.id] : 0.0;
-    x.sample("nccl_autopilot_rail_throughput_bytes_per_second", railLabels(r), v);
+    x.sample("nccl_autopilot_rail_throughput_bytes_per_second", railLabels(process, r), v);
   }
   x.family("nccl_autopilot_rail_state", "gauge", "Rail state (1 for the current state).");
   for (size_t i = 0; i < in.nRails; ++i) {
@@ -177,7 +209,7 @@ std::string renderPrometheus(const PrometheusInput& in) {
     for (int s = 0; s < telemetry::kNumRailStates; ++s) {
       auto state = telemetry::RailState(s);
       x.sample("nccl_autopilot_rail_state",
-               railLabels(r) + "," + label("state", telemetry::railStateName(state)),
+               railLabels(process, r) + "," + label("state", telemetry::railStateName(state)),
                r.state == state ? 1.0 : 0.0);
     }
   }

@@ -4,6 +4,11 @@
 // power-of-two size bucket, algorithm and protocol (what NCCL Inspector exports, plus the arm);
 // rail metrics (bytes, bandwidth, state, failovers) are what Inspector lacks. Base units only
 // (seconds, bytes), counters end in _total.
+//
+// Labels are stable across restarts of a job (docs/prometheus.md): a communicator is named by
+// its commName or its creation order in the process, never by its commId, and process-level
+// series by the process's rank in its first communicator, never by the pid; the host is the
+// scrape's `instance` and appears only in the one info series.
 #pragma once
 
 #include <cstddef>
@@ -15,14 +20,26 @@
 
 namespace autopilot::profiler {
 
+// Records the profiler could not export, for the process (per-communicator losses are in the
+// contexts' counters and writers).
+struct ExportLosses {
+  uint64_t prometheusWriteErrors = 0;  // rewrites of this file that failed
+  uint64_t traceFilesFailed = 0;       // trace files removed after a failed write, ever
+  uint64_t inspectorFilesFailed = 0;   // Inspector files cut after a failed write, ever
+  uint64_t journalOverwritten = 0;     // journal events overwritten before being read
+};
+
 struct PrometheusInput {
   std::string hostname;
-  int pid = 0;
-  std::vector<const ProfilerContext*> contexts;  // each with its service state
+  std::string version;
+  int processRank = 0;          // the process's rank in its first communicator
+  double startTimeSeconds = 0;  // wall clock (Unix seconds) when the process loaded the profiler
+  std::vector<const ProfilerContext*> contexts;  // each with its service state (and its label)
   const telemetry::RailSnapshot* rails = nullptr;
   size_t nRails = 0;
   const double* railThroughput = nullptr;  // bytes/s over the last interval, per rail id
   size_t nRailThroughput = 0;
+  ExportLosses losses;
 };
 
 std::string renderPrometheus(const PrometheusInput& in);

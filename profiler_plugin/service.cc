@@ -11,6 +11,7 @@
 #include <ctime>
 #include <set>
 
+#include "autopilot_version.h"
 #include "common/clock.h"
 #include "common/comm_tag.h"
 #include "common/log.h"
@@ -54,10 +55,16 @@ params::IntParam gInspectorMaxRecords(
     "Collectives written per Inspector JSON file; later ones are counted only.");
 params::StringParam gPromFile(
     "NCCL_AUTOPILOT_PROM_FILE", "",
-    "Prometheus text file for node_exporter's textfile collector, one per process (use %p or "
-    "%h, and the .prom extension); empty = off.");
+    "Prometheus text file for node_exporter's textfile collector, one per process (use %r, the "
+    "process's rank in its first communicator, so that a restarted job rewrites its own file; "
+    "and the .prom extension); empty = off.");
 params::IntParam gPromIntervalMs("NCCL_AUTOPILOT_PROM_INTERVAL_MS", 10000, 100, 3600000,
                                  "Rewrite period of the Prometheus file.");
+params::BoolParam gPromKeep(
+    "NCCL_AUTOPILOT_PROM_KEEP", false,
+    "Keep the Prometheus file after the process's last communicator is finalized (to read the "
+    "final values after the job). 0 removes it then: a stale file would duplicate the series of "
+    "the job's next run.");
 
 std::string hexId(uint64_t id) {
   char buf[32];
@@ -109,6 +116,9 @@ ProfilerService::ProfilerService() {
   journal::EventJournal::instance();
   telemetry::RailRegistry::instance();
   registerForkHandlers({&prepareFork, &parentAfterFork, &childAfterFork});
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  startTimeSeconds_ = double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
 }
 
 ProfilerService::~ProfilerService() {
@@ -123,7 +133,10 @@ ProfilerService::~ProfilerService() {
     if (ctx->state->trace) ctx->state->trace->close();
     if (ctx->state->inspector) ctx->state->inspector->close();
   }
-  if (!live_.empty()) writePrometheusLocked();
+  if (!live_.empty()) {
+    writePrometheusLocked();
+    retirePrometheusLocked();
+  }
   live_.clear();
 }
 
@@ -193,8 +206,11 @@ void ProfilerService::attach(ProfilerContext* ctx) {
         AP_INFO(kFlags, "profiler: Inspector JSON lines of comm %s -> %s",
                 hexId(ctx->commId).c_str(), path.c_str());
     }
+    state->label = labelFor(*ctx);
+    ++attached_;
     if (prometheusPath_.empty() && !gPromFile.get().empty()) {
       prometheusPath_ = expandPathPattern(gPromFile.get(), fields);
+      processRank_ = ctx->rank;  // what %r gave the path
       AP_INFO(kFlags, "profiler: Prometheus metrics -> %s every %lld ms", prometheusPath_.c_str(),
               static_cast<long long>(gPromIntervalMs.get()));
     }
@@ -238,11 +254,34 @@ void ProfilerService::detach(ProfilerContext* ctx) {
         }
       }
       if (ctx->state->inspector) ctx->state->inspector->close();
+      if (ctx->state->trace && ctx->state->trace->failed()) ++traceFilesFailed_;
+      if (ctx->state->inspector && ctx->state->inspector->failed()) ++inspectorFilesFailed_;
     }
     last = live_.empty();
-    if (last) prometheusPath_.clear();
+    if (last) retirePrometheusLocked();
   }
   if (last) stopThread(lifecycle);
+}
+
+std::string ProfilerService::labelFor(const ProfilerContext& ctx) const {
+  std::string label = ctx.name.empty() ? "comm" + std::to_string(attached_) : ctx.name;
+  // Two live communicators of this process under one name (and rank) would give one series
+  // two values: the later one is told apart by its creation order.
+  for (const ProfilerContext* other : live_) {
+    if (other->state && other->state->label == label && other->rank == ctx.rank) {
+      return label + "#" + std::to_string(attached_);
+    }
+  }
+  return label;
+}
+
+void ProfilerService::retirePrometheusLocked() {
+  if (prometheusPath_.empty()) return;
+  if (!gPromKeep.get() && ::unlink(prometheusPath_.c_str()) != 0 && errno != ENOENT) {
+    AP_WARN(kFlags, "profiler: cannot remove the Prometheus file %s: %s", prometheusPath_.c_str(),
+            std::strerror(errno));
+  }
+  prometheusPath_.clear();
 }
 
 void ProfilerService::stopThread(std::unique_lock<std::mutex>& lifecycle) {
@@ -388,7 +427,10 @@ void ProfilerService::railsLocked(uint64_t nowNs) {
 void ProfilerService::journalLocked() {
   journal::Event events[64];
   size_t n;
+  uint64_t expected = journalCursor_ + 1;
   while ((n = journal::EventJournal::instance().readSince(&journalCursor_, events, 64)) > 0) {
+    if (events[0].seq > expected) journalMissed_ += events[0].seq - expected;
+    expected = journalCursor_ + 1;
     for (size_t i = 0; i < n; ++i) {
       const journal::Event& e = events[i];
       recentJournal_.push_back(e);
@@ -409,8 +451,19 @@ void ProfilerService::writePrometheusLocked() {
   telemetry::RailSnapshot snap[telemetry::kMaxRails];
   PrometheusInput in;
   in.hostname = hostName();
-  in.pid = int(getpid());
-  for (const ProfilerContext* ctx : live_) in.contexts.push_back(ctx);
+  in.version = AUTOPILOT_VERSION_STRING;
+  in.processRank = processRank_;
+  in.startTimeSeconds = startTimeSeconds_;
+  in.losses.prometheusWriteErrors = promWriteErrors_;
+  in.losses.traceFilesFailed = traceFilesFailed_;
+  in.losses.inspectorFilesFailed = inspectorFilesFailed_;
+  in.losses.journalOverwritten = journalMissed_;
+  for (const ProfilerContext* ctx : live_) {
+    in.contexts.push_back(ctx);
+    if (!ctx->state) continue;
+    if (ctx->state->trace && ctx->state->trace->failed()) ++in.losses.traceFilesFailed;
+    if (ctx->state->inspector && ctx->state->inspector->failed()) ++in.losses.inspectorFilesFailed;
+  }
   in.nRails =
       telemetry::RailRegistry::instance().snapshot(snap, telemetry::kMaxRails, monotonicNs());
   in.rails = snap;

@@ -49,6 +49,9 @@ struct ContextState {
   std::unique_ptr<InspectorWriter> inspector;
   std::deque<LatencyShiftEvent> shifts;  // the latest kMaxShifts, for the summary
   uint64_t attachedAtNs = 0;
+  // The communicator's `comm` label in the Prometheus file: its commName, or "comm<k>" for the
+  // k-th communicator this process attached (stable across restarts of the same job).
+  std::string label;
   static constexpr size_t kMaxShifts = 64;
 };
 
@@ -77,6 +80,10 @@ class ProfilerService {
   void railsLocked(uint64_t nowNs);
   void journalLocked();
   void writePrometheusLocked();
+  // The last communicator left (or the process exits): the file goes, unless
+  // NCCL_AUTOPILOT_PROM_KEEP asks to keep it.
+  void retirePrometheusLocked();
+  std::string labelFor(const ProfilerContext& ctx) const;
   void summaryLocked(const ProfilerContext& ctx, uint64_t nowNs);
   void stopThread(std::unique_lock<std::mutex>& lifecycle);
 
@@ -95,6 +102,12 @@ class ProfilerService {
   static constexpr size_t kRecentJournal = 512;
   uint64_t lastPrometheusNs_ = 0;
   uint64_t promWriteErrors_ = 0;
+  uint64_t journalMissed_ = 0;         // events overwritten before this thread read them
+  uint64_t traceFilesFailed_ = 0;      // of communicators that left
+  uint64_t inspectorFilesFailed_ = 0;  // of communicators that left
+  uint64_t attached_ = 0;              // communicators attached since the library loaded
+  int processRank_ = 0;                // the rank of the communicator that opened the file
+  double startTimeSeconds_ = 0;        // wall clock at load
   std::string prometheusPath_;
 };
 

@@ -60,7 +60,10 @@ TraceWriter::TraceWriter(std::FILE* file, std::string path, uint64_t maxEvents)
 TraceWriter::~TraceWriter() { close(); }
 
 bool TraceWriter::admit() {
-  if (file_ == nullptr) return false;
+  if (file_ == nullptr) {
+    if (failed_) ++dropped_;  // lost to the failed write, not silently
+    return false;
+  }
   if (written_ >= maxEvents_) {
     ++dropped_;
     return false;
@@ -87,6 +90,8 @@ void TraceWriter::fail() {
   ::unlink(path_.c_str());
   file_ = nullptr;
   failed_ = true;
+  dropped_ += written_;  // the removed file held them
+  written_ = 0;
 }
 
 void TraceWriter::nameTrack(int tid, const std::string& name) {
@@ -246,6 +251,8 @@ void TraceWriter::close() {
             path_.c_str(), std::strerror(errno));
     ::unlink(path_.c_str());
     failed_ = true;
+    dropped_ += written_;
+    written_ = 0;
   }
   file_ = nullptr;
 }

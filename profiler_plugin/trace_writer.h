@@ -42,6 +42,7 @@ class TraceWriter {
 
   const std::string& path() const { return path_; }
   uint64_t written() const { return written_; }
+  // Events not in the file: past the bound, or lost with a file removed after a failed write.
   uint64_t dropped() const { return dropped_; }
   bool failed() const { return failed_; }
 

@@ -272,6 +272,7 @@ def mode_env(mode, lib_dir, out_dir, tag, args):
     if "profiler" in selected:
         env["NCCL_AUTOPILOT_PROM_FILE"] = os.path.join(out_dir, tag + ".%p.prom")
         env["NCCL_AUTOPILOT_PROM_INTERVAL_MS"] = "500"
+        env["NCCL_AUTOPILOT_PROM_KEEP"] = "1"  # read after the run
     return env
 
 

@@ -194,12 +194,12 @@ class NcclLog(unittest.TestCase):
 
 
 PROM = """# HELP nccl_autopilot_rail_failovers_total x
-nccl_autopilot_rail_failovers_total{hostname="h",pid="1",rail="127.0.0.2",transport="tcp",device="0"} 1
-nccl_autopilot_rail_state{hostname="h",pid="1",rail="127.0.0.2",transport="tcp",device="0",state="healthy"} 1
-nccl_autopilot_rail_state{hostname="h",pid="1",rail="127.0.0.2",transport="tcp",device="0",state="failed"} 0
-nccl_autopilot_rail_sent_bytes_total{hostname="h",pid="1",rail="127.0.0.2",transport="tcp",device="0"} 1000
-nccl_autopilot_rail_share_ratio{hostname="h",pid="1",rail="127.0.0.2",transport="tcp",device="0"} 0.25
-nccl_autopilot_collective_count_total{hostname="h",pid="1",comm_id="0x1",comm_name="tp \\"g}\\"",rank="0",n_ranks="2",collective="AllReduce",size_bucket="1048576",algo="Ring",proto="Simple"} 12
+nccl_autopilot_rail_failovers_total{process_rank="1",rail="127.0.0.2",transport="tcp",device="0"} 1
+nccl_autopilot_rail_state{process_rank="1",rail="127.0.0.2",transport="tcp",device="0",state="healthy"} 1
+nccl_autopilot_rail_state{process_rank="1",rail="127.0.0.2",transport="tcp",device="0",state="failed"} 0
+nccl_autopilot_rail_sent_bytes_total{process_rank="1",rail="127.0.0.2",transport="tcp",device="0"} 1000
+nccl_autopilot_rail_share_ratio{process_rank="1",rail="127.0.0.2",transport="tcp",device="0"} 0.25
+nccl_autopilot_collective_count_total{comm="tp \\"g}\\"",rank="0",n_ranks="2",collective="AllReduce",size_bucket="1048576",algo="Ring",proto="Simple"} 12
 """
 
 
@@ -207,9 +207,10 @@ class Exports(unittest.TestCase):
     def test_prometheus_summed_over_processes(self):
         with tempfile.TemporaryDirectory() as d:
             paths = []
-            for i, text in enumerate((PROM, PROM.replace('pid="1"', 'pid="2"').replace(
-                    "share_ratio{hostname=\"h\",pid=\"2\",rail=\"127.0.0.2\",transport=\"tcp\","
-                    "device=\"0\"} 0.25", "share_ratio{hostname=\"h\",pid=\"2\",rail=\"127.0.0.2"
+            for i, text in enumerate((PROM, PROM.replace(
+                    'process_rank="1"', 'process_rank="2"').replace(
+                    "share_ratio{process_rank=\"2\",rail=\"127.0.0.2\",transport=\"tcp\","
+                    "device=\"0\"} 0.25", "share_ratio{process_rank=\"2\",rail=\"127.0.0.2"
                     "\",transport=\"tcp\",device=\"0\"} 0.75"))):
                 paths.append(os.path.join(d, "%d.prom" % i))
                 with open(paths[-1], "w") as f:

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -142,6 +143,7 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
   ctx.nRanks = 8;
   ctx.name = "tp \"group\"\n1";  // hostile characters end up escaped
   ctx.state = std::make_unique<ContextState>(8);
+  ctx.state->label = ctx.name;
   for (int i = 0; i < 10; ++i) ctx.state->stats.add(4, 1, 2, 1 << 20, 100000, i, nullptr);
   ctx.state->stats.add(2, 0, 0, 4096, 8000, 0, nullptr);
   ctx.counters.collPoolFull = 5;
@@ -158,7 +160,11 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
   double throughput[2] = {1.5e9, 0};
   PrometheusInput in;
   in.hostname = "node-1";
-  in.pid = 42;
+  in.version = "1.2.3";
+  in.processRank = 5;
+  in.startTimeSeconds = 1.7e9;
+  in.losses.prometheusWriteErrors = 4;
+  in.losses.journalOverwritten = 7;
   in.contexts = {&ctx};
   in.rails = rails;
   in.nRails = 2;
@@ -167,19 +173,32 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
   std::string text = renderPrometheus(in);
   INFO(text);
   CHECK(test::checkExposition(text).empty());
-  CHECK(text.find("nccl_autopilot_collective_count_total{hostname=\"node-1\",pid=\"42\","
-                  "comm_id=\"" +
-                  commTag(0xfeed) +
-                  "\",comm_name=\"tp \\\"group\\\"\\n1\",rank=\"3\","
+  // Stable labels only: no pid, no commId, the host only in the info series.
+  CHECK(text.find("pid=") == std::string::npos);
+  CHECK(text.find(commTag(0xfeed)) == std::string::npos);
+  CHECK(text.find("hostname=") == text.rfind("hostname="));
+  CHECK(text.find("nccl_autopilot_process_info{process_rank=\"5\",hostname=\"node-1\","
+                  "version=\"1.2.3\"} 1\n") != std::string::npos);
+  CHECK(text.find("nccl_autopilot_process_start_time_seconds{process_rank=\"5\"} 1700000000\n") !=
+        std::string::npos);
+  CHECK(text.find("nccl_autopilot_collective_count_total{"
+                  "comm=\"tp \\\"group\\\"\\n1\",rank=\"3\","
                   "n_ranks=\"8\",collective=\"AllReduce\",size_bucket=\"1048576\","
                   "algo=\"Ring\",proto=\"Simple\"} 10\n") != std::string::npos);
+  // Every loss is a series, zero or not.
+  CHECK(text.find("nccl_autopilot_export_write_errors_total{process_rank=\"5\","
+                  "export=\"prometheus\"} 4\n") != std::string::npos);
+  CHECK(text.find("nccl_autopilot_export_write_errors_total{process_rank=\"5\","
+                  "export=\"trace\"} 0\n") != std::string::npos);
+  CHECK(text.find("nccl_autopilot_journal_events_overwritten_total{process_rank=\"5\"} 7\n") !=
+        std::string::npos);
   CHECK(text.find("nccl_autopilot_collective_exec_time_seconds{") != std::string::npos);
   CHECK(text.find("rail=\"eth0\",transport=\"tcp\",device=\"0\",state=\"failed\"} 1\n") !=
         std::string::npos);
-  CHECK(text.find("nccl_autopilot_rail_failovers_total{hostname=\"node-1\",pid=\"42\","
+  CHECK(text.find("nccl_autopilot_rail_failovers_total{process_rank=\"5\","
                   "rail=\"eth0\",transport=\"tcp\",device=\"0\"} 2\n") != std::string::npos);
   CHECK(text.find("reason=\"coll_pool_full\"} 5\n") != std::string::npos);
-  CHECK(text.find("nccl_autopilot_rail_throughput_bytes_per_second{hostname=\"node-1\",pid=\"42\","
+  CHECK(text.find("nccl_autopilot_rail_throughput_bytes_per_second{process_rank=\"5\","
                   "rail=\"eth0\",transport=\"tcp\",device=\"0\"} 1500000000\n") !=
         std::string::npos);
   // promtool (Debian's `prometheus` package) must agree.
@@ -273,10 +292,15 @@ TEST_CASE("exports: a planted symlink is refused, a write error leaves no partia
   int rc = withFileSizeLimit(8192, [&] {
     auto w = TraceWriter::open(dir + "/full.json", 1000000, ctx);
     if (!w) return 1;
-    for (int i = 0; i < 1000 && !w->failed(); ++i) w->collective(c, false);
+    int attempts = 0;
+    for (; attempts < 1000 && !w->failed(); ++attempts) w->collective(c, false);
     w->flush();
     w->close();
-    return w->failed() ? 0 : 2;
+    if (!w->failed()) return 2;
+    // Nothing is lost silently: every event is counted as dropped (the removed file held the
+    // written ones: the collectives and the process-name event of open), and so are later ones.
+    for (int i = 0; i < 5; ++i, ++attempts) w->collective(c, false);
+    return w->dropped() == uint64_t(attempts) + 1 && w->written() == 0 ? 0 : 3;
   });
   CHECK(rc == 0);
   CHECK(access((dir + "/full.json").c_str(), F_OK) != 0);
@@ -287,10 +311,14 @@ TEST_CASE("exports: a planted symlink is refused, a write error leaves no partia
     if (!w) return 1;
     for (int i = 0; i < 3; ++i) w->record(c, false, 1);
     w->flush();
-    for (int i = 0; i < 1000 && !w->failed(); ++i) w->record(c, false, 1);
+    int attempts = 3;
+    for (; attempts < 1000 && !w->failed(); ++attempts) w->record(c, false, 1);
     w->flush();
     w->close();
-    return w->failed() ? 0 : 2;
+    if (!w->failed()) return 2;
+    for (int i = 0; i < 5; ++i, ++attempts) w->record(c, false, 1);
+    // The 3 flushed lines stay; every other record is counted as dropped.
+    return w->written() == 3 && w->dropped() == uint64_t(attempts - 3) ? 0 : 3;
   });
   CHECK(rc == 0);
   std::FILE* f = std::fopen((dir + "/lines.jsonl").c_str(), "r");
@@ -302,5 +330,6 @@ TEST_CASE("exports: a planted symlink is refused, a write error leaves no partia
   std::fclose(f);
   CHECK(!all.empty());
   CHECK(all.back() == '\n');
+  CHECK(std::count(all.begin(), all.end(), '\n') == 3);
   CHECK(all.find("\"id\":\"" + commTag(0x51) + "\"") != std::string::npos);
 }

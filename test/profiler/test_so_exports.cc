@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "bench/profiler/nccl_replay.h"
 #include "common/comm_tag.h"
@@ -46,6 +48,7 @@ TEST_CASE("exports of the real library: trace, Inspector lines, Prometheus, summ
   ScopedEnv trace("NCCL_AUTOPILOT_TRACE_FILE", dir + "/trace-r%r.json");
   ScopedEnv inspector("NCCL_AUTOPILOT_INSPECTOR_FILE", dir + "/inspector-r%r.jsonl");
   ScopedEnv prom("NCCL_AUTOPILOT_PROM_FILE", dir + "/autopilot-%p.prom");
+  ScopedEnv keep("NCCL_AUTOPILOT_PROM_KEEP", "1");           // read after finalize
   ScopedEnv events("NCCL_AUTOPILOT_PROFILER_EVENTS", "74");  // Coll | KernelCh | ProxyOp
   host::LogCapture::clear();
   constexpr uint64_t kGpuUs = 80;
@@ -102,10 +105,11 @@ TEST_CASE("exports of the real library: trace, Inspector lines, Prometheus, summ
   std::string text = readFile(promPath);
   INFO(text);
   CHECK(test::checkExposition(text).empty());
-  CHECK(text.find("comm_id=\"" + commTag(0xabcdef) +
-                  "\",comm_name=\"exports \\\"test\\\"\",rank=\"3\","
+  CHECK(text.find("{comm=\"exports \\\"test\\\"\",rank=\"3\","
                   "n_ranks=\"4\",collective=\"AllReduce\",size_bucket=\"4194304\",algo=\"Ring\","
                   "proto=\"Simple\"} 300\n") != std::string::npos);
+  CHECK(text.find("nccl_autopilot_export_records_dropped_total{comm=\"exports \\\"test\\\"\","
+                  "rank=\"3\",n_ranks=\"4\",export=\"trace\"} 0\n") != std::string::npos);
   CHECK(text.find("nccl_autopilot_collective_latency_shifts_total{") != std::string::npos);
   if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
     std::string lint = test::runCommand("promtool check metrics < " + promPath + " 2>&1", &status);
@@ -201,6 +205,7 @@ TEST_CASE("symlinks planted at the export paths are never followed", "[exports][
   ScopedEnv trace("NCCL_AUTOPILOT_TRACE_FILE", dir + "/trace.json");
   ScopedEnv insp("NCCL_AUTOPILOT_INSPECTOR_FILE", dir + "/insp.jsonl");
   ScopedEnv prom("NCCL_AUTOPILOT_PROM_FILE", dir + "/metrics.prom");
+  ScopedEnv keep("NCCL_AUTOPILOT_PROM_KEEP", "1");
   host::LogCapture::clear();
   {
     host::PluginHost::Options o;
@@ -225,4 +230,65 @@ TEST_CASE("symlinks planted at the export paths are never followed", "[exports][
   CHECK(host::LogCapture::count(abi::kLogInfo, "1 collectives completed") == 1);  // still measuring
   int rmStatus = 0;
   test::runCommand("rm -rf '" + dir + "'", &rmStatus);
+}
+
+TEST_CASE("Prometheus series survive a restart: stable labels, the file removed at finalize",
+          "[exports]") {
+  std::string dir = "/tmp/ap-prof-stable-" + std::to_string(getpid());
+  REQUIRE(mkdir(dir.c_str(), 0755) == 0);
+  ScopedEnv prom("NCCL_AUTOPILOT_PROM_FILE", dir + "/nccl-autopilot-r%r.prom");
+  std::string path = dir + "/nccl-autopilot-r2.prom";
+  std::string runs[2];
+  for (std::string& text : runs) {  // the same job twice: new pids, new commIds
+    host::PluginHost::Options o;
+    o.profilerPlugin = "autopilot";
+    host::PluginHost h(o);
+    REQUIRE(h.loadProfiler());
+    host::CommSession::Config a, b;
+    a.commId = 0x1000 + uint64_t(&text - runs);
+    a.rank = 2;
+    a.nRanks = 4;
+    b = a;
+    b.commId += 0x100;  // a second unnamed communicator, same rank
+    host::CommSession sa(h, a), sb(h, b);
+    REQUIRE(sa.init() == abi::kSuccess);
+    REQUIRE(sb.init() == abi::kSuccess);
+    replay::Replayer ra(h.profiler(), sa.profilerContext(), h.activationMask());
+    replay::Replayer rb(h.profiler(), sb.profilerContext(), h.activationMask());
+    ra.collective(replay::CollSpec{}, 10, 1000);
+    rb.collective(replay::CollSpec{}, 20, 1000);
+    sa.finalize();  // its final values are written while the other is still live
+    text = readFile(path);
+    sb.finalize();
+    // The last finalize removes the file: a restarted job must not find it beside its own.
+    struct stat st;
+    CHECK(stat(path.c_str(), &st) != 0);
+  }
+  INFO(runs[0]);
+  CHECK(test::checkExposition(runs[0]).empty());
+  CHECK(runs[0].find("nccl_autopilot_collective_count_total{comm=\"comm0\",rank=\"2\"") !=
+        std::string::npos);
+  CHECK(runs[0].find("nccl_autopilot_profiler_events_dropped_total{comm=\"comm1\",rank=\"2\"") !=
+        std::string::npos);
+  CHECK(runs[0].find("nccl_autopilot_process_info{process_rank=\"2\",hostname=") !=
+        std::string::npos);
+  // The same series (names and labels) in both runs; only the start time may differ.
+  auto seriesOf = [](const std::string& text) {
+    std::vector<std::string> series;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      // comm1's collectives appear once the service thread has drained them: timing, not labels.
+      if (line.find("_collective_") != std::string::npos &&
+          line.find("comm=\"comm1\"") != std::string::npos) {
+        continue;
+      }
+      series.push_back(line.substr(0, line.rfind(' ')));
+    }
+    std::sort(series.begin(), series.end());
+    return series;
+  };
+  CHECK(seriesOf(runs[0]) == seriesOf(runs[1]));
+  CHECK(runs[0].find("pid=") == std::string::npos);
+  CHECK(rmdir(dir.c_str()) == 0);
 }
