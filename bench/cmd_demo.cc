@@ -318,7 +318,7 @@ std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* c
       // The profiler's exports: a Perfetto trace per rank, and the Prometheus file from which
       // the demo reads the net plugin's rail counters (failovers, recoveries).
       {"NCCL_AUTOPILOT_TRACE_FILE", modeDir + "/trace-rank%r.json"},
-      {"NCCL_AUTOPILOT_PROM_FILE", modeDir + "/metrics-%p.prom"},
+      {"NCCL_AUTOPILOT_PROM_FILE", modeDir + "/metrics-rank%r.prom"},
       {"NCCL_AUTOPILOT_PROM_INTERVAL_MS", "250"},
       {"NCCL_AUTOPILOT_PROM_KEEP", "1"},  // read after the ranks exit
       {"NCCL_NET_PLUGIN", "autopilot"},

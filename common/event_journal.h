@@ -26,6 +26,22 @@ struct Event {
   char detail[104];  // human-readable, NUL-terminated
 };
 
+// Every kind the plugins record: the profiler's Prometheus export writes each one at 0 until it
+// first happens, so that rate() and increase() see the first occurrence. A kind missing here is
+// still counted, from its first occurrence on.
+struct KnownKind {
+  Source source;
+  const char* kind;
+};
+inline constexpr KnownKind kKnownKinds[] = {
+    {Source::kNet, "rail_failed"},        {Source::kNet, "rail_degraded"},
+    {Source::kNet, "rail_recovered"},     {Source::kNet, "rail_rejoined"},
+    {Source::kNet, "rail_healthy"},       {Source::kNet, "port_down"},
+    {Source::kNet, "port_active"},        {Source::kTuner, "tuner_choice"},
+    {Source::kTuner, "tuner_frozen"},     {Source::kProfiler, "latency_shift"},
+    {Source::kProfiler, "rail_bw_shift"},
+};
+
 class EventJournal {
  public:
   static constexpr size_t kCapacity = 4096;

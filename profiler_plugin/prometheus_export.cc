@@ -161,6 +161,14 @@ std::string renderPrometheus(const PrometheusInput& in) {
     x.sample("nccl_autopilot_export_write_errors_total", process + "," + label("export", what),
              double(value));
   }
+  x.family("nccl_autopilot_plugin_events_total", "counter",
+           "Decisions and state changes our plugins recorded (e.g. source net, kind rail_failed; "
+           "source tuner, kind tuner_choice).");
+  for (const EventCount& e : in.events) {
+    x.sample("nccl_autopilot_plugin_events_total",
+             process + "," + label("source", e.source) + "," + label("kind", e.kind.c_str()),
+             double(e.count));
+  }
   x.family("nccl_autopilot_journal_events_overwritten_total", "counter",
            "Plugin events (failovers, decisions) overwritten in the bounded journal before the "
            "profiler read them (missing from the trace and the summary).");

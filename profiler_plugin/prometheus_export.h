@@ -29,6 +29,14 @@ struct ExportLosses {
   uint64_t journalOverwritten = 0;     // journal events overwritten before being read
 };
 
+// How many times a plugin journalled one kind of event (rail failed, tuner choice changed, ...):
+// the kinds are a small fixed set of tags in the code, so the series stay few.
+struct EventCount {
+  const char* source;  // journal::sourceName
+  std::string kind;
+  uint64_t count;
+};
+
 struct PrometheusInput {
   std::string hostname;
   std::string version;
@@ -40,6 +48,7 @@ struct PrometheusInput {
   const double* railThroughput = nullptr;  // bytes/s over the last interval, per rail id
   size_t nRailThroughput = 0;
   ExportLosses losses;
+  std::vector<EventCount> events;
 };
 
 std::string renderPrometheus(const PrometheusInput& in);

@@ -116,6 +116,8 @@ ProfilerService::ProfilerService() {
   journal::EventJournal::instance();
   telemetry::RailRegistry::instance();
   registerForkHandlers({&prepareFork, &parentAfterFork, &childAfterFork});
+  for (const journal::KnownKind& k : journal::kKnownKinds)
+    eventCounts_[{int(k.source), k.kind}] = 0;
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   startTimeSeconds_ = double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
@@ -433,6 +435,7 @@ void ProfilerService::journalLocked() {
     expected = journalCursor_ + 1;
     for (size_t i = 0; i < n; ++i) {
       const journal::Event& e = events[i];
+      ++eventCounts_[{int(e.source), std::string(e.kind, strnlen(e.kind, sizeof(e.kind)))}];
       recentJournal_.push_back(e);
       if (recentJournal_.size() > kRecentJournal) recentJournal_.pop_front();
       for (ProfilerContext* ctx : live_) {
@@ -458,6 +461,9 @@ void ProfilerService::writePrometheusLocked() {
   in.losses.traceFilesFailed = traceFilesFailed_;
   in.losses.inspectorFilesFailed = inspectorFilesFailed_;
   in.losses.journalOverwritten = journalMissed_;
+  for (const auto& [key, count] : eventCounts_) {
+    in.events.push_back({journal::sourceName(journal::Source(key.first)), key.second, count});
+  }
   for (const ProfilerContext* ctx : live_) {
     in.contexts.push_back(ctx);
     if (!ctx->state) continue;

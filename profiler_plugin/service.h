@@ -18,9 +18,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/event_journal.h"
@@ -102,7 +104,9 @@ class ProfilerService {
   static constexpr size_t kRecentJournal = 512;
   uint64_t lastPrometheusNs_ = 0;
   uint64_t promWriteErrors_ = 0;
-  uint64_t journalMissed_ = 0;         // events overwritten before this thread read them
+  uint64_t journalMissed_ = 0;  // events overwritten before this thread read them
+  // Journal events read, per (source, kind): a few dozen kinds exist, so this stays small.
+  std::map<std::pair<int, std::string>, uint64_t> eventCounts_;
   uint64_t traceFilesFailed_ = 0;      // of communicators that left
   uint64_t inspectorFilesFailed_ = 0;  // of communicators that left
   uint64_t attached_ = 0;              // communicators attached since the library loaded

@@ -165,6 +165,7 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
   in.startTimeSeconds = 1.7e9;
   in.losses.prometheusWriteErrors = 4;
   in.losses.journalOverwritten = 7;
+  in.events = {{"net", "rail_failed", 3}, {"tuner", "tuner_choice", 2}};
   in.contexts = {&ctx};
   in.rails = rails;
   in.nRails = 2;
@@ -190,6 +191,8 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
                   "export=\"prometheus\"} 4\n") != std::string::npos);
   CHECK(text.find("nccl_autopilot_export_write_errors_total{process_rank=\"5\","
                   "export=\"trace\"} 0\n") != std::string::npos);
+  CHECK(text.find("nccl_autopilot_plugin_events_total{process_rank=\"5\",source=\"net\","
+                  "kind=\"rail_failed\"} 3\n") != std::string::npos);
   CHECK(text.find("nccl_autopilot_journal_events_overwritten_total{process_rank=\"5\"} 7\n") !=
         std::string::npos);
   CHECK(text.find("nccl_autopilot_collective_exec_time_seconds{") != std::string::npos);
