@@ -18,13 +18,16 @@ JOBS=${AUTOPILOT_JOBS:-$(nproc)}
 # promtool checks the profiler's exposition files (profiler_unit_tests, profiler_so_tests; about
 # 19 MB to download). valgrind: callgrind instruction counts of the profiler and tuner overhead
 # checks (profbench_quick, tuner_tunerbench_smoke; about 22 MB with libc6-dbg).
+# prometheus-node-exporter: the textfile collector in the monitoring-stack test (CTest
+# monitoring_stack, with prometheus; about 4 MB; its service is not started by the test).
 # nlohmann-json3-dev: the tool's JSON reader (model/json_value.cc; never in the plugin library).
 # libcli11-dev: the tool's command-line parsing (bench/cli_args.h; header-only, tool only).
 # clang-format: the layout check of every C++ file (CTest format_check, .clang-format).
 PACKAGES=(cmake make g++ binutils pkg-config catch2 libibverbs-dev ibverbs-providers libsimgrid-dev
           libeigen3-dev iproute2 iperf3 python3 python3-matplotlib clang libclang-rt-14-dev
           qemu-system-x86 busybox-static ibverbs-utils rdma-core cpio python3-torch rpm
-          prometheus valgrind nlohmann-json3-dev libcli11-dev clang-format)
+          prometheus prometheus-node-exporter valgrind nlohmann-json3-dev libcli11-dev
+          clang-format)
 
 log() { printf '\n== %s\n' "$*" >&2; }
 

@@ -1,7 +1,7 @@
 # What `cmake --install` (and so cpack's DEB and RPM) puts in the two packages: the runtime
 # component's library (with the tuner and profiler names as symlinks to it) is stripped and
 # points at its debug file (.gnu_debuglink), which the debug component installs in lib/.debug;
-# the tool is stripped too.
+# the tool is stripped too; the Grafana dashboard is in share/.
 cmake_minimum_required(VERSION 3.25)
 file(REMOVE_RECURSE ${OUT})
 foreach(component runtime debug)
@@ -13,7 +13,8 @@ foreach(component runtime debug)
 endforeach()
 set(lib ${OUT}/runtime/${LIBDIR}/libnccl-net-autopilot.so)
 set(dbg ${OUT}/debug/${LIBDIR}/.debug/libnccl-net-autopilot.so.debug)
-foreach(f ${lib} ${dbg} ${OUT}/runtime/bin/autopilot)
+foreach(f ${lib} ${dbg} ${OUT}/runtime/bin/autopilot
+          ${OUT}/runtime/share/nccl-autopilot/grafana/nccl-autopilot.json)
   if(NOT EXISTS ${f})
     message(FATAL_ERROR "missing: ${f}")
   endif()

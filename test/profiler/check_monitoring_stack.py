@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""CTest monitoring_stack: the profiler's Prometheus files in the stack operators run.
+
+Starts Debian's prometheus-node-exporter (textfile collector only) on the folder where the quick
+demo's closed loop writes its Prometheus files, and prometheus scraping it every second (both on
+127.0.0.1, ephemeral ports, data in a temporary folder, stopped at the end). While the demo runs,
+the rail series must show up live; afterwards every series docs/prometheus.md lists must be in
+Prometheus with exactly the documented labels (plus the scrape's `instance` and `job`) and
+plausible values, and every query of the Grafana dashboard (contrib/grafana/nccl-autopilot.json)
+must evaluate, with data, over the demo's time span.
+
+Usage: check_monitoring_stack.py AUTOPILOT_TOOL SOURCE_DIR. Exit 77 (skip) when the packages are
+missing; CTest counts that as a failure under CI=true (scripts/ap.sh installs them)."""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+SKIP = 77
+tool, src = sys.argv[1], sys.argv[2]
+node_exporter = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+prometheus = shutil.which("prometheus")
+if not node_exporter or not prometheus:
+    print("SKIP: prometheus-node-exporter and prometheus are needed (Debian packages of those "
+          "names; scripts/ap.sh installs them)")
+    sys.exit(SKIP)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def api(port, path, **params):
+    url = "http://127.0.0.1:%d/api/v1/%s?%s" % (port, path, urllib.parse.urlencode(params))
+    reply = json.loads(get(url, timeout=10))
+    if reply.get("status") != "success":
+        raise RuntimeError("%s: %s" % (url, reply))
+    return reply["data"]
+
+
+def documented_series(path):
+    """{metric: (type, [labels])} from docs/prometheus.md's "Every series" table; "same" repeats
+    the previous row's labels, ", x" after it adds x."""
+    series, previous = {}, []
+    in_table = False
+    for line in open(path):
+        if line.startswith("## Every series"):
+            in_table = True
+            continue
+        if not in_table or not line.startswith("| `nccl_autopilot_"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        name = cells[0].strip("`")
+        labels = re.findall(r"`(\w+)`", cells[2].split("same")[-1])
+        if cells[2].startswith("same"):
+            labels = previous + labels
+        series[name] = (cells[1], labels)
+        previous = labels
+    return series
+
+
+problems = []
+work = tempfile.mkdtemp(prefix="ap-monitoring-")
+procs = []
+try:
+    textfiles = os.path.join(work, "closed-loop")  # where the demo's closed loop writes
+    os.makedirs(textfiles)
+    ne_port, prom_port = free_port(), free_port()
+    procs.append(subprocess.Popen(
+        [node_exporter, "--web.listen-address=127.0.0.1:%d" % ne_port,
+         "--collector.disable-defaults", "--collector.textfile",
+         "--collector.textfile.directory=" + textfiles],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "node-exporter.log"), "w")))
+    config = os.path.join(work, "prometheus.yml")
+    with open(config, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                "scrape_configs:\n  - job_name: node\n    static_configs:\n"
+                "      - targets: ['127.0.0.1:%d']\n" % ne_port)
+    procs.append(subprocess.Popen(
+        [prometheus, "--config.file=" + config, "--storage.tsdb.path=" + os.path.join(work, "tsdb"),
+         "--web.listen-address=127.0.0.1:%d" % prom_port, "--log.level=warn"],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "prometheus.log"), "w")))
+    deadline = time.time() + 60
+    while True:
+        try:
+            get("http://127.0.0.1:%d/-/ready" % prom_port)
+            get("http://127.0.0.1:%d/metrics" % ne_port)
+            break
+        except OSError:
+            if time.time() > deadline or any(p.poll() is not None for p in procs):
+                sys.exit("prometheus or node-exporter did not start (logs in %s)" % work)
+            time.sleep(0.3)
+    print("node-exporter on 127.0.0.1:%d, prometheus on 127.0.0.1:%d" % (ne_port, prom_port))
+
+    # The demo: its closed loop only (loopback rails, faults simulated in the plugin), Prometheus
+    # files every 250 ms. While it runs, the rail series must reach Prometheus.
+    start = time.time()
+    demo = subprocess.Popen([tool, "demo", "--quick", "--no-plot", "--mode", "closed",
+                             "--no-netns", "--out", work],
+                            stdout=open(os.path.join(work, "demo.log"), "w"),
+                            stderr=subprocess.STDOUT)
+    live_at = None
+    while demo.poll() is None:
+        if live_at is None and api(prom_port, "query", query="nccl_autopilot_rail_state")["result"]:
+            live_at = time.time() - start
+        time.sleep(0.5)
+    end = time.time()
+    if demo.returncode != 0:
+        sys.exit("autopilot demo exited with %d (log: %s)" % (demo.returncode,
+                                                               os.path.join(work, "demo.log")))
+    if live_at is None:
+        problems.append("no rail series reached Prometheus while the demo ran")
+    else:
+        print("rail series live in Prometheus %.1f s after the demo started (it ran %.1f s)"
+              % (live_at, end - start))
+    time.sleep(3)  # a few scrapes of the final files (kept by the demo)
+
+    # Every documented series, with exactly its labels and a plausible value.
+    documented = documented_series(os.path.join(src, "docs", "prometheus.md"))
+    if len(documented) < 20:
+        problems.append("docs/prometheus.md lists only %d series" % len(documented))
+    values = {}
+    for name, (kind, labels) in sorted(documented.items()):
+        result = api(prom_port, "query", query=name)["result"]
+        if not result:
+            problems.append("%s: no series in Prometheus" % name)
+            continue
+        expected = set(labels) | {"__name__", "instance", "job"}
+        for s in result:
+            got = set(s["metric"])
+            if got != expected:
+                problems.append("%s: labels %s, documented %s" % (name, sorted(got - {"__name__"}),
+                                                                   sorted(expected - {"__name__"})))
+                break
+        vals = [float(s["value"][1]) for s in result]
+        values[name] = result
+        if any(v != v or v < 0 for v in vals):
+            problems.append("%s: negative or NaN value %s" % (name, vals))
+        if kind == "counter" and not name.endswith("_total"):
+            problems.append("%s: a counter not named _total" % name)
+    print("%d documented series checked" % len(documented))
+
+    def total(name, **match):
+        return sum(float(s["value"][1]) for s in values.get(name, [])
+                   if all(s["metric"].get(k) == v for k, v in match.items()))
+
+    ranks = {s["metric"].get("process_rank") for s in values.get("nccl_autopilot_process_info", [])}
+    if ranks != {"0", "1", "2", "3"}:
+        problems.append("process_info for process ranks %s, expected the demo's 4" % sorted(ranks))
+    if any(s["metric"].get("hostname") in (None, "") for s in values.get(
+            "nccl_autopilot_process_info", [])):
+        problems.append("process_info without a hostname")
+    for s in values.get("nccl_autopilot_process_start_time_seconds", []):
+        if not start - 120 < float(s["value"][1]) < end + 1:
+            problems.append("start time %s outside the demo's run" % s["value"][1])
+    checks = [
+        ("collectives completed", total("nccl_autopilot_collective_count_total") > 1000),
+        ("collective bytes", total("nccl_autopilot_collective_bytes_total") > 1e6),
+        ("bus bandwidth", total("nccl_autopilot_collective_bus_bandwidth_bytes_per_second") > 0),
+        ("rail bytes sent", total("nccl_autopilot_rail_sent_bytes_total") > 1e6),
+        ("rail bytes received", total("nccl_autopilot_rail_received_bytes_total") > 1e6),
+        # The demo fails rail 1 and heals it: the closed loop fails over and the rail re-joins.
+        ("a failover", total("nccl_autopilot_rail_failovers_total") >= 1),
+        ("a recovery", total("nccl_autopilot_rail_recoveries_total") >= 1),
+        ("rail_failed events", total("nccl_autopilot_plugin_events_total", source="net",
+                                     kind="rail_failed") >= 1),
+        ("no lost profiler events", total("nccl_autopilot_profiler_events_dropped_total",
+                                          reason="coll_pool_full") == 0),
+        ("no failed writes", total("nccl_autopilot_export_write_errors_total") == 0),
+    ]
+    problems += ["implausible: %s" % what for what, ok in checks if not ok]
+    for s in values.get("nccl_autopilot_rail_share_ratio", []):
+        if not 0 <= float(s["value"][1]) <= 1:
+            problems.append("share %s outside [0, 1]" % s["value"][1])
+    current = {}
+    for s in values.get("nccl_autopilot_rail_state", []):
+        key = (s["metric"].get("process_rank"), s["metric"].get("rail"))
+        current[key] = current.get(key, 0) + float(s["value"][1])
+    if not current or any(v != 1 for v in current.values()):
+        problems.append("rail_state: not exactly one current state per rail: %s" % current)
+
+    # The dashboard: every panel's queries evaluate to data over the demo, and the variables'
+    # label queries find the demo's host and communicator.
+    dashboard = json.load(open(os.path.join(src, "contrib", "grafana", "nccl-autopilot.json")))
+    exprs = [(p["title"], t["expr"]) for p in dashboard["panels"] for t in p.get("targets", [])]
+    for title, expr in exprs:
+        q = (expr.replace("$comm", ".*").replace("$instance", ".*")
+             .replace("$__rate_interval", "4s"))
+        try:
+            data = api(prom_port, "query_range", query=q, start="%.3f" % start,
+                       end="%.3f" % end, step="1")
+        except (RuntimeError, OSError) as e:
+            problems.append("dashboard panel '%s': %s" % (title, e))
+            continue
+        if not data["result"]:
+            problems.append("dashboard panel '%s': no data for %s" % (title, q))
+    print("%d dashboard queries checked" % len(exprs))
+    for var in dashboard["templating"]["list"]:
+        m = re.match(r"label_values\((\w+), (\w+)\)", var.get("definition", ""))
+        if not m:
+            continue
+        got = api(prom_port, "label/%s/values" % m.group(2), **{"match[]": m.group(1)})
+        if not got:
+            problems.append("dashboard variable %s: no values" % var["name"])
+        elif var["name"] == "comm" and "autopilot-demo" not in got:
+            problems.append("dashboard variable comm: %s lacks the demo's communicator" % got)
+finally:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+if problems:
+    print("monitoring stack check failed (files in %s):" % work)
+    for p in problems:
+        print("  " + p)
+    sys.exit(1)
+shutil.rmtree(work, ignore_errors=True)
+print("monitoring stack check passed")
