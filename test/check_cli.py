@@ -50,6 +50,13 @@ BAD = {
         (["--seconds", "nan"], ["--seconds", "nan"]),
         (["--seconds", "-2"], ["--seconds", "-2"]),
     ],
+    "top": [
+        (["--interval", "0"], ["--interval", "'0'"]),
+        (["--interval", "abc"], ["--interval", "abc"]),
+        (["--frames", "-1"], ["--frames", "-1"]),
+        (["--stale-after", "nan"], ["--stale-after", "nan"]),
+        (["--dir"], ["--dir"]),
+    ],
     "info": [
         (["--nccl", "1.0"], ["--nccl", "1.0"]),
         (["--nccl"], ["--nccl"]),

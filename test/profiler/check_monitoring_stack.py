@@ -7,7 +7,8 @@ demo's closed loop writes its Prometheus files, and prometheus scraping it every
 the rail series must show up live; afterwards every series docs/prometheus.md lists must be in
 Prometheus with exactly the documented labels (plus the scrape's `instance` and `job`) and
 plausible values, and every query of the Grafana dashboard (contrib/grafana/nccl-autopilot.json)
-must evaluate, with data, over the demo's time span.
+must evaluate, with data, over the demo's time span. `autopilot top` runs on the same files, once
+while the demo runs (rates must be there) and once after (its totals must equal Prometheus').
 
 Usage: check_monitoring_stack.py AUTOPILOT_TOOL SOURCE_DIR. Exit 77 (skip) when the packages are
 missing; CTest counts that as a failure under CI=true (scripts/ap.sh installs them)."""
@@ -114,9 +115,15 @@ try:
                             stdout=open(os.path.join(work, "demo.log"), "w"),
                             stderr=subprocess.STDOUT)
     live_at = None
+    live_top = None
     while demo.poll() is None:
         if live_at is None and api(prom_port, "query", query="nccl_autopilot_rail_state")["result"]:
             live_at = time.time() - start
+        if live_top is None and live_at is not None and time.time() - start > 10:
+            # `autopilot top` on the same files while the job runs: rates over one interval.
+            run = subprocess.run([tool, "top", "--dir", textfiles, "--frames", "1", "--json"],
+                                 capture_output=True, text=True, timeout=30)
+            live_top = json.loads(run.stdout) if run.returncode == 0 else {"error": run.stderr}
         time.sleep(0.5)
     end = time.time()
     if demo.returncode != 0:
@@ -128,6 +135,29 @@ try:
         print("rail series live in Prometheus %.1f s after the demo started (it ran %.1f s)"
               % (live_at, end - start))
     time.sleep(3)  # a few scrapes of the final files (kept by the demo)
+
+    # autopilot top, live and on the final files; a folder it cannot read is one clear line.
+    run = subprocess.run([tool, "top", "--dir", os.path.join(work, "missing"), "--frames", "1"],
+                         capture_output=True, text=True, timeout=30)
+    if run.returncode != 1 or "cannot read the folder" not in run.stderr:
+        problems.append("autopilot top on a missing folder: exit %d, %r" % (run.returncode,
+                                                                            run.stderr))
+    if live_top is None:
+        problems.append("autopilot top never ran while the demo did")
+    else:
+        comms = live_top.get("comms", [])
+        if (live_top.get("processes") != 4 or len(comms) != 1 or not comms[0]["has_rates"]
+                or comms[0]["collectives_per_s"] <= 0 or len(live_top.get("rails", [])) != 3):
+            problems.append("autopilot top while the demo ran: %s" % live_top)
+        else:
+            print("autopilot top live: %.1f collectives/s, %.2f MB/s, %d rails"
+                  % (comms[0]["collectives_per_s"], comms[0]["bytes_per_s"] / 1e6,
+                     len(live_top["rails"])))
+    run = subprocess.run([tool, "top", "--dir", textfiles, "--frames", "1", "--interval", "0.1",
+                          "--json"], capture_output=True, text=True, timeout=30)
+    final_top = json.loads(run.stdout) if run.returncode == 0 else {}
+    print(subprocess.run([tool, "top", "--dir", textfiles, "--frames", "1", "--interval", "0.1"],
+                         capture_output=True, text=True, timeout=30).stdout)
 
     # Every documented series, with exactly its labels and a plausible value.
     documented = documented_series(os.path.join(src, "docs", "prometheus.md"))
@@ -183,6 +213,15 @@ try:
         ("no failed writes", total("nccl_autopilot_export_write_errors_total") == 0),
     ]
     problems += ["implausible: %s" % what for what, ok in checks if not ok]
+    # What top read from the files is what Prometheus scraped from them.
+    top_collectives = sum(c["collectives"] for c in final_top.get("comms", []))
+    top_failovers = sum(r["failovers"] for r in final_top.get("rails", []))
+    if top_collectives != total("nccl_autopilot_collective_count_total"):
+        problems.append("autopilot top counts %s collectives, Prometheus %s"
+                        % (top_collectives, total("nccl_autopilot_collective_count_total")))
+    if top_failovers != total("nccl_autopilot_rail_failovers_total"):
+        problems.append("autopilot top counts %s failovers, Prometheus %s"
+                        % (top_failovers, total("nccl_autopilot_rail_failovers_total")))
     for s in values.get("nccl_autopilot_rail_share_ratio", []):
         if not 0 <= float(s["value"][1]) <= 1:
             problems.append("share %s outside [0, 1]" % s["value"][1])

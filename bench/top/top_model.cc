@@ -1,0 +1,373 @@
+#include "bench/top/top_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <set>
+#include <unordered_map>
+
+#include "common/human_bytes.h"
+#include "profiler_plugin/export_util.h"
+
+namespace autopilot::top {
+namespace {
+
+constexpr const char* kPrefix = "nccl_autopilot_";
+
+std::string labelOr(const Sample& s, const char* key, const char* fallback = "") {
+  const std::string* v = s.label(key);
+  return v ? *v : fallback;
+}
+
+bool is(const Sample& s, const char* suffix) {
+  return s.name.size() > 15 && s.name.compare(0, 15, kPrefix) == 0 &&
+         s.name.compare(15, std::string::npos, suffix) == 0;
+}
+
+// Counter increase of each series between two versions of one file (a reset counts from 0).
+std::unordered_map<std::string, double> deltas(const FileVersion& prev, const FileVersion& cur) {
+  std::unordered_map<std::string, double> before, out;
+  for (const Sample& s : prev.data.samples) before[s.seriesKey()] = s.value;
+  for (const Sample& s : cur.data.samples) {
+    if (s.name.size() < 6 || s.name.compare(s.name.size() - 6, 6, "_total") != 0) continue;
+    std::string key = s.seriesKey();
+    auto it = before.find(key);
+    double d = it == before.end() ? s.value : s.value - it->second;
+    out[key] = d < 0 ? s.value : d;
+  }
+  return out;
+}
+
+std::string armText(const Sample& s) {
+  std::string bytes = labelOr(s, "size_bucket", "0");
+  return labelOr(s, "collective", "?") + " " +
+         humanBytes(std::strtoull(bytes.c_str(), nullptr, 10)) + " " + labelOr(s, "algo", "?") +
+         "/" + labelOr(s, "proto", "?");
+}
+
+}  // namespace
+
+void TopModel::update(std::vector<FileVersion> files) {
+  std::map<std::string, Tracked> next;
+  for (FileVersion& f : files) {
+    auto it = files_.find(f.path);
+    Tracked t;
+    if (it != files_.end()) {
+      t = std::move(it->second);
+      if (f.mtime != t.cur.mtime) {
+        t.prev = std::move(t.cur);
+        t.cur = std::move(f);
+      }
+    } else {
+      t.cur = std::move(f);
+    }
+    std::string path = t.cur.path;
+    next.emplace(std::move(path), std::move(t));
+  }
+  files_ = std::move(next);
+}
+
+Frame TopModel::frame(double now, double staleAfterS) const {
+  Frame f;
+  f.now = now;
+  std::set<std::string> hosts;
+  struct CommAcc {
+    std::set<std::string> ranks;
+    int nRanks = 0;
+    int ranksWithRates = 0;
+    double dCount = 0, dBytes = 0, dTime = 0, rateSum = 0, bytesRateSum = 0;
+    double collectives = 0, shifts = 0;
+    std::map<std::string, double> armInterval, armTotal;
+  };
+  std::map<std::string, CommAcc> comms;
+  struct RailAcc {
+    RailRow row;
+    int n = 0;
+  };
+  std::map<std::pair<std::string, std::string>, RailAcc> rails;
+
+  for (const auto& [path, t] : files_) {
+    const FileVersion& cur = t.cur;
+    ++f.processes;
+    if (now - cur.mtime > staleAfterS) ++f.staleFiles;
+    if (cur.data.badLines > 0) {
+      if (f.badLines == 0) f.firstBad = path + ": " + cur.data.firstError;
+      f.badLines += cur.data.badLines;
+    }
+    std::string host = "-";
+    for (const Sample& s : cur.data.samples) {
+      if (is(s, "process_info")) host = labelOr(s, "hostname", "-");
+    }
+    hosts.insert(host);
+    std::unordered_map<std::string, double> d;
+    double dt = 0;
+    if (t.prev && cur.mtime > t.prev->mtime) {
+      d = deltas(*t.prev, cur);
+      dt = cur.mtime - t.prev->mtime;
+    }
+    auto delta = [&](const Sample& s) -> std::optional<double> {
+      if (dt <= 0) return std::nullopt;
+      auto it = d.find(s.seriesKey());
+      return it == d.end() ? std::nullopt : std::optional<double>(it->second);
+    };
+    // Per communicator and rank of this file: the interval's sums.
+    std::map<std::pair<std::string, std::string>, std::pair<double, double>> perRank;
+    for (const Sample& s : cur.data.samples) {
+      if (s.name.compare(0, 26, "nccl_autopilot_collective_") == 0) {
+        std::string comm = labelOr(s, "comm", "?");
+        CommAcc& c = comms[comm];
+        std::string rank = labelOr(s, "rank", "?");
+        c.ranks.insert(host + "/" + rank);
+        c.nRanks = std::max(c.nRanks, std::atoi(labelOr(s, "n_ranks", "0").c_str()));
+        auto dv = delta(s);
+        if (is(s, "collective_count_total")) {
+          c.collectives += s.value;
+          c.armTotal[armText(s)] += s.value;
+          if (dv) {
+            c.dCount += *dv;
+            c.armInterval[armText(s)] += *dv;
+            perRank[{comm, rank}].first += *dv;
+          }
+        } else if (is(s, "collective_bytes_total")) {
+          if (dv) {
+            c.dBytes += *dv;
+            perRank[{comm, rank}].second += *dv;
+          }
+        } else if (is(s, "collective_exec_time_seconds_total")) {
+          if (dv) c.dTime += *dv;
+        } else if (is(s, "collective_latency_shifts_total")) {
+          c.shifts += s.value;
+        }
+      } else if (s.name.compare(0, 20, "nccl_autopilot_rail_") == 0) {
+        RailAcc& r = rails[{host, labelOr(s, "rail", "?")}];
+        r.row.host = host;
+        r.row.rail = labelOr(s, "rail", "?");
+        r.row.transport = labelOr(s, "transport", "?");
+        if (is(s, "rail_state")) {
+          if (s.value == 1) ++r.row.states[labelOr(s, "state", "?")];
+        } else if (is(s, "rail_share_ratio")) {
+          r.row.share += s.value;
+          ++r.n;
+        } else if (is(s, "rail_throughput_bytes_per_second")) {
+          r.row.throughput += s.value;
+        } else if (is(s, "rail_bandwidth_bytes_per_second")) {
+          r.row.bandwidth += s.value;
+        } else if (is(s, "rail_failovers_total")) {
+          r.row.failovers += s.value;
+        } else if (is(s, "rail_recoveries_total")) {
+          r.row.recoveries += s.value;
+        } else if (is(s, "rail_retransmitted_bytes_total")) {
+          r.row.resentBytes += s.value;
+        }
+      } else if (is(s, "plugin_events_total")) {
+        std::string key = labelOr(s, "source", "?") + "/" + labelOr(s, "kind", "?");
+        f.events[key] += s.value;
+        if (auto dv = delta(s)) f.eventsDelta[key] += *dv;
+      } else if (is(s, "profiler_events_dropped_total")) {
+        if (s.value > 0) f.losses["profiler " + labelOr(s, "reason", "?")] += s.value;
+      } else if (is(s, "export_records_dropped_total")) {
+        if (s.value > 0) f.losses[labelOr(s, "export", "?") + " records"] += s.value;
+      } else if (is(s, "export_write_errors_total")) {
+        if (s.value > 0) f.losses[labelOr(s, "export", "?") + " write errors"] += s.value;
+      } else if (is(s, "journal_events_overwritten_total")) {
+        if (s.value > 0) f.losses["journal events overwritten"] += s.value;
+      }
+    }
+    if (dt > 0) {
+      for (const auto& [key, sums] : perRank) {
+        CommAcc& c = comms[key.first];
+        ++c.ranksWithRates;
+        c.rateSum += sums.first / dt;
+        c.bytesRateSum += sums.second / dt;
+      }
+    }
+  }
+  f.hosts.assign(hosts.begin(), hosts.end());
+  for (auto& [name, c] : comms) {
+    CommRow row;
+    row.comm = name;
+    row.ranksSeen = int(c.ranks.size());
+    row.nRanks = c.nRanks;
+    row.collectives = c.collectives;
+    row.shifts = c.shifts;
+    row.hasRates = c.ranksWithRates > 0;
+    if (row.hasRates) {
+      row.collPerSec = c.rateSum / c.ranksWithRates;
+      row.bytesPerSec = c.bytesRateSum / c.ranksWithRates;
+      row.meanTimeS = c.dCount > 0 ? c.dTime / c.dCount : 0;
+    }
+    const auto& arms = row.hasRates && c.dCount > 0 ? c.armInterval : c.armTotal;
+    double total = 0, best = -1;
+    for (const auto& [arm, n] : arms) {
+      total += n;
+      if (n > best) {
+        best = n;
+        row.busiestArm = arm;
+      }
+    }
+    row.busiestShare = total > 0 ? best / total : 0;
+    f.comms.push_back(row);
+  }
+  for (auto& [key, r] : rails) {
+    if (r.n > 0) {
+      r.row.share /= r.n;
+      r.row.bandwidth /= r.n;
+    }
+    f.rails.push_back(r.row);
+  }
+  return f;
+}
+
+std::string renderText(const Frame& f, const std::string& source) {
+  std::string out;
+  char line[512];
+  std::time_t now = std::time_t(f.now);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char clock[16];
+  std::strftime(clock, sizeof(clock), "%H:%M:%S", &tm);
+  std::string hosts;
+  for (const std::string& h : f.hosts) hosts += (hosts.empty() ? "" : ", ") + h;
+  std::snprintf(line, sizeof(line), "autopilot top  %s  %d process%s on %zu host%s (%s), from %s\n",
+                clock, f.processes, f.processes == 1 ? "" : "es", f.hosts.size(),
+                f.hosts.size() == 1 ? "" : "s", hosts.c_str(), source.c_str());
+  out += line;
+  if (f.staleFiles > 0) {
+    std::snprintf(line, sizeof(line),
+                  "  %d file(s) not rewritten lately: their processes may be stuck or gone\n",
+                  f.staleFiles);
+    out += line;
+  }
+  if (f.badLines > 0) {
+    std::snprintf(line, sizeof(line), "  %zu malformed line(s) skipped; first: %s\n", f.badLines,
+                  f.firstBad.c_str());
+    out += line;
+  }
+  out += "\n";
+  std::snprintf(line, sizeof(line), "%-22s %7s %9s %10s %9s  %-40s %7s\n", "COMMUNICATOR", "RANKS",
+                "COLL/S", "DATA MB/S", "MEAN MS", "BUSIEST ARM (SHARE)", "SHIFTS");
+  out += line;
+  if (f.comms.empty()) out += "  (no communicator reported yet)\n";
+  for (const CommRow& c : f.comms) {
+    char ranks[24], rate[24], data[24], mean[24], arm[80];
+    std::snprintf(ranks, sizeof(ranks), "%d/%d", c.ranksSeen, c.nRanks);
+    if (c.hasRates) {
+      std::snprintf(rate, sizeof(rate), "%.1f", c.collPerSec);
+      std::snprintf(data, sizeof(data), "%.2f", c.bytesPerSec / 1e6);
+      std::snprintf(mean, sizeof(mean), "%.3f", c.meanTimeS * 1e3);
+    } else {
+      std::snprintf(rate, sizeof(rate), "-");
+      std::snprintf(data, sizeof(data), "-");
+      std::snprintf(mean, sizeof(mean), "-");
+    }
+    std::snprintf(arm, sizeof(arm), "%.33s (%.0f%%)", c.busiestArm.c_str(), c.busiestShare * 100);
+    std::snprintf(line, sizeof(line), "%-22.22s %7s %9s %10s %9s  %-40s %7.0f\n", c.comm.c_str(),
+                  ranks, rate, data, mean, arm, c.shifts);
+    out += line;
+  }
+  out += "\n";
+  std::snprintf(line, sizeof(line), "%-12s %-18s %-20s %6s %9s %9s %9s %9s %10s\n", "HOST", "RAIL",
+                "STATE (PROCESSES)", "SHARE", "NOW MB/S", "BW MB/S", "FAILOVERS", "REJOINED",
+                "RE-SENT");
+  out += line;
+  if (f.rails.empty()) out += "  (no rail reported yet)\n";
+  for (const RailRow& r : f.rails) {
+    std::string states;
+    for (const auto& [state, n] : r.states) {
+      states += (states.empty() ? "" : " ") + state + " " + std::to_string(n);
+    }
+    std::snprintf(line, sizeof(line),
+                  "%-12.12s %-18.18s %-20.20s %6.2f %9.2f %9.2f %9.0f %9.0f %10s\n", r.host.c_str(),
+                  r.rail.c_str(), states.empty() ? "-" : states.c_str(), r.share,
+                  r.throughput / 1e6, r.bandwidth / 1e6, r.failovers, r.recoveries,
+                  humanBytes(uint64_t(r.resentBytes)).c_str());
+    out += line;
+  }
+  out += "\nevents:";
+  bool any = false;
+  for (const auto& [kind, n] : f.events) {
+    if (n <= 0) continue;
+    any = true;
+    auto it = f.eventsDelta.find(kind);
+    std::snprintf(line, sizeof(line), " %s %.0f", kind.c_str(), n);
+    out += line;
+    if (it != f.eventsDelta.end() && it->second > 0) {
+      std::snprintf(line, sizeof(line), " (+%.0f)", it->second);
+      out += line;
+    }
+    out += ",";
+  }
+  if (any) {
+    out.pop_back();
+  } else {
+    out += " none";
+  }
+  out += "\nlost:";
+  if (f.losses.empty()) out += " nothing";
+  for (const auto& [what, n] : f.losses) {
+    std::snprintf(line, sizeof(line), " %s %.0f;", what.c_str(), n);
+    out += line;
+  }
+  if (!f.losses.empty()) out.pop_back();
+  out += "\n";
+  return out;
+}
+
+std::string renderJson(const Frame& f) {
+  auto str = [](const std::string& s) {
+    std::string o = "\"";
+    profiler::appendJsonEscaped(&o, s.c_str());
+    return o + "\"";
+  };
+  auto num = [](double v) {
+    char b[40];
+    std::snprintf(b, sizeof(b), "%.6g", std::isfinite(v) ? v : 0.0);
+    return std::string(b);
+  };
+  char when[32];
+  std::snprintf(when, sizeof(when), "%.3f", f.now);
+  std::string o = std::string("{\"time\":") + when +
+                  ",\"processes\":" + std::to_string(f.processes) + ",\"hosts\":[";
+  for (size_t i = 0; i < f.hosts.size(); ++i) o += (i ? "," : "") + str(f.hosts[i]);
+  o += "],\"stale_files\":" + std::to_string(f.staleFiles) +
+       ",\"bad_lines\":" + std::to_string(f.badLines) + ",\"comms\":[";
+  for (size_t i = 0; i < f.comms.size(); ++i) {
+    const CommRow& c = f.comms[i];
+    o += std::string(i ? "," : "") + "{\"comm\":" + str(c.comm) +
+         ",\"ranks\":" + std::to_string(c.ranksSeen) + ",\"n_ranks\":" + std::to_string(c.nRanks) +
+         ",\"has_rates\":" + (c.hasRates ? "true" : "false") +
+         ",\"collectives_per_s\":" + num(c.collPerSec) + ",\"bytes_per_s\":" + num(c.bytesPerSec) +
+         ",\"mean_time_s\":" + num(c.meanTimeS) + ",\"collectives\":" + num(c.collectives) +
+         ",\"shifts\":" + num(c.shifts) + ",\"busiest_arm\":" + str(c.busiestArm) +
+         ",\"busiest_share\":" + num(c.busiestShare) + "}";
+  }
+  o += "],\"rails\":[";
+  for (size_t i = 0; i < f.rails.size(); ++i) {
+    const RailRow& r = f.rails[i];
+    o += std::string(i ? "," : "") + "{\"host\":" + str(r.host) + ",\"rail\":" + str(r.rail) +
+         ",\"transport\":" + str(r.transport) + ",\"states\":{";
+    bool first = true;
+    for (const auto& [state, n] : r.states) {
+      o += (first ? "" : ",") + str(state) + ":" + std::to_string(n);
+      first = false;
+    }
+    o += "},\"share\":" + num(r.share) + ",\"throughput_bytes_per_s\":" + num(r.throughput) +
+         ",\"bandwidth_bytes_per_s\":" + num(r.bandwidth) + ",\"failovers\":" + num(r.failovers) +
+         ",\"recoveries\":" + num(r.recoveries) + ",\"resent_bytes\":" + num(r.resentBytes) + "}";
+  }
+  auto map = [&](const std::map<std::string, double>& m) {
+    std::string s = "{";
+    bool first = true;
+    for (const auto& [k, v] : m) {
+      s += (first ? "" : ",") + str(k) + ":" + num(v);
+      first = false;
+    }
+    return s + "}";
+  };
+  o += "],\"events\":" + map(f.events) + ",\"events_delta\":" + map(f.eventsDelta) +
+       ",\"lost\":" + map(f.losses) + "}";
+  return o;
+}
+
+}  // namespace autopilot::top
