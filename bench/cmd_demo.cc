@@ -72,6 +72,8 @@ struct DemoOptions {
   bool quick = false;
   bool noNetns = false;
   bool plot = true;
+  int slowRank = -1;              // a straggler: this rank starts each collective late
+  double slowMs = 20;             // by this much
   std::vector<PhaseSpec> phases;  // buildScenario(); [0] is the warm-up
 };
 
@@ -186,7 +188,17 @@ std::optional<int> parse(int argc, char** argv, DemoOptions* o) {
                "loopback rails paced inside the plugin, faults simulated (as without root)");
   bool noPlot = false;
   args.addFlag("--no-plot", noPlot, "skip the PNG plot");
+  args.addInt("--slow-rank", o->slowRank, -1, 15,
+              "make this rank a straggler: it starts every collective --slow-ms late, as a rank "
+              "busy elsewhere (-1: none)");
+  args.addReal("--slow-ms", o->slowMs, cli::Interval::closed(0, 10000),
+               "the straggler's delay before each collective, ms");
   if (std::optional<int> rc = args.parse(argc, argv)) return rc;
+  if (o->slowRank >= o->ranks) {
+    std::fprintf(stderr, "autopilot demo: --slow-rank %d: there are only %d ranks\n", o->slowRank,
+                 o->ranks);
+    return cli::kUsageError;
+  }
   o->plot = !noPlot;
   if (o->quick) {
     o->phaseSeconds = std::min(o->phaseSeconds, 2.5);
@@ -409,6 +421,8 @@ class Scenario {
     spec.railMbit = o_.railMbit;
     spec.sizes = o_.sizes;
     spec.cluster = cluster_;
+    spec.slowRank = o_.slowRank;
+    spec.slowMs = o_.slowMs;
     spec.logDir = o_.outDir + "/" + record->mode();
     mkdir(spec.logDir.c_str(), 0755);
     spec.env = modeEnv(closedLoop, cluster_, faults_, o_, spec.logDir);

@@ -25,6 +25,8 @@ struct JobSpec {
   std::map<std::string, std::string> env;  // added to each rank's environment
   const VethCluster* cluster = nullptr;    // NULL: every rank on the loopback rails
   std::string logDir;                      // each rank's stderr goes to rank<N>.log here
+  int slowRank = -1;                       // this rank starts each collective slowMs late
+  double slowMs = 0;
 };
 
 class Job {

@@ -8,12 +8,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/cli_args.h"
@@ -38,6 +40,7 @@ struct RankOptions {
   uint64_t commId = 0;
   DeclaredTopology topology;
   std::vector<size_t> sizes;
+  double delayMs = 0;  // a straggler's late start before each collective
 };
 
 std::vector<size_t> parseSizes(const std::string& list) {
@@ -177,6 +180,11 @@ class Rank {
                                         1,  // one "channel": one KernelCh event marks completion
                                         seq[int(item.kind)]++};
       workload.fillInput(item, it, o_.rank, data.data());
+      // A straggler is busy elsewhere before it reaches the collective: NCCL sees it arrive
+      // late, and the other ranks wait for it inside the collective.
+      if (o_.delayMs > 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o_.delayMs));
+      }
       feed.enqueued(info);
       uint64_t t0 = monotonicNs();
       try {
@@ -242,6 +250,8 @@ int cmdDemoRank(int argc, char** argv) {
   args.addInt("--rail-mbit", o.topology.railMbit, 1, 1 << 30, "rate of each rail, Mbit/s");
   args.addIntList("--sizes", sizes, 1, ~uint64_t(0), "collective sizes in bytes, comma-separated")
       .required();
+  args.addReal("--delay-ms", o.delayMs, cli::Interval::closed(0, 10000),
+               "wait this long before each collective (a straggler)");
   if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   o.sizes = parseSizes(sizes);
   o.topology.nRanks = o.nRanks;

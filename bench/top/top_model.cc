@@ -68,7 +68,7 @@ void TopModel::update(std::vector<FileVersion> files) {
   files_ = std::move(next);
 }
 
-Frame TopModel::frame(double now, double staleAfterS) const {
+Frame TopModel::frame(double now, double staleAfterS) {
   Frame f;
   f.now = now;
   std::set<std::string> hosts;
@@ -79,6 +79,7 @@ Frame TopModel::frame(double now, double staleAfterS) const {
     double dCount = 0, dBytes = 0, dTime = 0, rateSum = 0, bytesRateSum = 0;
     double collectives = 0, shifts = 0;
     std::map<std::string, double> armInterval, armTotal;
+    std::map<std::pair<std::string, std::string>, std::pair<double, double>> rankTimes;
   };
   std::map<std::string, CommAcc> comms;
   struct RailAcc {
@@ -128,6 +129,7 @@ Frame TopModel::frame(double now, double staleAfterS) const {
             c.dCount += *dv;
             c.armInterval[armText(s)] += *dv;
             perRank[{comm, rank}].first += *dv;
+            c.rankTimes[{host, rank}].first += *dv;
           }
         } else if (is(s, "collective_bytes_total")) {
           if (dv) {
@@ -135,7 +137,10 @@ Frame TopModel::frame(double now, double staleAfterS) const {
             perRank[{comm, rank}].second += *dv;
           }
         } else if (is(s, "collective_exec_time_seconds_total")) {
-          if (dv) c.dTime += *dv;
+          if (dv) {
+            c.dTime += *dv;
+            c.rankTimes[{host, rank}].second += *dv;
+          }
         } else if (is(s, "collective_latency_shifts_total")) {
           c.shifts += s.value;
         }
@@ -208,7 +213,33 @@ Frame TopModel::frame(double now, double staleAfterS) const {
     }
     row.busiestShare = total > 0 ? best / total : 0;
     f.comms.push_back(row);
+
+    std::vector<std::pair<std::pair<std::string, std::string>, double>> means;
+    for (const auto& [who, ct] : c.rankTimes) {
+      if (ct.first >= kMinCollectives) means.push_back({who, ct.second / ct.first});
+    }
+    if (means.size() < 2) continue;
+    std::vector<double> sorted;
+    for (const auto& m : means) sorted.push_back(m.second);
+    std::sort(sorted.begin(), sorted.end());
+    size_t mid = sorted.size() / 2;
+    double median = sorted.size() % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+    for (const auto& [who, own] : means) {
+      double lag = median - own;
+      if (lag < kMinLagS || lag < kMinLagShare * median) continue;
+      Straggler st{name, who.first, who.second, lag, own, median, now};
+      std::string key = name + "\x1f" + who.first + "\x1f" + who.second;
+      auto it = lateSince_.find(key);
+      if (it != lateSince_.end()) st.sinceS = it->second;
+      f.stragglers.push_back(st);
+    }
   }
+  // A straggler's streak ends with the first frame that does not name it.
+  std::map<std::string, double> named;
+  for (const Straggler& st : f.stragglers) {
+    named[st.comm + "\x1f" + st.host + "\x1f" + st.rank] = st.sinceS;
+  }
+  lateSince_ = std::move(named);
   for (auto& [key, r] : rails) {
     if (r.n > 0) {
       r.row.share /= r.n;
@@ -282,6 +313,16 @@ std::string renderText(const Frame& f, const std::string& source) {
                   r.rail.c_str(), states.empty() ? "-" : states.c_str(), r.share,
                   r.throughput / 1e6, r.bandwidth / 1e6, r.failovers, r.recoveries,
                   humanBytes(uint64_t(r.resentBytes)).c_str());
+    out += line;
+  }
+  out += "\nstragglers:";
+  if (f.stragglers.empty()) out += " none";
+  for (const Straggler& st : f.stragglers) {
+    std::snprintf(line, sizeof(line),
+                  "\n  %s rank %s on %s: late by %.1f ms (its time in a collective %.1f ms, the "
+                  "median %.1f ms), named in every frame for %.0f s",
+                  st.comm.c_str(), st.rank.c_str(), st.host.c_str(), st.lagS * 1e3, st.ownS * 1e3,
+                  st.medianS * 1e3, f.now - st.sinceS);
     out += line;
   }
   out += "\nevents:";
@@ -365,6 +406,13 @@ std::string renderJson(const Frame& f) {
     }
     return s + "}";
   };
+  o += "],\"stragglers\":[";
+  for (size_t i = 0; i < f.stragglers.size(); ++i) {
+    const Straggler& st = f.stragglers[i];
+    o += std::string(i ? "," : "") + "{\"comm\":" + str(st.comm) + ",\"host\":" + str(st.host) +
+         ",\"rank\":" + str(st.rank) + ",\"lag_s\":" + num(st.lagS) + ",\"own_s\":" + num(st.ownS) +
+         ",\"median_s\":" + num(st.medianS) + ",\"for_s\":" + num(f.now - st.sinceS) + "}";
+  }
   o += "],\"events\":" + map(f.events) + ",\"events_delta\":" + map(f.eventsDelta) +
        ",\"lost\":" + map(f.losses) + "}";
   return o;

@@ -48,6 +48,24 @@ struct RailRow {
   double failovers = 0, recoveries = 0, resentBytes = 0;  // summed
 };
 
+// A rank that reaches the communicator's collectives late. The others wait for it inside each
+// collective, and they all finish together, so it spends less time in a collective than its
+// peers by about its lateness: lag = (median time in a collective over the communicator's ranks)
+// - (its own), over the interval. Durations only: no clock is compared across hosts. It holds
+// for collectives whose ranks finish together (all-reduce, all-gather, reduce-scatter; a
+// broadcast's root may leave early), which is why it takes a lag of both kMinLagS and
+// kMinLagShare of the median before naming a rank.
+struct Straggler {
+  std::string comm, host, rank;
+  double lagS = 0;     // median - own
+  double ownS = 0;     // its mean time in a collective over the interval
+  double medianS = 0;  // the communicator's median of those
+  double sinceS = 0;   // named in every frame since this time (`now` units)
+};
+inline constexpr double kMinLagS = 0.001;
+inline constexpr double kMinLagShare = 0.25;
+inline constexpr double kMinCollectives = 3;  // per rank over the interval
+
 struct Frame {
   double now = 0;
   int processes = 0;
@@ -60,6 +78,7 @@ struct Frame {
   std::map<std::string, double> events;       // "source/kind" -> total
   std::map<std::string, double> eventsDelta;  // increase over the interval, where known
   std::map<std::string, double> losses;       // what -> total, non-zero only
+  std::vector<Straggler> stragglers;
 };
 
 class TopModel {
@@ -67,8 +86,9 @@ class TopModel {
   // One refresh: every file found now. Files no longer found are forgotten (their processes
   // ended and removed them).
   void update(std::vector<FileVersion> files);
-  // `staleAfterS`: a file older than this at `now` is counted as stale.
-  Frame frame(double now, double staleAfterS) const;
+  // `staleAfterS`: a file older than this at `now` is counted as stale. Remembers since when
+  // each straggler has been named (consecutive frames).
+  Frame frame(double now, double staleAfterS);
 
  private:
   struct Tracked {
@@ -76,6 +96,7 @@ class TopModel {
     std::optional<FileVersion> prev;
   };
   std::map<std::string, Tracked> files_;
+  std::map<std::string, double> lateSince_;  // comm/host/rank -> first frame that named it
 };
 
 std::string renderText(const Frame& f, const std::string& source);

@@ -161,3 +161,45 @@ TEST_CASE("top model: a malformed file is shown, not fatal", "[top]") {
   CHECK(f.firstBad.rfind("/p/bad.prom: line 1: ", 0) == 0);
   CHECK(renderText(f, "/p").find("2 malformed line(s) skipped") != std::string::npos);
 }
+
+TEST_CASE("top model: the rank that spends least time in collectives is named late", "[top]") {
+  // Four ranks; rank 2 arrives 20 ms late, so it spends 20 ms less per collective than the
+  // others (they wait for it). 100 collectives over 2 s in each file.
+  TopModel m;
+  std::vector<FileVersion> a;
+  for (int r = 0; r < 4; ++r) {
+    a.push_back(
+        file("/p/r" + std::to_string(r) + ".prom", 0, process(r, 100, 1e8, 0, 0, "healthy")));
+  }
+  m.update(a);
+  // Interval: 100 collectives; ranks 0, 1, 3 spent 2.5 s (25 ms each), rank 2 0.5 s (5 ms).
+  std::vector<FileVersion> b;
+  for (int r = 0; r < 4; ++r) {
+    b.push_back(file("/p/r" + std::to_string(r) + ".prom", 2,
+                     process(r, 200, 2e8, r == 2 ? 0.5 : 2.5, 0, "healthy")));
+  }
+  m.update(b);
+  Frame f = m.frame(10, 30);
+  REQUIRE(f.stragglers.size() == 1);
+  CHECK(f.stragglers[0].rank == "2");
+  CHECK(f.stragglers[0].host == "node-a");
+  CHECK(f.stragglers[0].lagS == Approx(0.020));
+  CHECK(f.stragglers[0].medianS == Approx(0.025));
+  CHECK(f.stragglers[0].sinceS == 10);
+  CHECK(m.frame(11, 30).stragglers.at(0).sinceS == 10);  // still named: the streak goes on
+  CHECK(renderText(f, "/p").find("dp rank 2 on node-a: late by 20.0 ms") != std::string::npos);
+  CHECK(renderJson(f).find("\"stragglers\":[{\"comm\":\"dp\",\"host\":\"node-a\",\"rank\":\"2\"") !=
+        std::string::npos);
+
+  // Equal times (within the 25% / 1 ms margin): nobody is named, and the streak ends.
+  std::vector<FileVersion> c;
+  for (int r = 0; r < 4; ++r) {
+    c.push_back(
+        file("/p/r" + std::to_string(r) + ".prom", 4,
+             process(r, 300, 3e8, (r == 2 ? 0.5 : 2.5) + (r == 2 ? 1.9 : 2.0), 0, "healthy")));
+  }
+  m.update(c);
+  Frame g = m.frame(12, 30);
+  CHECK(g.stragglers.empty());
+  CHECK(renderText(g, "/p").find("stragglers: none") != std::string::npos);
+}
