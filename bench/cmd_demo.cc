@@ -33,6 +33,8 @@
 #include "bench/demo/collectives.h"
 #include "bench/demo/orchestrator.h"
 #include "bench/demo/report.h"
+#include "bench/top/prom_files.h"
+#include "bench/top/top_model.h"
 #include "common/clock.h"
 
 namespace autopilot::demo {
@@ -72,6 +74,7 @@ struct DemoOptions {
   bool quick = false;
   bool noNetns = false;
   bool plot = true;
+  bool top = false;               // autopilot top's view instead of the status line
   int slowRank = -1;              // a straggler: this rank starts each collective late
   double slowMs = 20;             // by this much
   std::vector<PhaseSpec> phases;  // buildScenario(); [0] is the warm-up
@@ -188,6 +191,9 @@ std::optional<int> parse(int argc, char** argv, DemoOptions* o) {
                "loopback rails paced inside the plugin, faults simulated (as without root)");
   bool noPlot = false;
   args.addFlag("--no-plot", noPlot, "skip the PNG plot");
+  args.addFlag("--top", o->top,
+               "show `autopilot top`'s view of the running job (its ranks' Prometheus files) "
+               "every second instead of the status line");
   args.addInt("--slow-rank", o->slowRank, -1, 15,
               "make this rank a straggler: it starts every collective --slow-ms late, as a rank "
               "busy elsewhere (-1: none)");
@@ -448,6 +454,7 @@ class Scenario {
     uint64_t maxIteration = 0;
     uint64_t lastProgress = t0;
     double lastStatus = -1;
+    top::TopModel topView;  // --top: what the ranks' Prometheus files say
     int phase = startPhase;
     bool ended = false;
     std::string lastArm;
@@ -516,7 +523,20 @@ class Scenario {
         failedAt = phase;
         break;
       }
-      if (s - lastStatus >= 0.5) {
+      if (o_.top && s - lastStatus >= 1.0) {
+        lastStatus = s;
+        topView.update(top::readPromFolder(spec.logDir));
+        // The screen is cleared only for a person at a terminal; a log gets frames in sequence.
+        std::string text = isatty(STDERR_FILENO) ? "\x1b[H\x1b[2J" : "\n";
+        char head[160];
+        std::snprintf(head, sizeof(head), "[%s] t=%5.1fs %s: %s\n", record->mode().c_str(), s,
+                      phaseName(o_, phase).c_str(),
+                      faults_.describe(o_.phases[size_t(phase)]).c_str());
+        text += head;
+        text += top::renderText(topView.frame(top::wallSeconds(), 30), spec.logDir);
+        std::fputs(text.c_str(), stderr);
+        std::fflush(stderr);
+      } else if (!o_.top && s - lastStatus >= 0.5) {
         lastStatus = s;
         const PhaseStats& st = record->stats(phaseName(o_, phase));
         double phaseElapsed = std::min(s, phaseEnd(o_, phase)) - phaseStart(o_, phase);

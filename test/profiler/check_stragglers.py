@@ -6,11 +6,13 @@ it starts every collective 20 ms late, as a rank busy elsewhere) and reads its P
 with `autopilot top --json` about once a second while it runs. Rank 2 must be named within
 DETECT_S of the demo's start, in at least MIN_SHARE of the frames after that, with a lag within
 LAG_RANGE of the injected delay, and no other rank may ever be named. (The healthy side, no rank
-named while nobody is slowed, is checked in monitoring_stack.)
+named while nobody is slowed, is checked in monitoring_stack.) The demo runs with `--top`, and
+its own view, written to its log, must name rank 2 and no other too.
 
 Usage: check_stragglers.py AUTOPILOT_TOOL"""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,7 +33,8 @@ files = os.path.join(work, "closed-loop")
 os.makedirs(files)
 start = time.time()
 demo = subprocess.Popen([tool, "demo", "--quick", "--no-plot", "--mode", "closed", "--no-netns",
-                         "--out", work, "--slow-rank", str(SLOW_RANK), "--slow-ms", str(SLOW_MS)],
+                         "--out", work, "--slow-rank", str(SLOW_RANK), "--slow-ms", str(SLOW_MS),
+                         "--top"],
                         stdout=open(os.path.join(work, "demo.log"), "w"), stderr=subprocess.STDOUT)
 frames = []  # (seconds since start, [(rank, lag s)])
 while demo.poll() is None:
@@ -68,6 +71,13 @@ else:
         problems.append("lags %s outside %s" % (lags, LAG_RANGE))
 if others:
     problems.append("other ranks named: %s" % others)
+# The demo's own --top view (frames in its log, since it is not a terminal) names it too.
+log = open(os.path.join(work, "demo.log")).read()
+in_demo = re.findall(r"autopilot-demo rank (\d+) on \S+: late by", log)
+print("the demo's --top view: %d frames, rank %d named in %d"
+      % (log.count("stragglers:"), SLOW_RANK, in_demo.count(str(SLOW_RANK))))
+if in_demo.count(str(SLOW_RANK)) < 3 or set(in_demo) != {str(SLOW_RANK)}:
+    problems.append("the demo's --top view named %s" % in_demo)
 if problems:
     print("straggler check failed (files in %s):" % work)
     for p in problems:
