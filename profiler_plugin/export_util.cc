@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 
@@ -91,6 +92,14 @@ std::string expandPathPattern(const std::string& pattern, const PathFields& fiel
         break;
       case 'h':
         out += hostName();
+        break;
+      case 'j':
+        if (fields.job.empty()) out += "job";
+        for (char j : fields.job) {
+          bool keep =
+              std::isalnum(static_cast<unsigned char>(j)) || j == '.' || j == '-' || j == '_';
+          out += keep ? j : '_';
+        }
         break;
       case '%':
         out += '%';

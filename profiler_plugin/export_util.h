@@ -17,9 +17,11 @@ void appendLabelEscaped(std::string* out, const char* text);
 struct PathFields {
   int rank = 0;
   uint64_t commId = 0;
+  std::string job;  // NCCL_AUTOPILOT_JOB_NAME
 };
-// Expands %r (rank), %c (communicator id, hex), %p (pid), %h (host name) and %% in a path
-// pattern. Unknown % sequences are kept verbatim.
+// Expands %r (rank), %c (communicator tag), %p (pid), %h (host name), %j (the job name, with
+// every character but letters, digits, '.', '-' and '_' replaced by '_'; "job" when unset) and
+// %% in a path pattern. Unknown % sequences are kept verbatim.
 std::string expandPathPattern(const std::string& pattern, const PathFields& fields);
 
 std::string hostName();

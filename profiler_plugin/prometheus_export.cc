@@ -11,7 +11,12 @@ namespace {
 
 class Exposition {
  public:
-  Exposition() = default;
+  explicit Exposition(const std::string& jobName) {
+    if (jobName.empty()) return;
+    common_ = "job_name=\"";
+    appendLabelEscaped(&common_, jobName.c_str());
+    common_ += "\",";
+  }
   // Every sample of a family must follow its HELP and TYPE lines, contiguously.
   void family(const char* name, const char* type, const char* help) {
     out_ += "# HELP ";
@@ -27,6 +32,7 @@ class Exposition {
   void sample(const char* name, const std::string& labels, double value) {
     out_ += name;
     out_ += '{';
+    out_ += common_;  // every sample has labels of its own after it
     out_ += labels;
     char buf[40];
     std::snprintf(buf, sizeof(buf), "} %.17g\n", value);
@@ -35,6 +41,7 @@ class Exposition {
   std::string take() { return std::move(out_); }
 
  private:
+  std::string common_;  // `job_name="...",` or nothing
   std::string out_;
 };
 
@@ -67,7 +74,7 @@ std::string railLabels(const std::string& process, const telemetry::RailSnapshot
 }  // namespace
 
 std::string renderPrometheus(const PrometheusInput& in) {
-  Exposition x;
+  Exposition x(in.jobName);
   const std::string process = label("process_rank", std::to_string(in.processRank).c_str());
   x.family("nccl_autopilot_process_info", "gauge",
            "Always 1: the host and library version of the process writing this file.");

@@ -8,7 +8,8 @@
 // Labels are stable across restarts of a job (docs/prometheus.md): a communicator is named by
 // its commName or its creation order in the process, never by its commId, and process-level
 // series by the process's rank in its first communicator, never by the pid; the host is the
-// scrape's `instance` and appears only in the one info series.
+// scrape's `instance` and appears only in the one info series. NCCL_AUTOPILOT_JOB_NAME, when set,
+// adds `job_name` to every series, so that jobs sharing a node keep apart.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +41,7 @@ struct EventCount {
 struct PrometheusInput {
   std::string hostname;
   std::string version;
+  std::string jobName;          // the job_name label of every series when not empty
   int processRank = 0;          // the process's rank in its first communicator
   double startTimeSeconds = 0;  // wall clock (Unix seconds) when the process loaded the profiler
   std::vector<const ProfilerContext*> contexts;  // each with its service state (and its label)

@@ -43,7 +43,7 @@ params::BoolParam gSummary(
 params::StringParam gTraceFile(
     "NCCL_AUTOPILOT_TRACE_FILE", "",
     "Chrome/Perfetto trace (JSON) per communicator; empty = off. %r rank, %c communicator tag "
-    "(a hash of its commId), %p pid, %h host name.");
+    "(a hash of its commId), %p pid, %h host name, %j job name.");
 params::IntParam gTraceMaxEvents("NCCL_AUTOPILOT_TRACE_MAX_EVENTS", 1000000, 1000, 1000000000,
                                  "Events written per trace file; later ones are counted only.");
 params::StringParam gInspectorFile(
@@ -56,10 +56,16 @@ params::IntParam gInspectorMaxRecords(
 params::StringParam gPromFile(
     "NCCL_AUTOPILOT_PROM_FILE", "",
     "Prometheus text file for node_exporter's textfile collector, one per process (use %r, the "
-    "process's rank in its first communicator, so that a restarted job rewrites its own file; "
-    "and the .prom extension); empty = off.");
+    "process's rank in its first communicator, so that a restarted job rewrites its own file, "
+    "%j where several jobs share a node, and the .prom extension); empty = off.");
 params::IntParam gPromIntervalMs("NCCL_AUTOPILOT_PROM_INTERVAL_MS", 10000, 100, 3600000,
                                  "Rewrite period of the Prometheus file.");
+params::StringParam gJobName(
+    "NCCL_AUTOPILOT_JOB_NAME", "",
+    "A name for the job, the same in each of its runs: the job_name label of every Prometheus "
+    "series, and %j in export paths. Set it, with %j in NCCL_AUTOPILOT_PROM_FILE, where several "
+    "jobs share a node (their ranks would otherwise share file names and series). Empty: no "
+    "label, and %j is 'job'.");
 params::BoolParam gPromKeep(
     "NCCL_AUTOPILOT_PROM_KEEP", false,
     "Keep the Prometheus file after the process's last communicator is finalized (to read the "
@@ -191,7 +197,7 @@ void ProfilerService::attach(ProfilerContext* ctx) {
       if (other->state && other->state->trace) used.insert(other->state->trace->path());
       if (other->state && other->state->inspector) used.insert(other->state->inspector->path());
     }
-    PathFields fields{ctx->rank, ctx->commId};
+    PathFields fields{ctx->rank, ctx->commId, gJobName.get()};
     if (!gTraceFile.get().empty()) {
       std::string path =
           uniquePath(expandPathPattern(gTraceFile.get(), fields), ctx->commId, &used);
@@ -455,6 +461,7 @@ void ProfilerService::writePrometheusLocked() {
   PrometheusInput in;
   in.hostname = hostName();
   in.version = AUTOPILOT_VERSION_STRING;
+  in.jobName = gJobName.get();
   in.processRank = processRank_;
   in.startTimeSeconds = startTimeSeconds_;
   in.losses.prometheusWriteErrors = promWriteErrors_;

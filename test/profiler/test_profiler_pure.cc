@@ -112,13 +112,16 @@ TEST_CASE("export helpers: escaping, path patterns, atomic writes", "[exports]")
   std::string l;
   appendLabelEscaped(&l, "x\"y\\z\n");
   CHECK(l == "x\\\"y\\\\z\\n");
-  PathFields f{3, 0xabc};
+  PathFields f{3, 0xabc, ""};
   // %c is the communicator's tag, never its id (which keys an unauthenticated rendezvous).
   CHECK(expandPathPattern("/t/r%r-c%c-%%-%q", f) == "/t/r3-c" + commTag(0xabc) + "-%-%q");
   CHECK(commTag(0xabc).size() == 16);
   CHECK(commTag(0xabc).find("abc") == std::string::npos);
   CHECK(commTag(0xabc) != commTag(0xabd));
   CHECK(expandPathPattern("/t/%p", f) == "/t/" + std::to_string(getpid()));
+  CHECK(expandPathPattern("/t/%j-%r", f) == "/t/job-3");  // no job name
+  PathFields named{1, 0, "train ../x/y:z"};
+  CHECK(expandPathPattern("/t/%j-%r.prom", named) == "/t/train_.._x_y_z-1.prom");
   std::string dir = "/tmp/ap-prof-atomic-" + std::to_string(getpid());
   REQUIRE(mkdir(dir.c_str(), 0755) == 0);
   std::string error;
@@ -204,6 +207,22 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
   CHECK(text.find("nccl_autopilot_rail_throughput_bytes_per_second{process_rank=\"5\","
                   "rail=\"eth0\",transport=\"tcp\",device=\"0\"} 1500000000\n") !=
         std::string::npos);
+  // A job name labels every series (jobs sharing a node keep apart).
+  in.jobName = "train \"a\"";
+  std::string named = renderPrometheus(in);
+  CHECK(test::checkExposition(named).empty());
+  size_t samples = 0, labelled = 0;
+  for (size_t at = 0; at < named.size();) {
+    size_t end = named.find('\n', at);
+    std::string line = named.substr(at, end - at);
+    at = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    ++samples;
+    if (line.find("{job_name=\"train \\\"a\\\"\",") != std::string::npos) ++labelled;
+  }
+  CHECK(samples > 20);
+  CHECK(labelled == samples);
+  in.jobName.clear();
   // promtool (Debian's `prometheus` package) must agree.
   if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
     std::string path = "/tmp/ap-prof-promtool-" + std::to_string(getpid()) + ".prom";
