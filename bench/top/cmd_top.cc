@@ -3,7 +3,6 @@
 // folder of such files gathered from many hosts (one level of sub-folders is read too). Nothing
 // is added to the plugins' hot paths: the files are what they already publish.
 #include <dirent.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -41,11 +39,12 @@ int cmdTop(int argc, char** argv) {
   int frames = 0;
   bool json = false;
   Args args("autopilot top",
-            "A live view of running jobs from the profiler's Prometheus files "
-            "(NCCL_AUTOPILOT_PROM_FILE): per communicator collectives per second, data rate, mean\n"
-            "time and busiest algorithm/protocol; per rail state, share, throughput, bandwidth,\n"
-            "failovers; the plugins' events and everything the profiler lost. Rates need the\n"
-            "files rewritten at least as often as the view refreshes\n"
+            "A live view of running jobs from the profiler's Prometheus files\n"
+            "(NCCL_AUTOPILOT_PROM_FILE): per communicator collectives per second, data rate,\n"
+            "mean time and busiest algorithm/protocol; per rail state, share, throughput,\n"
+            "bandwidth, failovers; the ranks that reach collectives late (stragglers); the\n"
+            "plugins' events and everything the profiler lost. Rates need the files rewritten\n"
+            "at least as often as the view refreshes\n"
             "(NCCL_AUTOPILOT_PROM_INTERVAL_MS=1000 or less for a 1 s refresh).");
   args.addText("--dir", dir,
                "folder of .prom files, and of sub-folders of them (one per host); default the "

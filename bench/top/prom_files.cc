@@ -1,11 +1,13 @@
 #include "bench/top/prom_files.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <ctime>
-#include <fstream>
 
 namespace autopilot::top {
 namespace {
@@ -50,12 +52,25 @@ std::vector<FileVersion> readPromFolder(const std::string& dir) {
   findFiles(dir, 1, &paths);
   std::vector<FileVersion> files;
   for (const std::string& path : paths) {
+    // The profiler replaces its file by renaming a new one over it: the time and the text must
+    // come from the same file, so both are read through one descriptor.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;  // removed meanwhile: its process ended
     struct stat st;
-    std::ifstream in(path, std::ios::binary);
-    if (!in || stat(path.c_str(), &st) != 0) continue;  // removed meanwhile: its process ended
-    std::string text(size_t(std::min<off_t>(st.st_size, off_t(kMaxFileBytes))), '\0');
-    in.read(text.data(), std::streamsize(text.size()));
-    text.resize(size_t(in.gcount()));
+    std::string text;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      text.resize(size_t(std::min<off_t>(st.st_size, off_t(kMaxFileBytes))));
+      size_t got = 0;
+      while (got < text.size()) {
+        ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += size_t(n);
+      }
+      text.resize(got);
+    }
+    ::close(fd);
+    if (!S_ISREG(st.st_mode)) continue;
     FileVersion f;
     f.path = path;
     f.mtime = double(st.st_mtim.tv_sec) + double(st.st_mtim.tv_nsec) / 1e9;
