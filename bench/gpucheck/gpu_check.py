@@ -23,6 +23,7 @@ import argparse
 import glob
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -296,11 +297,29 @@ def find_ncclperf(explicit):
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port for the ranks' rendezvous, taken below the kernel's ephemeral range: a port the
+    kernel handed out (bind to 0) and we released can be handed out again at once, as the local
+    port of any outgoing connection (the previous mode's gloo pairs make many), and rank 0's
+    listen then fails with "Address already in use". Below the range only a listener can take
+    it."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random()
+    for _ in range(100):
+        port = rng.randrange(10000, max(10001, low))
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+                return port
+            except OSError:
+                continue
+    with socket.socket() as s:  # everything below the range busy: take the old risk
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def probe_torch(python, backend):

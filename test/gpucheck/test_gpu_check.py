@@ -7,6 +7,7 @@ import ctypes
 import io
 import json
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -201,6 +202,16 @@ nccl_autopilot_rail_sent_bytes_total{process_rank="1",rail="127.0.0.2",transport
 nccl_autopilot_rail_share_ratio{process_rank="1",rail="127.0.0.2",transport="tcp",device="0"} 0.25
 nccl_autopilot_collective_count_total{comm="tp \\"g}\\"",rank="0",n_ranks="2",collective="AllReduce",size_bucket="1048576",algo="Ring",proto="Simple"} 12
 """
+
+
+class Ports(unittest.TestCase):
+    def test_rendezvous_port_is_below_the_ephemeral_range(self):
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+        for _ in range(20):
+            port = gc.free_port()
+            self.assertTrue(10000 <= port < low, port)
+            with socket.socket() as s:
+                s.bind(("0.0.0.0", port))  # still free
 
 
 class Exports(unittest.TestCase):
