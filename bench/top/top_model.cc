@@ -82,6 +82,7 @@ Frame TopModel::frame(double now, double staleAfterS) {
     std::map<std::pair<std::string, std::string>, std::pair<double, double>> rankTimes;
   };
   std::map<std::string, CommAcc> comms;
+  std::map<std::string, std::pair<double, int>> late;  // this frame's late ranks
   struct RailAcc {
     RailRow row;
     int n = 0;
@@ -230,16 +231,19 @@ Frame TopModel::frame(double now, double staleAfterS) {
       Straggler st{name, who.first, who.second, lag, own, median, now};
       std::string key = name + "\x1f" + who.first + "\x1f" + who.second;
       auto it = lateSince_.find(key);
-      if (it != lateSince_.end()) st.sinceS = it->second;
-      f.stragglers.push_back(st);
+      int frames = 1;
+      if (it != lateSince_.end()) {
+        st.sinceS = it->second.first;
+        frames = it->second.second + 1;
+      }
+      late[key] = {st.sinceS, frames};
+      // One late interval can be a rank held up once (a failover on its rails); a straggler is
+      // late interval after interval.
+      if (frames >= kMinLateFrames) f.stragglers.push_back(st);
     }
   }
-  // A straggler's streak ends with the first frame that does not name it.
-  std::map<std::string, double> named;
-  for (const Straggler& st : f.stragglers) {
-    named[st.comm + "\x1f" + st.host + "\x1f" + st.rank] = st.sinceS;
-  }
-  lateSince_ = std::move(named);
+  // A streak ends with the first frame in which the rank is not late.
+  lateSince_ = std::move(late);
   for (auto& [key, r] : rails) {
     if (r.n > 0) {
       r.row.share /= r.n;
@@ -320,7 +324,7 @@ std::string renderText(const Frame& f, const std::string& source) {
   for (const Straggler& st : f.stragglers) {
     std::snprintf(line, sizeof(line),
                   "\n  %s rank %s on %s: late by %.1f ms (its time in a collective %.1f ms, the "
-                  "median %.1f ms), named in every frame for %.0f s",
+                  "median %.1f ms), late in every frame for %.0f s",
                   st.comm.c_str(), st.rank.c_str(), st.host.c_str(), st.lagS * 1e3, st.ownS * 1e3,
                   st.medianS * 1e3, f.now - st.sinceS);
     out += line;

@@ -54,17 +54,18 @@ struct RailRow {
 // - (its own), over the interval. Durations only: no clock is compared across hosts. It holds
 // for collectives whose ranks finish together (all-reduce, all-gather, reduce-scatter; a
 // broadcast's root may leave early), which is why it takes a lag of both kMinLagS and
-// kMinLagShare of the median before naming a rank.
+// kMinLagShare of the median, in kMinLateFrames consecutive frames, before naming a rank.
 struct Straggler {
   std::string comm, host, rank;
   double lagS = 0;     // median - own
   double ownS = 0;     // its mean time in a collective over the interval
   double medianS = 0;  // the communicator's median of those
-  double sinceS = 0;   // named in every frame since this time (`now` units)
+  double sinceS = 0;   // late in every frame since this time (`now` units)
 };
 inline constexpr double kMinLagS = 0.001;
 inline constexpr double kMinLagShare = 0.25;
 inline constexpr double kMinCollectives = 3;  // per rank over the interval
+inline constexpr int kMinLateFrames = 2;      // consecutive frames late before it is named
 
 struct Frame {
   double now = 0;
@@ -96,7 +97,8 @@ class TopModel {
     std::optional<FileVersion> prev;
   };
   std::map<std::string, Tracked> files_;
-  std::map<std::string, double> lateSince_;  // comm/host/rank -> first frame that named it
+  // comm/host/rank -> (first frame of its streak of late frames, frames in the streak)
+  std::map<std::string, std::pair<double, int>> lateSince_;
 };
 
 std::string renderText(const Frame& f, const std::string& source);

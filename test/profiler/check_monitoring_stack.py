@@ -140,22 +140,23 @@ try:
     live_top = None
     named = set()  # stragglers `autopilot top` named: none may be, nobody is slowed here
     top_frames = 0
-    while demo.poll() is None:
+    # One `autopilot top` on the same files for the whole run (a frame a second), as an operator
+    # would keep it open.
+    top = subprocess.Popen([tool, "top", "--dir", textfiles, "--json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    for line in top.stdout:
         if live_at is None and api(prom_port, "query", query="nccl_autopilot_rail_state")["result"]:
             live_at = time.time() - start
-        # `autopilot top` on the same files while the job runs (one interval per frame).
-        run = subprocess.run([tool, "top", "--dir", textfiles, "--frames", "1", "--json"],
-                             capture_output=True, text=True, timeout=30)
-        if run.returncode != 0:
-            problems.append("autopilot top failed while the demo ran: %s" % run.stderr)
-            break
         if demo.poll() is not None:
             break  # the ranks finished during this frame
-        frame = json.loads(run.stdout)
+        frame = json.loads(line)
         top_frames += 1
         named |= {"%s rank %s" % (s["comm"], s["rank"]) for s in frame["stragglers"]}
         if live_top is None and time.time() - start > 10:
             live_top = frame
+    top.kill()
+    top.wait()
+    demo.wait()
     end = time.time()
     if demo.returncode != 0:
         sys.exit("autopilot demo exited with %d (log: %s)" % (demo.returncode,
@@ -169,7 +170,8 @@ try:
 
     if named:
         problems.append("autopilot top named stragglers in a run without one: %s" % sorted(named))
-    print("autopilot top: no straggler named in %d frames of the healthy run" % top_frames)
+    print("autopilot top: %d frames of the healthy run, stragglers named: %s"
+          % (top_frames, sorted(named) or "none"))
     # autopilot top, live and on the final files; a folder it cannot read is one clear line.
     run = subprocess.run([tool, "top", "--dir", os.path.join(work, "missing"), "--frames", "1"],
                          capture_output=True, text=True, timeout=30)

@@ -3,7 +3,7 @@
 
 Runs the quick demo's closed loop with rank 2 made a straggler (`--slow-rank 2 --slow-ms 20`:
 it starts every collective 20 ms late, as a rank busy elsewhere) and reads its Prometheus files
-with `autopilot top --json` about once a second while it runs. Rank 2 must be named within
+with one `autopilot top --json` (a frame a second) while it runs. Rank 2 must be named within
 DETECT_S of the demo's start, in at least MIN_SHARE of the frames after that, with a lag within
 LAG_RANGE of the injected delay, and no other rank may ever be named. (The healthy side, no rank
 named while nobody is slowed, is checked in monitoring_stack.) The demo runs with `--top`, and
@@ -37,16 +37,18 @@ demo = subprocess.Popen([tool, "demo", "--quick", "--no-plot", "--mode", "closed
                          "--top"],
                         stdout=open(os.path.join(work, "demo.log"), "w"), stderr=subprocess.STDOUT)
 frames = []  # (seconds since start, [(rank, lag s)])
-while demo.poll() is None:
-    run = subprocess.run([tool, "top", "--dir", files, "--frames", "1", "--json"],
-                         capture_output=True, text=True, timeout=30)
-    if run.returncode != 0:
-        demo.kill()
-        sys.exit("autopilot top failed: %s" % run.stderr)
+# One `autopilot top` for the whole run, as an operator would keep it open (a rank is named only
+# once it has been late in consecutive frames).
+top = subprocess.Popen([tool, "top", "--dir", files, "--json"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+for line in top.stdout:
     if demo.poll() is not None:
         break  # this frame may mix the final files' values
-    frame = json.loads(run.stdout)
+    frame = json.loads(line)
     frames.append((time.time() - start, [(s["rank"], s["lag_s"]) for s in frame["stragglers"]]))
+top.kill()
+top.wait()
+demo.wait()
 if demo.returncode != 0:
     sys.exit("autopilot demo exited with %d (log: %s)" % (demo.returncode,
                                                          os.path.join(work, "demo.log")))
