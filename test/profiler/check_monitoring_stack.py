@@ -15,10 +15,8 @@ Usage: check_monitoring_stack.py AUTOPILOT_TOOL SOURCE_DIR. Exit 77 (skip) when 
 missing; CTest counts that as a failure under CI=true (scripts/ap.sh installs them)."""
 import json
 import os
-import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,34 +27,15 @@ import urllib.request
 
 SKIP = 77
 tool, src = sys.argv[1], sys.argv[2]
+# Ports below the kernel's ephemeral range, as the GPU check takes them (gpu_check.free_port).
+sys.path.insert(0, os.path.join(src, "bench", "gpucheck"))
+from gpu_check import free_port  # noqa: E402
 node_exporter = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
 prometheus = shutil.which("prometheus")
 if not node_exporter or not prometheus:
     print("SKIP: prometheus-node-exporter and prometheus are needed (Debian packages of those "
           "names; scripts/ap.sh installs them)")
     sys.exit(SKIP)
-
-
-def free_port():
-    """A loopback port below the kernel's ephemeral range: one bound to 0 and released could be
-    handed out again at once as some connection's local port before the daemon binds it."""
-    low = 32768
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
-    for _ in range(100):
-        port = random.randrange(10000, max(10001, low))
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url, timeout=5):
