@@ -34,12 +34,19 @@ struct KnownKind {
   const char* kind;
 };
 inline constexpr KnownKind kKnownKinds[] = {
-    {Source::kNet, "rail_failed"},        {Source::kNet, "rail_degraded"},
-    {Source::kNet, "rail_recovered"},     {Source::kNet, "rail_rejoined"},
-    {Source::kNet, "rail_healthy"},       {Source::kNet, "port_down"},
-    {Source::kNet, "port_active"},        {Source::kTuner, "tuner_choice"},
-    {Source::kTuner, "tuner_frozen"},     {Source::kProfiler, "latency_shift"},
+    {Source::kNet, "rail_failed"},
+    {Source::kNet, "rail_degraded"},
+    {Source::kNet, "rail_recovered"},
+    {Source::kNet, "rail_rejoined"},
+    {Source::kNet, "rail_healthy"},
+    {Source::kNet, "port_down"},
+    {Source::kNet, "port_active"},
+    {Source::kTuner, "tuner_choice"},
+    {Source::kTuner, "tuner_frozen"},
+    {Source::kProfiler, "latency_shift"},
     {Source::kProfiler, "rail_bw_shift"},
+    {Source::kProfiler, "straggler"},
+    {Source::kProfiler, "straggler_cleared"},
 };
 
 class EventJournal {

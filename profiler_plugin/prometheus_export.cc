@@ -182,6 +182,78 @@ std::string renderPrometheus(const PrometheusInput& in) {
   x.sample("nccl_autopilot_journal_events_overwritten_total", process,
            double(in.losses.journalOverwritten));
 
+  // The arrival exchange: rank 0's view (every rank's with NCCL_AUTOPILOT_STRAGGLER_REPORT=all).
+  // `rank` is the rank described, `reporter` the rank whose file this is.
+  struct ArrivalMetric {
+    const char* name;
+    const char* type;
+    const char* help;
+    bool (*has)(const ArrivalReport::Rank&);
+    double (*value)(const ArrivalReport::Rank&);
+  };
+  using R = ArrivalReport::Rank;
+  static const ArrivalMetric kArrivalMetrics[] = {
+      {"nccl_autopilot_arrival_lag_seconds", "gauge",
+       "Mean lag of the rank's arrival behind the communicator's median arrival, last window.",
+       [](const R&) { return true; }, [](const R& e) { return e.windowLagNs / 1e9; }},
+      {"nccl_autopilot_arrival_lag_max_seconds", "gauge", "Largest arrival lag, last window.",
+       [](const R&) { return true; }, [](const R& e) { return e.windowMaxLagNs / 1e9; }},
+      {"nccl_autopilot_arrival_late_ratio", "gauge",
+       "Share of the last window's collectives in which the rank arrived late.",
+       [](const R&) { return true; }, [](const R& e) { return e.windowLateFraction; }},
+      {"nccl_autopilot_arrival_late_collectives_total", "counter",
+       "Collectives in which the rank arrived late.", [](const R&) { return true; },
+       [](const R& e) { return double(e.late); }},
+      {"nccl_autopilot_arrival_compared_collectives_total", "counter",
+       "Collectives whose arrivals were compared across all present ranks.",
+       [](const R&) { return true; }, [](const R& e) { return double(e.compared); }},
+      {"nccl_autopilot_straggler", "gauge",
+       "1 while the rank is named a straggler (late windows in a row), else 0.",
+       [](const R&) { return true; }, [](const R& e) { return e.named ? 1.0 : 0.0; }},
+      {"nccl_autopilot_straggler_since_seconds", "gauge",
+       "Start (Unix time) of the rank's current run of late windows; 0 when none.",
+       [](const R&) { return true; }, [](const R& e) { return e.sinceWallSeconds; }},
+      {"nccl_autopilot_clock_offset_seconds", "gauge",
+       "Estimated offset of the rank's host clock from the reporter's.",
+       [](const R& e) { return e.clockKnown; }, [](const R& e) { return e.clockOffsetNs / 1e9; }},
+      {"nccl_autopilot_clock_offset_error_seconds", "gauge",
+       "Bound on the error of that estimate (half the best round trip, plus drift).",
+       [](const R& e) { return e.clockKnown; }, [](const R& e) { return e.clockErrorNs / 1e9; }},
+      {"nccl_autopilot_rank_rails_unhealthy", "gauge",
+       "Rails of the rank's process that are degraded, failed or probing.",
+       [](const R& e) { return e.railsUnhealthy >= 0; },
+       [](const R& e) { return double(e.railsUnhealthy); }},
+  };
+  for (const ArrivalMetric& m : kArrivalMetrics) {
+    x.family(m.name, m.type, m.help);
+    for (const ProfilerContext* ctx : in.contexts) {
+      if (!ctx->state || !ctx->state->arrivalReport.valid) continue;
+      const std::string base = label("comm", ctx->state->label.c_str()) + "," +
+                               label("n_ranks", std::to_string(ctx->nRanks).c_str()) + "," +
+                               label("reporter", std::to_string(ctx->rank).c_str()) + ",";
+      for (const R& e : ctx->state->arrivalReport.ranks) {
+        if (!m.has(e)) continue;
+        x.sample(m.name, base + label("rank", std::to_string(e.rank).c_str()), m.value(e));
+      }
+    }
+  }
+  x.family("nccl_autopilot_arrival_records_dropped_total", "counter",
+           "Arrivals left out of the exchange: buffer_full (never sent), awaiting_clock (rank 0: "
+           "before the sender's clock offset was known), unmatched (rank 0: some rank never "
+           "reported the collective).");
+  for (const ProfilerContext* ctx : in.contexts) {
+    if (!ctx->state || !ctx->state->arrivals) continue;
+    const ExchangeCounters& c = ctx->state->arrivalCounters;
+    std::pair<const char*, uint64_t> reasons[] = {
+        {"buffer_full", c.dropped},
+        {"awaiting_clock", c.awaitingClock},
+        {"unmatched", ctx->state->arrivalReport.unmatched}};
+    for (const auto& [reason, value] : reasons) {
+      x.sample("nccl_autopilot_arrival_records_dropped_total",
+               commLabels(*ctx) + "," + label("reason", reason), double(value));
+    }
+  }
+
   struct RailMetric {
     const char* name;
     const char* type;

@@ -22,6 +22,7 @@
 #include "profiler_plugin/export_util.h"
 #include "profiler_plugin/nccl_names.h"
 #include "profiler_plugin/prometheus_export.h"
+#include "tuner_plugin/tuner_service.h"
 
 namespace autopilot::profiler {
 namespace {
@@ -118,6 +119,9 @@ ProfilerService::ProfilerService() {
   // What the thread and the destructor use is built first, so it is destroyed after this object
   // (statics are destroyed in reverse order of construction), i.e. after the join.
   ContextRegistry::instance();
+  // Also the channel thread of the arrival exchange; and built first, its fork handlers run after
+  // ours, which takes the locks in the order attach/detach do (ours, then the channel's).
+  tuner::TunerService::construct();
   bus::MeasurementBus::instance();
   journal::EventJournal::instance();
   telemetry::RailRegistry::instance();
@@ -137,6 +141,7 @@ ProfilerService::~ProfilerService() {
   std::lock_guard<std::mutex> lock(mu_);
   for (ProfilerContext* ctx : live_) {
     if (!ctx->state) continue;
+    ctx->state->arrivals.reset();
     drainLocked(ctx, monotonicNs());
     if (ctx->state->trace) ctx->state->trace->close();
     if (ctx->state->inspector) ctx->state->inspector->close();
@@ -179,6 +184,7 @@ void ProfilerService::childAfterFork() {
     if (!ctx->state) continue;
     if (ctx->state->trace) ctx->state->trace->abandon();
     if (ctx->state->inspector) ctx->state->inspector->abandon();
+    if (ctx->state->arrivals) ctx->state->arrivals->abandon();
   }
   s.live_.clear();  // a finalize of an inherited communicator in the child then does nothing
   s.prometheusPath_.clear();
@@ -215,6 +221,8 @@ void ProfilerService::attach(ProfilerContext* ctx) {
                 hexId(ctx->commId).c_str(), path.c_str());
     }
     state->label = labelFor(*ctx);
+    state->arrivals =
+        makeArrivalExchange(ctx->commId, state->label, ctx->rank, ctx->nRanks, ctx->nNodes);
     ++attached_;
     if (prometheusPath_.empty() && !gPromFile.get().empty()) {
       prometheusPath_ = expandPathPattern(gPromFile.get(), fields);
@@ -249,6 +257,7 @@ void ProfilerService::detach(ProfilerContext* ctx) {
     journalLocked();
     writePrometheusLocked();  // the communicator's final values, before it leaves the file
     live_.erase(it);
+    if (ctx->state) ctx->state->arrivals.reset();
     if (ctx->state) {
       if (gSummary.get()) summaryLocked(*ctx, now);
       if (ctx->state->trace) {
@@ -371,6 +380,7 @@ void ProfilerService::drainLocked(ProfilerContext* ctx, uint64_t nowNs) {
     if (st->inspector) st->inspector->record(c, gpu, wallUs);
     if (gpu && !c.gpuTimed) continue;  // the communicator's clock is the GPU's; this has none
     uint64_t durationNs = gpu ? c.gpuEndNs - c.gpuStartNs : c.hostEndNs - c.hostStartNs;
+    if (st->arrivals) st->arrivals->recordArrival(c.func, c.seqNumber, c.hostStartNs, durationNs);
     ArmShift shift;
     if (!st->stats.add(c.func, c.algo, c.proto, c.nBytes, durationNs, c.hostEndNs, &shift)) {
       continue;
@@ -471,9 +481,13 @@ void ProfilerService::writePrometheusLocked() {
   for (const auto& [key, count] : eventCounts_) {
     in.events.push_back({journal::sourceName(journal::Source(key.first)), key.second, count});
   }
-  for (const ProfilerContext* ctx : live_) {
+  for (ProfilerContext* ctx : live_) {
     in.contexts.push_back(ctx);
     if (!ctx->state) continue;
+    if (ctx->state->arrivals) {
+      ctx->state->arrivalReport = ctx->state->arrivals->report();
+      ctx->state->arrivalCounters = ctx->state->arrivals->counters();
+    }
     if (ctx->state->trace && ctx->state->trace->failed()) ++in.losses.traceFilesFailed;
     if (ctx->state->inspector && ctx->state->inspector->failed()) ++in.losses.inspectorFilesFailed;
   }

@@ -28,6 +28,7 @@
 #include "common/event_journal.h"
 #include "common/rail_telemetry.h"
 #include "common/service_thread.h"
+#include "profiler_plugin/arrival_exchange.h"
 #include "profiler_plugin/collective_stats.h"
 #include "profiler_plugin/context.h"
 #include "profiler_plugin/inspector_writer.h"
@@ -54,6 +55,11 @@ struct ContextState {
   // The communicator's `comm` label in the Prometheus file: its commName, or "comm<k>" for the
   // k-th communicator this process attached (stable across restarts of the same job).
   std::string label;
+  // The arrival exchange (nullptr when off or impossible) and what the exports show of it,
+  // refreshed at each Prometheus rewrite.
+  std::unique_ptr<ArrivalExchange> arrivals;
+  ArrivalReport arrivalReport;
+  ExchangeCounters arrivalCounters;
   static constexpr size_t kMaxShifts = 64;
 };
 

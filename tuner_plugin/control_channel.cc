@@ -6,12 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "common/log.h"
 #include "common/params.h"
+#include "common/safe_file.h"
 #include "tuner_plugin/wire_format.h"
 
 namespace autopilot::tuner {
@@ -24,12 +27,22 @@ params::StringParam gCoordinator(
     "or network namespaces sharing one filesystem). Unset: the Unix socket when all ranks share a "
     "node, else MASTER_ADDR.");
 params::IntParam gCoordinatorPort(
-    "NCCL_AUTOPILOT_COORDINATOR_PORT", 29650, 1, 65535 - 1024,
+    "NCCL_AUTOPILOT_COORDINATOR_PORT", 29650, 1, 65535 - 2048,
     "Base TCP port of the tuner's rendezvous when NCCL_AUTOPILOT_COORDINATOR gives none, or "
-    "when MASTER_ADDR is used.");
+    "when MASTER_ADDR is used. The profiler's arrival exchange uses the 1024 ports above the "
+    "tuner's.");
+params::StringParam gSecretFile(
+    "NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE", "",
+    "File whose content (the same random bytes on every node; owner-only permissions, e.g. "
+    "0600) is mixed into the keys that authenticate the rendezvous of the tuner and of the "
+    "profiler's arrival exchange. Unset: the key "
+    "derives from the communicator id alone (which NCCL's INFO log prints). Set but missing, "
+    "unreadable, empty or readable by group/others: both are off.");
 params::StringParam gCoordinatorDir(
     "NCCL_AUTOPILOT_COORDINATOR_DIR", "/tmp",
     "Folder holding the private directory (mode 0700) of the tuner's single-node Unix sockets.");
+
+constexpr unsigned long kFlags = abi::subsys::kInit | abi::subsys::kTuning;
 
 std::string hex64(uint64_t v) {
   char buf[17];
@@ -86,6 +99,52 @@ bool addressOf(const Endpoint& ep, sockets::SockAddr* out, std::string* error) {
 
 }  // namespace
 
+std::optional<std::string> readRendezvousSecret() {
+  const std::string& path = gSecretFile.get();
+  if (path.empty()) return std::string();
+  constexpr size_t kMaxSecretBytes = 64 * 1024;
+  std::string secret, error;
+  struct stat st;
+  std::string problem;
+  if (!readRegularFile(path, kMaxSecretBytes, &secret, &error, &st)) {
+    problem = error;
+  } else if (secret.empty()) {
+    problem = "it is empty";
+  } else if ((st.st_mode & 077) != 0) {
+    problem = "it is readable or writable by group or others (mode " +
+              std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+              std::to_string(st.st_mode & 7) + ")";
+  } else if (st.st_uid != geteuid() && st.st_uid != 0) {
+    problem = "it is owned by another user";
+  }
+  if (!problem.empty()) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      AP_WARN(
+          kFlags,
+          "tuner: NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE=%s cannot serve as the "
+          "rendezvous secret: %s. The tuner's learning (NCCL's choices stand) and the profiler's "
+          "arrival exchange are off. Fix: put the same "
+          "random bytes in that file on every node, owned by the job's user with mode 0600 "
+          "(e.g. head -c 32 /dev/urandom > FILE; chmod 600 FILE)",
+          path.c_str(), problem.c_str());
+    }
+    return std::nullopt;
+  }
+  return secret;
+}
+
+void noteUnauthenticatedRendezvous(int rank, const Endpoint& endpoint) {
+  static std::atomic<bool> noted{false};
+  if (noted.exchange(true)) return;
+  log::emit(rank == 0 ? abi::kLogWarn : abi::kLogInfo, kFlags, __func__, __LINE__,
+            "tuner: the rendezvous at %s is not authenticated: a process that can reach it and "
+            "knows the communicator id (NCCL's INFO log prints it) could join it. Set "
+            "NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE to a file with the same random bytes on every "
+            "node (mode 0600) to authenticate it (README: Security and failure model)",
+            endpoint.describe().c_str());
+}
+
 std::string Endpoint::describe() const {
   switch (kind) {
     case Kind::kUnix:
@@ -97,9 +156,9 @@ std::string Endpoint::describe() const {
   }
 }
 
-Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why) {
+Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why, Channel channel) {
   Endpoint ep;
-  const int offset = int(commId % 1024);
+  const int offset = int(commId % 1024) + (channel == Channel::kArrivals ? 1024 : 0);
   std::string coord = gCoordinator.get();
   const bool unixRequested = coord == "unix" || coord == "unix:";
   if (!coord.empty() && !unixRequested) {
@@ -121,7 +180,7 @@ Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why) {
     if (!portText.empty()) {
       char* end = nullptr;
       long p = std::strtol(portText.c_str(), &end, 10);
-      if (*end != '\0' || p < 1 || p > 65535 - 1024) {
+      if (*end != '\0' || p < 1 || p > 65535 - 2048) {
         *why = "NCCL_AUTOPILOT_COORDINATOR='" + gCoordinator.get() + "': bad port";
         return Endpoint{};
       }
@@ -135,7 +194,8 @@ Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why) {
     std::string dir = gCoordinatorDir.get() + "/nccl-autopilot-" + std::to_string(getuid());
     if (!privateDirectory(dir, why)) return Endpoint{};
     ep.kind = Endpoint::Kind::kUnix;
-    ep.path = dir + "/tuner-" + hex64(commId) + ".sock";
+    ep.path =
+        dir + (channel == Channel::kArrivals ? "/arrivals-" : "/tuner-") + hex64(commId) + ".sock";
     return ep;
   }
   if (const char* master = std::getenv("MASTER_ADDR"); master != nullptr && master[0] != '\0') {

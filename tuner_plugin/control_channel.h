@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,23 @@ struct Endpoint {
   std::string describe() const;
 };
 
+// The two channels that meet this way: the tuner's consensus, and the profiler's arrival
+// exchange (profiler_plugin/arrival_exchange.h), which uses its own socket path or the 1024 TCP
+// ports above the tuner's.
+enum class Channel { kTuner, kArrivals };
+
 // Where this communicator's ranks meet; kNone with *why when there is no way to.
-Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why);
+Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why,
+                         Channel channel = Channel::kTuner);
+
+// The secret mixed into the rendezvous keys (NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE): empty
+// when unset. Fails closed: a configured file that cannot serve as a secret gives nullopt (the
+// channels stay off) with one warning naming the file and the fix, rather than a key anyone
+// who reads NCCL's log can derive.
+std::optional<std::string> readRendezvousSecret();
+// Once per process: a rendezvous across nodes without a secret accepts anyone who can reach it
+// and knows the communicator id, which NCCL's own INFO log prints.
+void noteUnauthenticatedRendezvous(int rank, const Endpoint& endpoint);
 
 // Sockets come from the library's one socket layer (common/socket/socket.h).
 using sockets::Fd;

@@ -209,11 +209,9 @@ void Coordinator::acceptAll(uint64_t nowNs) {
     wire::randomBytes(p->leaderNonce, wire::kNonceSize);
     p->handshakeDeadline = nowNs + config_.handshakeTimeoutNs;
     p->lastHeardNs = nowNs;
-    wire::Writer w;
-    w.u8(wire::kChallenge);
-    w.u32(wire::kProtocolVersion);
-    w.bytes(p->leaderNonce, wire::kNonceSize);
-    if (p->conn.send(wire::frame(w.str()))) peers_.push_back(std::move(p));
+    if (p->conn.send(wire::frame(wire::challengeBody(p->leaderNonce)))) {
+      peers_.push_back(std::move(p));
+    }
   }
 }
 
@@ -333,28 +331,22 @@ bool Coordinator::onHandshakeFrame(Peer& p, const std::string& body, uint64_t no
   if (role_ == Role::kFollower && p.stage == Peer::Stage::kAwaitChallenge &&
       type == wire::kChallenge) {
     uint32_t version;
-    if (!r.u32(&version) || !r.bytes(p.leaderNonce, wire::kNonceSize)) return false;
+    if (!wire::readChallenge(&r, &version, p.leaderNonce)) return false;
     if (version != wire::kProtocolVersion) {
       turnOff("the leader speaks another protocol version (library versions differ)");
       return false;
     }
-    wire::randomBytes(p.followerNonce, wire::kNonceSize);
     uint32_t flags = config_.userAlgoProto ? wire::kFlagUserAlgoProto : 0;
-    Digest mac = wire::helloMac(config_.key, p.leaderNonce, p.followerNonce, config_.rank, flags);
-    wire::Writer w;
-    w.u8(wire::kHello);
-    w.bytes(p.followerNonce, wire::kNonceSize);
-    w.i32(config_.rank);
-    w.u32(flags);
-    w.bytes(mac.data(), mac.size());
     p.stage = Peer::Stage::kAwaitWelcome;
-    return p.conn.send(wire::frame(w.str()));
+    return p.conn.send(wire::frame(
+        wire::helloBody(config_.key, p.leaderNonce, p.followerNonce, config_.rank, flags)));
   }
   if (role_ == Role::kFollower && p.stage == Peer::Stage::kAwaitWelcome && type == wire::kWelcome) {
-    uint8_t mac[32];
-    if (!r.bytes(mac, sizeof(mac))) return false;
-    Digest expected = wire::welcomeMac(config_.key, p.leaderNonce, p.followerNonce);
-    if (!equalConstantTime(mac, expected.data(), sizeof(mac))) {
+    bool authentic = false;
+    if (!wire::readWelcome(&r, config_.key, p.leaderNonce, p.followerNonce, &authentic)) {
+      return false;
+    }
+    if (!authentic) {
       AP_WARN(kFlags,
               "tuner: comm 0x%llx: the process at %s cannot prove the job key: not our "
               "leader; refusing it",
@@ -373,13 +365,10 @@ bool Coordinator::onHandshakeFrame(Peer& p, const std::string& body, uint64_t no
   if (role_ == Role::kLeader && p.stage == Peer::Stage::kAwaitHello && type == wire::kHello) {
     int32_t rank;
     uint32_t flags;
-    uint8_t mac[32];
-    if (!r.bytes(p.followerNonce, wire::kNonceSize) || !r.i32(&rank) || !r.u32(&flags) ||
-        !r.bytes(mac, sizeof(mac))) {
+    bool ok = false;
+    if (!wire::readHello(&r, config_.key, p.leaderNonce, p.followerNonce, &rank, &flags, &ok)) {
       return false;
     }
-    Digest expected = wire::helloMac(config_.key, p.leaderNonce, p.followerNonce, rank, flags);
-    bool ok = equalConstantTime(mac, expected.data(), sizeof(mac));
     const char* why = ok ? nullptr : "cannot prove the job key";
     // Rank claims. A follower claims a rank of the communicator other than the leader's, or -1
     // (unknown: no profiler of ours, or several ranks of one process that the registry cannot
@@ -411,11 +400,9 @@ bool Coordinator::onHandshakeFrame(Peer& p, const std::string& body, uint64_t no
       }
       return false;
     }
-    Digest welcome = wire::welcomeMac(config_.key, p.leaderNonce, p.followerNonce);
-    wire::Writer w;
-    w.u8(wire::kWelcome);
-    w.bytes(welcome.data(), welcome.size());
-    if (!p.conn.send(wire::frame(w.str()))) return false;
+    if (!p.conn.send(wire::frame(wire::welcomeBody(config_.key, p.leaderNonce, p.followerNonce)))) {
+      return false;
+    }
     p.session =
         wire::SecureSession(wire::sessionKey(config_.key, p.leaderNonce, p.followerNonce), true);
     p.rank = rank;

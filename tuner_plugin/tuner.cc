@@ -79,12 +79,6 @@ params::IntParam gJoinTimeoutMs(
 params::IntParam gPeerTimeoutMs(
     "NCCL_AUTOPILOT_TUNER_PEER_TIMEOUT_MS", 30000, 10, 86400000,
     "Silence after which a rank's control channel counts as cut (the communicator freezes).");
-params::StringParam gSecretFile(
-    "NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE", "",
-    "File whose content (the same random bytes on every node; owner-only permissions, e.g. "
-    "0600) is mixed into the key that authenticates the tuner's rendezvous. Unset: the key "
-    "derives from the communicator id alone (which NCCL's INFO log prints). Set but missing, "
-    "unreadable, empty or readable by group/others: learning is off.");
 params::StringParam gTuningFile(
     "NCCL_AUTOPILOT_TUNING_FILE", "",
     "Learned results: loaded by the leader at init, saved by it at finalize (per topology, NCCL "
@@ -102,55 +96,6 @@ unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); 
 bool envSet(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && v[0] != '\0';
-}
-
-// The secret mixed into the rendezvous key. Fails closed: a configured file that cannot serve
-// as a secret turns learning off (nullopt) with one warning naming the file and the fix,
-// rather than falling back to a key anyone who reads NCCL's log can derive.
-std::optional<std::string> readSecret() {
-  const std::string& path = gSecretFile.get();
-  if (path.empty()) return std::string();
-  constexpr size_t kMaxSecretBytes = 64 * 1024;
-  std::string secret, error;
-  struct stat st;
-  std::string problem;
-  if (!readRegularFile(path, kMaxSecretBytes, &secret, &error, &st)) {
-    problem = error;
-  } else if (secret.empty()) {
-    problem = "it is empty";
-  } else if ((st.st_mode & 077) != 0) {
-    problem = "it is readable or writable by group or others (mode " +
-              std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
-              std::to_string(st.st_mode & 7) + ")";
-  } else if (st.st_uid != geteuid() && st.st_uid != 0) {
-    problem = "it is owned by another user";
-  }
-  if (!problem.empty()) {
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true)) {
-      AP_WARN(kFlags,
-              "tuner: NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE=%s cannot serve as the "
-              "rendezvous secret: %s. Learning is off (NCCL's choices stand). Fix: put the same "
-              "random bytes in that file on every node, owned by the job's user with mode 0600 "
-              "(e.g. head -c 32 /dev/urandom > FILE; chmod 600 FILE)",
-              path.c_str(), problem.c_str());
-    }
-    return std::nullopt;
-  }
-  return secret;
-}
-
-// Once per process: a rendezvous across nodes without a secret accepts anyone who can reach it
-// and knows the communicator id, which NCCL's own INFO log prints.
-void noteUnauthenticated(int rank, const Endpoint& endpoint) {
-  static std::atomic<bool> noted{false};
-  if (noted.exchange(true)) return;
-  log::emit(rank == 0 ? abi::kLogWarn : abi::kLogInfo, kFlags, __func__, __LINE__,
-            "tuner: the rendezvous at %s is not authenticated: a process that can reach it and "
-            "knows the communicator id (NCCL's INFO log prints it) could join it. Set "
-            "NCCL_AUTOPILOT_COORDINATOR_SECRET_FILE to a file with the same random bytes on every "
-            "node (mode 0600) to authenticate it (README: Security and failure model)",
-            endpoint.describe().c_str());
 }
 
 // One communicator: everything the plugin keeps for it.
@@ -320,12 +265,12 @@ std::unique_ptr<TunerRuntime> makeRuntime(const TunerInitArgs& args) {
     AP_INFO(kFlags, "tuner: comm 0x%llx: %s; NCCL's choices stand", ull(args.commId), why.c_str());
     return nullptr;
   }
-  std::optional<std::string> secret = readSecret();
+  std::optional<std::string> secret = readRendezvousSecret();
   if (!secret) return nullptr;  // warned once in readSecret
   // A Unix socket sits in a private directory (mode 0700): only a TCP rendezvous, what a job
   // spanning nodes uses, is reachable by others.
   if (secret->empty() && cc.endpoint.kind == Endpoint::Kind::kTcp) {
-    noteUnauthenticated(rank, cc.endpoint);
+    noteUnauthenticatedRendezvous(rank, cc.endpoint);
   }
   cc.key = wire::jobKey(args.commId, int(args.nRanks), int(args.nNodes), *secret);
   const uint64_t ms = 1000000;

@@ -195,5 +195,6 @@ class Service {
 
 bool TunerService::add(ServiceClient* client) { return Service::instance().add(client); }
 void TunerService::remove(ServiceClient* client) { Service::instance().remove(client); }
+void TunerService::construct() { Service::instance(); }
 
 }  // namespace autopilot::tuner

@@ -35,6 +35,10 @@ class TunerService {
   // Unregisters; when it returns the service thread no longer touches the client. Joins the
   // thread when the last client leaves.
   static void remove(ServiceClient* client);
+  // Builds the service now (it is otherwise built by the first add): an owner that builds it
+  // before itself is destroyed first and has its fork handlers run first (see
+  // common/service_thread.h), so it may call add/remove from its own destructor and locks.
+  static void construct();
 };
 
 }  // namespace autopilot::tuner

@@ -70,6 +70,64 @@ Digest sessionKey(const Digest& key, const Nonce leader, const Nonce follower) {
   return HmacSha256::mac(key.data(), key.size(), w.str().data(), w.str().size());
 }
 
+Digest channelKey(const Digest& jobKey, const char* purpose) {
+  return HmacSha256::mac(jobKey.data(), jobKey.size(), purpose, std::strlen(purpose));
+}
+
+std::string challengeBody(const Nonce leader) {
+  Writer w;
+  w.u8(kChallenge);
+  w.u32(kProtocolVersion);
+  w.bytes(leader, kNonceSize);
+  return std::move(w.str());
+}
+
+bool readChallenge(Reader* r, uint32_t* version, Nonce leader) {
+  return r->u32(version) && r->bytes(leader, kNonceSize);
+}
+
+std::string helloBody(const Digest& key, const Nonce leader, Nonce follower, int32_t rank,
+                      uint32_t flags) {
+  randomBytes(follower, kNonceSize);
+  Digest mac = helloMac(key, leader, follower, rank, flags);
+  Writer w;
+  w.u8(kHello);
+  w.bytes(follower, kNonceSize);
+  w.i32(rank);
+  w.u32(flags);
+  w.bytes(mac.data(), mac.size());
+  return std::move(w.str());
+}
+
+bool readHello(Reader* r, const Digest& key, const Nonce leader, Nonce follower, int32_t* rank,
+               uint32_t* flags, bool* authentic) {
+  uint8_t mac[32];
+  if (!r->bytes(follower, kNonceSize) || !r->i32(rank) || !r->u32(flags) ||
+      !r->bytes(mac, sizeof(mac))) {
+    return false;
+  }
+  Digest expected = helloMac(key, leader, follower, *rank, *flags);
+  *authentic = equalConstantTime(mac, expected.data(), sizeof(mac));
+  return true;
+}
+
+std::string welcomeBody(const Digest& key, const Nonce leader, const Nonce follower) {
+  Digest mac = welcomeMac(key, leader, follower);
+  Writer w;
+  w.u8(kWelcome);
+  w.bytes(mac.data(), mac.size());
+  return std::move(w.str());
+}
+
+bool readWelcome(Reader* r, const Digest& key, const Nonce leader, const Nonce follower,
+                 bool* authentic) {
+  uint8_t mac[32];
+  if (!r->bytes(mac, sizeof(mac))) return false;
+  Digest expected = welcomeMac(key, leader, follower);
+  *authentic = equalConstantTime(mac, expected.data(), sizeof(mac));
+  return true;
+}
+
 void Writer::raw(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
 
 bool Reader::raw(void* out, size_t n) {

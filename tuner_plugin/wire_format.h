@@ -55,6 +55,10 @@ Digest helloMac(const Digest& key, const Nonce leader, const Nonce follower, int
 Digest welcomeMac(const Digest& key, const Nonce leader, const Nonce follower);
 Digest sessionKey(const Digest& key, const Nonce leader, const Nonce follower);
 
+// A key for another channel that speaks this handshake, derived from the job key so that the
+// channels cannot be mistaken for one another (a peer of one cannot join the other).
+Digest channelKey(const Digest& jobKey, const char* purpose);
+
 // Little-endian byte writer/reader with bounds checks.
 class Writer {
  public:
@@ -88,6 +92,22 @@ class Reader {
   size_t n_;
   size_t pos_ = 0;
 };
+
+// The handshake's three plain bodies, built and checked here for every channel that uses it
+// (the tuner's consensus, the profiler's arrival exchange). The read* functions start after the
+// type byte and return false on a short body.
+std::string challengeBody(const Nonce leader);
+bool readChallenge(Reader* r, uint32_t* version, Nonce leader);
+// Draws the follower's nonce into `follower`.
+std::string helloBody(const Digest& key, const Nonce leader, Nonce follower, int32_t rank,
+                      uint32_t flags);
+// *authentic: the hello's MAC proves the key.
+bool readHello(Reader* r, const Digest& key, const Nonce leader, Nonce follower, int32_t* rank,
+               uint32_t* flags, bool* authentic);
+std::string welcomeBody(const Digest& key, const Nonce leader, const Nonce follower);
+// *authentic: the leader proved the key.
+bool readWelcome(Reader* r, const Digest& key, const Nonce leader, const Nonce follower,
+                 bool* authentic);
 
 // A whole frame (length prefix + body) for a body.
 std::string frame(const std::string& body);

@@ -80,6 +80,12 @@ Frame TopModel::frame(double now, double staleAfterS) {
     double collectives = 0, shifts = 0;
     std::map<std::string, double> armInterval, armTotal;
     std::map<std::pair<std::string, std::string>, std::pair<double, double>> rankTimes;
+    // The arrival exchange's verdicts, from the lowest-numbered reporter that wrote them.
+    int reporter = -1;
+    struct Arrival {
+      double named = 0, lagS = 0, lateRatio = 0, sinceS = 0;
+    };
+    std::map<std::string, Arrival> arrivals;  // by rank
   };
   std::map<std::string, CommAcc> comms;
   std::map<std::string, std::pair<double, int>> late;  // this frame's late ranks
@@ -166,6 +172,23 @@ Frame TopModel::frame(double now, double staleAfterS) {
         } else if (is(s, "rail_retransmitted_bytes_total")) {
           r.row.resentBytes += s.value;
         }
+      } else if (is(s, "straggler") || is(s, "arrival_lag_seconds") ||
+                 is(s, "arrival_late_ratio") || is(s, "straggler_since_seconds")) {
+        CommAcc& c = comms[labelOr(s, "comm", "?")];
+        int reporter = std::atoi(labelOr(s, "reporter", "-1").c_str());
+        if (reporter < 0) continue;
+        if (c.reporter < 0 || reporter < c.reporter) {
+          c.reporter = reporter;
+          c.arrivals.clear();
+        }
+        if (reporter != c.reporter) continue;
+        CommAcc::Arrival& a = c.arrivals[labelOr(s, "rank", "?")];
+        if (is(s, "straggler")) a.named = s.value;
+        if (is(s, "arrival_lag_seconds")) a.lagS = s.value;
+        if (is(s, "arrival_late_ratio")) a.lateRatio = s.value;
+        if (is(s, "straggler_since_seconds")) a.sinceS = s.value;
+      } else if (is(s, "arrival_records_dropped_total")) {
+        if (s.value > 0) f.losses["arrival records " + labelOr(s, "reason", "?")] += s.value;
       } else if (is(s, "plugin_events_total")) {
         std::string key = labelOr(s, "source", "?") + "/" + labelOr(s, "kind", "?");
         f.events[key] += s.value;
@@ -215,6 +238,22 @@ Frame TopModel::frame(double now, double staleAfterS) {
     row.busiestShare = total > 0 ? best / total : 0;
     f.comms.push_back(row);
 
+    if (c.reporter >= 0) {
+      // The ranks exchanged their arrival times: rank 0's verdict replaces the estimate from
+      // durations (it already waits for late windows in a row, and its clocks are aligned).
+      for (const auto& [rank, a] : c.arrivals) {
+        if (a.named < 1) continue;
+        std::string host = "?";
+        for (const auto& [who, ct] : c.rankTimes) {
+          if (who.second == rank) host = who.first;
+        }
+        Straggler st{name, host, rank, a.lagS, 0, 0, a.sinceS > 0 ? a.sinceS : now};
+        st.fromArrivals = true;
+        st.lateRatio = a.lateRatio;
+        f.stragglers.push_back(st);
+      }
+      continue;
+    }
     std::vector<std::pair<std::pair<std::string, std::string>, double>> means;
     for (const auto& [who, ct] : c.rankTimes) {
       if (ct.first >= kMinCollectives) means.push_back({who, ct.second / ct.first});
@@ -322,6 +361,15 @@ std::string renderText(const Frame& f, const std::string& source) {
   out += "\nstragglers:";
   if (f.stragglers.empty()) out += " none";
   for (const Straggler& st : f.stragglers) {
+    if (st.fromArrivals) {
+      std::snprintf(line, sizeof(line),
+                    "\n  %s rank %s on %s: late by %.1f ms at arrival, in %.0f%% of the last "
+                    "window's collectives, for %.0f s (arrival exchange)",
+                    st.comm.c_str(), st.rank.c_str(), st.host.c_str(), st.lagS * 1e3,
+                    st.lateRatio * 100, f.now - st.sinceS);
+      out += line;
+      continue;
+    }
     std::snprintf(line, sizeof(line),
                   "\n  %s rank %s on %s: late by %.1f ms (its time in a collective %.1f ms, the "
                   "median %.1f ms), late in every frame for %.0f s",
@@ -415,7 +463,9 @@ std::string renderJson(const Frame& f) {
     const Straggler& st = f.stragglers[i];
     o += std::string(i ? "," : "") + "{\"comm\":" + str(st.comm) + ",\"host\":" + str(st.host) +
          ",\"rank\":" + str(st.rank) + ",\"lag_s\":" + num(st.lagS) + ",\"own_s\":" + num(st.ownS) +
-         ",\"median_s\":" + num(st.medianS) + ",\"for_s\":" + num(f.now - st.sinceS) + "}";
+         ",\"median_s\":" + num(st.medianS) + ",\"for_s\":" + num(f.now - st.sinceS) +
+         ",\"source\":" + str(st.fromArrivals ? "arrivals" : "durations") +
+         ",\"late_ratio\":" + num(st.lateRatio) + "}";
   }
   o += "],\"events\":" + map(f.events) + ",\"events_delta\":" + map(f.eventsDelta) +
        ",\"lost\":" + map(f.losses) + "}";

@@ -48,7 +48,9 @@ struct RailRow {
   double failovers = 0, recoveries = 0, resentBytes = 0;  // summed
 };
 
-// A rank that reaches the communicator's collectives late. The others wait for it inside each
+// A rank that reaches the communicator's collectives late. Where the ranks exchange their arrival
+// times (the profiler's default), rank 0's verdict is shown as is. Otherwise it is estimated
+// from durations: the others wait for it inside each
 // collective, and they all finish together, so it spends less time in a collective than its
 // peers by about its lateness: lag = (median time in a collective over the communicator's ranks)
 // - (its own), over the interval. Durations only: no clock is compared across hosts. It holds
@@ -61,6 +63,11 @@ struct Straggler {
   double ownS = 0;     // its mean time in a collective over the interval
   double medianS = 0;  // the communicator's median of those
   double sinceS = 0;   // late in every frame since this time (`now` units)
+  // Named by rank 0's arrival exchange (docs/stragglers.md) rather than from durations: lagS is
+  // then the rank's mean arrival lag over the last window and lateRatio the share of that
+  // window's collectives it was late in; ownS and medianS are 0.
+  bool fromArrivals = false;
+  double lateRatio = 0;
 };
 inline constexpr double kMinLagS = 0.001;
 inline constexpr double kMinLagShare = 0.25;
