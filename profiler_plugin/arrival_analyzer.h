@@ -34,7 +34,7 @@ struct ArrivalConfig {
   uint64_t windowNs = 1'000'000'000;
   uint64_t minLagNs = 1'000'000;
   double minLagShare = 0.25;
-  double lateFraction = 0.5;
+  double lateFraction = 0.75;
   int windowsToName = 2;
   uint64_t minCompared = 3;
   size_t maxPending = 4096;

@@ -34,7 +34,7 @@ params::DoubleParam gMinLagShare(
     "A rank is late in a collective only when its lag is also at least this share of the "
     "collective's median duration (the time the others spend waiting for it).");
 params::DoubleParam gLateFraction(
-    "NCCL_AUTOPILOT_STRAGGLER_LATE_FRACTION", 0.5, 0.01, 1.0,
+    "NCCL_AUTOPILOT_STRAGGLER_LATE_FRACTION", 0.75, 0.01, 1.0,
     "Share of a window's collectives a rank must be late in for the window to count as late.");
 params::IntParam gClockSkewUs(
     "NCCL_AUTOPILOT_TEST_CLOCK_SKEW_US", 0, -1000000000, 1000000000,
@@ -105,6 +105,9 @@ ArrivalExchange::ArrivalExchange(const ExchangeConfig& config) : config_(config)
     clocks_.resize(size_t(config_.nRanks));
     railsTotal_.assign(size_t(config_.nRanks), -1);
     railsUnhealthy_.assign(size_t(config_.nRanks), -1);
+    // Nobody is waited for before joining: a rank whose profiler never connects (another
+    // profiler plugin, an old library) leaves the others compared among themselves.
+    for (int r = 1; r < config_.nRanks; ++r) analyzer_->setPresent(r, false);
   }
 }
 
@@ -217,11 +220,13 @@ void ArrivalExchange::collectFds(std::vector<pollfd>* fds) {
 void ArrivalExchange::handleEvents(const pollfd* fds, size_t count, uint64_t nowNs) {
   if (count < fdBase_ + fdCount_) return;
   std::vector<Peer*> broken;
+  bool accept = false;
   for (size_t i = 0; i < fdCount_; ++i) {
     const pollfd& f = fds[fdBase_ + i];
     Peer* p = fdPeers_[i];
     if (p == nullptr) {
-      if (f.revents & POLLIN) acceptAll(nowNs);
+      // After the peers: accepting may evict a handshake this loop still points to.
+      accept = (f.revents & POLLIN) != 0;
       continue;
     }
     if (f.revents == 0 && !p->conn.hasBufferedFrame()) continue;
@@ -254,6 +259,7 @@ void ArrivalExchange::handleEvents(const pollfd* fds, size_t count, uint64_t now
       }
     }
   }
+  if (accept) acceptAll(nowNs);
 }
 
 void ArrivalExchange::acceptAll(uint64_t nowNs) {
@@ -565,7 +571,7 @@ uint64_t ArrivalExchange::step(uint64_t nowNs) {
       }
       dropPeer(k - 1, "handshake timed out", false);
     } else if (p.stage == Peer::Stage::kReady && nowNs - p.lastHeardNs > config_.peerTimeoutNs) {
-      dropPeer(k - 1, "silent past NCCL_AUTOPILOT_TUNER_PEER_TIMEOUT_MS", false);
+      dropPeer(k - 1, "silent past the peer timeout", false);
     }
   }
   if (!leader()) {

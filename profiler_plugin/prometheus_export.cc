@@ -247,7 +247,7 @@ std::string renderPrometheus(const PrometheusInput& in) {
     std::pair<const char*, uint64_t> reasons[] = {
         {"buffer_full", c.dropped},
         {"awaiting_clock", c.awaitingClock},
-        {"unmatched", ctx->state->arrivalReport.unmatched}};
+        {"unmatched", ctx->rank == 0 ? ctx->state->arrivalReport.unmatched : 0}};
     for (const auto& [reason, value] : reasons) {
       x.sample("nccl_autopilot_arrival_records_dropped_total",
                commLabels(*ctx) + "," + label("reason", reason), double(value));

@@ -79,15 +79,16 @@ case "$cmd" in
     build "$BUILD-asan" -DAUTOPILOT_SANITIZE=ON
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
       ctest --test-dir "$BUILD-asan" --output-on-failure -L 'unit|host' --timeout 900
-    # The profiler's application/proxy/service-thread test and the ring's producer/consumer
-    # tests under ThreadSanitizer: only the targets they need are built (about a minute on two
-    # cores).
-    log "profiler concurrency and ring tests under ThreadSanitizer"
+    # The profiler's application/proxy/service-thread test, its pure tests (with the arrival
+    # exchange's two ranks on the channel thread) and the ring's producer/consumer tests under
+    # ThreadSanitizer: only the targets they need are built (a few minutes on two cores).
+    log "profiler and ring tests under ThreadSanitizer"
     cmake -S "$ROOT" -B "$BUILD-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAUTOPILOT_TSAN=ON >/dev/null
-    cmake --build "$BUILD-tsan" -j "$JOBS" --target profiler_concurrency_test ring_tests
+    cmake --build "$BUILD-tsan" -j "$JOBS" --target profiler_concurrency_test profiler_unit_tests \
+      ring_tests
     TSAN_OPTIONS=halt_on_error=1 \
       ctest --test-dir "$BUILD-tsan" --output-on-failure \
-        -R '^(profiler_concurrency_test|ring_tests)$' --timeout 300
+        -R '^(profiler_concurrency_test|profiler_unit_tests|ring_tests)$' --timeout 300
     ;;
   *)
     echo "usage: $0 demo|test|build" >&2

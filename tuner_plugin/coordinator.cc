@@ -234,12 +234,14 @@ void Coordinator::collectFds(std::vector<pollfd>* fds) {
 void Coordinator::handleEvents(const pollfd* fds, size_t count, uint64_t nowNs) {
   if (count < fdBase_ + fdCount_) return;
   std::vector<Peer*> broken;
+  bool accept = false;
   for (size_t i = 0; i < fdCount_; ++i) {
     const pollfd& f = fds[fdBase_ + i];
     Peer* p = fdPeers_[i];
     if (f.revents == 0 && (p == nullptr || !p->conn.hasBufferedFrame())) continue;
     if (p == nullptr) {
-      if (listen_.valid()) acceptAll(nowNs);
+      // After the peers: accepting may evict a handshake that fdPeers_ still points to.
+      accept = listen_.valid();
       continue;
     }
     if (p->stage == Peer::Stage::kConnecting) {
@@ -281,6 +283,7 @@ void Coordinator::handleEvents(const pollfd* fds, size_t count, uint64_t nowNs) 
     }
     if (phase_ == Phase::kOff || phase_ == Phase::kFrozen) return;
   }
+  if (accept) acceptAll(nowNs);
 }
 
 void Coordinator::dropPeer(size_t index, const char* why, uint64_t nowNs) {

@@ -193,7 +193,8 @@ try:
                 break
         vals = [float(s["value"][1]) for s in result]
         values[name] = result
-        if any(v != v or v < 0 for v in vals):
+        signed = name == "nccl_autopilot_clock_offset_seconds"  # a host may be behind
+        if any(v != v or (v < 0 and not signed) for v in vals):
             problems.append("%s: negative or NaN value %s" % (name, vals))
         if kind == "counter" and not name.endswith("_total"):
             problems.append("%s: a counter not named _total" % name)
@@ -212,6 +213,8 @@ try:
     for s in values.get("nccl_autopilot_process_start_time_seconds", []):
         if not start - 120 < float(s["value"][1]) < end + 1:
             problems.append("start time %s outside the demo's run" % s["value"][1])
+    clock_errors = [float(s["value"][1])
+                    for s in values.get("nccl_autopilot_clock_offset_error_seconds", [])]
     checks = [
         ("collectives completed", total("nccl_autopilot_collective_count_total") > 1000),
         ("collective bytes", total("nccl_autopilot_collective_bytes_total") > 1e6),
@@ -226,6 +229,12 @@ try:
         ("no lost profiler events", total("nccl_autopilot_profiler_events_dropped_total",
                                           reason="coll_pool_full") == 0),
         ("no failed writes", total("nccl_autopilot_export_write_errors_total") == 0),
+        # The arrival exchange ran, and named nobody: nobody is slowed here.
+        ("arrivals compared", total("nccl_autopilot_arrival_compared_collectives_total") > 100),
+        ("no straggler named", total("nccl_autopilot_plugin_events_total", source="profiler",
+                                     kind="straggler") == 0),
+        ("every rank's clock offset known within 5 ms",
+         len(clock_errors) == 4 and max(clock_errors) < 0.005),
     ]
     problems += ["implausible: %s" % what for what, ok in checks if not ok]
     # What top read from the files is what Prometheus scraped from them.

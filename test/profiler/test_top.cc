@@ -205,3 +205,46 @@ TEST_CASE("top model: the rank that spends least time in collectives is named la
   CHECK(g.stragglers.empty());
   CHECK(renderText(g, "/p").find("stragglers: none") != std::string::npos);
 }
+
+TEST_CASE("top model: rank 0's arrival exchange replaces the estimate from durations", "[top]") {
+  // Equal durations (the duration estimate would name nobody), but rank 0's file says rank 3
+  // is a straggler. Rank 1's file holds the same report (NCCL_AUTOPILOT_STRAGGLER_REPORT=all)
+  // with a stale verdict: the lowest reporter's is shown, once.
+  auto arrivals = [](int reporter, int named) {
+    std::string out;
+    for (int r = 0; r < 4; ++r) {
+      std::string l = "{comm=\"dp\",n_ranks=\"4\",reporter=\"" + std::to_string(reporter) +
+                      "\",rank=\"" + std::to_string(r) + "\"} ";
+      out += "nccl_autopilot_straggler" + l + (r == named ? "1" : "0") + "\n";
+      out += "nccl_autopilot_arrival_lag_seconds" + l + (r == named ? "0.025" : "0.0001") + "\n";
+      out += "nccl_autopilot_arrival_late_ratio" + l + (r == named ? "0.9" : "0") + "\n";
+      out += "nccl_autopilot_straggler_since_seconds" + l + (r == named ? "100" : "0") + "\n";
+    }
+    return out;
+  };
+  TopModel m;
+  for (double t : {100.0, 102.0}) {
+    std::vector<FileVersion> files;
+    for (int r = 0; r < 4; ++r) {
+      std::string text = process(r, t, t * 1e6, t / 40, 0, "healthy");
+      if (r == 0) text += arrivals(0, 3);
+      if (r == 1) text += arrivals(1, 2);
+      text += "nccl_autopilot_arrival_records_dropped_total{comm=\"dp\",rank=\"" +
+              std::to_string(r) + "\",n_ranks=\"4\",reason=\"buffer_full\"} " +
+              (r == 2 ? "7" : "0") + "\n";
+      files.push_back(file("/p/r" + std::to_string(r) + ".prom", t, text));
+    }
+    m.update(files);
+  }
+  Frame f = m.frame(110, 30);  // named on the first frame: rank 0 already waited two windows
+  REQUIRE(f.stragglers.size() == 1);
+  CHECK(f.stragglers[0].rank == "3");
+  CHECK(f.stragglers[0].fromArrivals);
+  CHECK(f.stragglers[0].lagS == Approx(0.025));
+  CHECK(f.stragglers[0].lateRatio == Approx(0.9));
+  CHECK(f.stragglers[0].host == "node-a");
+  CHECK(renderText(f, "/p").find("dp rank 3 on node-a: late by 25.0 ms at arrival, in 90%") !=
+        std::string::npos);
+  CHECK(renderJson(f).find("\"source\":\"arrivals\"") != std::string::npos);
+  CHECK(f.losses.at("arrival records buffer_full") == 7);
+}

@@ -193,6 +193,37 @@ TEST_CASE("a connection without the job key is rejected; the real follower still
   REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }));
 }
 
+TEST_CASE("a connection that evicts a silent handshake in the round that peer speaks",
+          "[coordinator][security]") {
+  // The listener and the peers are polled together; accepting evicts the oldest handshake once
+  // 32 are open. Eviction in the middle of the round used to free a peer the round then read
+  // (caught by AddressSanitizer); now the round reads its peers first.
+  std::string path = socketPath();
+  Node leader(config(path, 0, 2));
+  REQUIRE(pumpUntil({&leader}, 1000,
+                    [&] { return leader.coord->role() == Coordinator::Role::kLeader; }));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof(a.sun_path), "%s", path.c_str());
+  auto dial = [&] {
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+    return fd;
+  };
+  std::vector<int> silent;
+  for (int i = 0; i < 32; ++i) silent.push_back(dial());
+  pumpUntil({&leader}, 300, [] { return false; });  // all 32 accepted and challenged
+  REQUIRE(leader.coord->stats().evicted == 0);
+  // In one round: the oldest handshake sends part of a frame, and a 33rd connection arrives.
+  REQUIRE(send(silent[0], "\x40\x00", 2, 0) == 2);
+  silent.push_back(dial());
+  pumpUntil({&leader}, 200, [&] { return leader.coord->stats().evicted >= 1; });
+  CHECK(leader.coord->stats().evicted == 1);
+  for (int fd : silent) close(fd);
+  Node follower(config(path, 1, 2));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }));
+}
+
 TEST_CASE("ranks with different keys never agree on anything: learning stays off",
           "[coordinator][security]") {
   std::string path = socketPath();
