@@ -202,19 +202,7 @@ ExchangeCounters ArrivalExchange::counters() const {
 }
 
 void ArrivalExchange::collectFds(std::vector<pollfd>* fds) {
-  fdBase_ = fds->size();
-  fdPeers_.clear();
-  if (listen_.valid()) {
-    fds->push_back(pollfd{listen_.get(), POLLIN, 0});
-    fdPeers_.push_back(nullptr);
-  }
-  for (const auto& p : peers_) {
-    short events = POLLIN;
-    if (p->stage == Peer::Stage::kConnecting || p->conn.wantsWrite()) events |= POLLOUT;
-    fds->push_back(pollfd{p->conn.fd(), events, 0});
-    fdPeers_.push_back(p.get());
-  }
-  fdCount_ = fds->size() - fdBase_;
+  tuner::appendPollSlice(listen_, peers_, fds, &fdPeers_, &fdBase_, &fdCount_);
 }
 
 void ArrivalExchange::handleEvents(const pollfd* fds, size_t count, uint64_t nowNs) {

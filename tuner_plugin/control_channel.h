@@ -13,7 +13,10 @@
 //  - otherwise none: the tuner cannot agree across ranks and leaves every table untouched.
 #pragma once
 
+#include <poll.h>
+
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,5 +100,27 @@ class FrameConnection {
   size_t inPos_ = 0;
   std::string out_;
 };
+
+// A channel's slice of the service thread's poll array: its listener (when it has one, marked
+// by a null peer) and then every peer, POLLOUT while connecting or while output is queued.
+// `Peer` has a FrameConnection `conn` and a `stage` whose Stage::kConnecting is the connect.
+template <typename Peer>
+void appendPollSlice(const Fd& listen, const std::vector<std::unique_ptr<Peer>>& peers,
+                     std::vector<pollfd>* fds, std::vector<Peer*>* fdPeers, size_t* base,
+                     size_t* count) {
+  *base = fds->size();
+  fdPeers->clear();
+  if (listen.valid()) {
+    fds->push_back(pollfd{listen.get(), POLLIN, 0});
+    fdPeers->push_back(nullptr);
+  }
+  for (const auto& p : peers) {
+    short events = POLLIN;
+    if (p->stage == Peer::Stage::kConnecting || p->conn.wantsWrite()) events |= POLLOUT;
+    fds->push_back(pollfd{p->conn.fd(), events, 0});
+    fdPeers->push_back(p.get());
+  }
+  *count = fds->size() - *base;
+}
 
 }  // namespace autopilot::tuner
