@@ -1,5 +1,6 @@
 #include "tuner_plugin/control_channel.h"
 
+#include <dirent.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <mutex>
 
 #include "common/log.h"
 #include "common/params.h"
@@ -208,8 +211,51 @@ Endpoint resolveEndpoint(uint64_t commId, int nNodes, std::string* why, Channel 
   return Endpoint{};
 }
 
+size_t sweepStaleSockets(const std::string& dir, int64_t minAgeSeconds, size_t maxEntries) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  size_t removed = 0, seen = 0;
+  const time_t now = time(nullptr);
+  while (dirent* e = readdir(d)) {
+    if (++seen > maxEntries) break;
+    std::string name = e->d_name;
+    bool ours = (name.rfind("tuner-", 0) == 0 || name.rfind("arrivals-", 0) == 0) &&
+                name.size() > 5 && name.compare(name.size() - 5, 5, ".sock") == 0;
+    if (!ours) continue;
+    std::string path = dir + "/" + name;
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != getuid() ||
+        now - st.st_mtime < minAgeSeconds) {
+      continue;
+    }
+    sockets::SockAddr addr;
+    if (!sockets::SockAddr::unixPath(path, &addr)) continue;
+    int err = 0;
+    Fd probe = sockets::makeStreamSocket(AF_UNIX, &err);
+    if (!probe.valid()) break;
+    // Refused: nobody listens. A live listener accepts, or with its backlog full answers
+    // EAGAIN (the probe is non-blocking): either way its file stays.
+    if (::connect(probe.get(), addr.sa(), addr.length) != 0 && errno == ECONNREFUSED &&
+        unlink(path.c_str()) == 0) {
+      ++removed;
+    }
+  }
+  closedir(d);
+  return removed;
+}
+
 Fd listenOn(const Endpoint& ep, bool replaceStale, bool* inUse, std::string* error) {
   *inUse = false;
+  if (replaceStale && ep.kind == Endpoint::Kind::kUnix) {
+    static std::once_flag swept;
+    std::call_once(swept, [&] {
+      std::string dir = ep.path.substr(0, ep.path.rfind('/'));
+      size_t n = sweepStaleSockets(dir, 60, 4096);
+      if (n > 0) {
+        AP_INFO(kFlags, "removed %zu socket file(s) of ended jobs from %s", n, dir.c_str());
+      }
+    });
+  }
   sockets::SockAddr addr;
   if (!addressOf(ep, &addr, error)) return Fd();
   int err = 0;

@@ -68,6 +68,14 @@ Fd acceptFrom(int listenFd);
 // Removes the Unix socket file of a leader that is going away.
 void unlinkEndpoint(const Endpoint& ep);
 
+// Removes, from a private rendezvous directory, the socket files (tuner-*.sock,
+// arrivals-*.sock) that nobody listens on and that are at least `minAgeSeconds` old: what jobs
+// killed before their finalize left (SIGKILL, a scheduler's cancel), which would otherwise pile
+// up until the next reboot. A live leader listens from the moment its file exists, so the age
+// only guards the instant between its bind and its listen. Looks at `maxEntries` entries at
+// most; returns how many files it removed. listenOn() runs it once per process.
+size_t sweepStaleSockets(const std::string& dir, int64_t minAgeSeconds, size_t maxEntries);
+
 // A framed, non-blocking connection with bounded buffers. Each call to readFrames() reads at
 // most kReadBudget bytes and hands out at most `maxFrames` frames, so that one peer (or a
 // flood) costs the service thread a bounded amount of work per round; frames left in the

@@ -1,8 +1,10 @@
 // The consensus protocol in one process: a leader and followers (each a TunerComm plus a
 // Coordinator) over real Unix sockets in a temporary directory, pumped by hand, so that every
 // step of the protocol and every refusal is observable and deterministic.
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -424,9 +426,56 @@ TEST_CASE("rendezvous: Unix socket on one node, 'unix' across nodes sharing a fi
   Endpoint ep = resolveEndpoint(0x1234, 4, &why);
   CHECK(ep.kind == Endpoint::Kind::kUnix);
   CHECK(ep.path.find("tuner-0000000000001234.sock") != std::string::npos);
+  // The profiler's arrival exchange: its own file, and the 1024 ports above the tuner's.
+  Endpoint arrivals = resolveEndpoint(0x1234, 4, &why, autopilot::tuner::Channel::kArrivals);
+  CHECK(arrivals.path.find("arrivals-0000000000001234.sock") != std::string::npos);
   with("127.0.0.1:4000");
   ep = resolveEndpoint(0x1234, 4, &why);
   CHECK(ep.kind == Endpoint::Kind::kTcp);
   CHECK(ep.port == 4000 + int(0x1234 % 1024));
+  arrivals = resolveEndpoint(0x1234, 4, &why, autopilot::tuner::Channel::kArrivals);
+  CHECK(arrivals.port == ep.port + 1024);
   with(nullptr);
+}
+
+TEST_CASE("rendezvous: socket files of killed jobs are swept, live and fresh ones kept",
+          "[tuner][rendezvous]") {
+  char tmpl[] = "/tmp/ap-sweep-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  std::string dir = tmpl;
+  auto bound = [&](const std::string& name, bool listening, time_t age) {
+    std::string path = dir + "/" + name;
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof(a.sun_path), "%s", path.c_str());
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+    if (listening) {
+      REQUIRE(listen(fd, 4) == 0);
+    } else {
+      close(fd);  // what a killed leader leaves: the file, nobody behind it
+      fd = -1;
+    }
+    timespec times[2] = {{time(nullptr) - age, 0}, {time(nullptr) - age, 0}};
+    REQUIRE(utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) == 0);
+    return fd;
+  };
+  bound("tuner-00000000000000aa.sock", false, 3600);            // stale: goes
+  bound("arrivals-00000000000000aa.sock", false, 3600);         // stale: goes
+  bound("arrivals-00000000000000bb.sock", false, 5);            // too recent to judge: stays
+  int live = bound("tuner-00000000000000cc.sock", true, 3600);  // a live leader: stays
+  bound("other.sock", false, 3600);                             // not ours: stays
+  CHECK(autopilot::tuner::sweepStaleSockets(dir, 60, 100) == 2);
+  struct stat st;
+  CHECK(stat((dir + "/tuner-00000000000000aa.sock").c_str(), &st) != 0);
+  CHECK(stat((dir + "/arrivals-00000000000000aa.sock").c_str(), &st) != 0);
+  CHECK(stat((dir + "/arrivals-00000000000000bb.sock").c_str(), &st) == 0);
+  CHECK(stat((dir + "/tuner-00000000000000cc.sock").c_str(), &st) == 0);
+  CHECK(stat((dir + "/other.sock").c_str(), &st) == 0);
+  close(live);
+  for (const char* n :
+       {"arrivals-00000000000000bb.sock", "tuner-00000000000000cc.sock", "other.sock"}) {
+    unlink((dir + "/" + n).c_str());
+  }
+  rmdir(dir.c_str());
 }
