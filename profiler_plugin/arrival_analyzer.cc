@@ -183,7 +183,6 @@ void ArrivalAnalyzer::closeWindow(uint64_t endNs, std::vector<ArrivalChange>* ch
     if (!a.present) {
       a.named = false;
     } else if (compared >= config_.minCompared) {
-      a.windowCompared = compared;
       a.windowLagNs = wLagSum_[r] / double(compared);
       a.windowMaxLagNs = wLagMax_[r];
       a.windowLateFraction = double(late) / double(compared);

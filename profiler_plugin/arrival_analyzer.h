@@ -46,7 +46,6 @@ struct RankArrival {
   // Since the analyzer started.
   uint64_t compared = 0, late = 0;
   // The last closed window in which the rank had collectives.
-  uint64_t windowCompared = 0;
   double windowLagNs = 0;  // mean of the positive lags
   double windowMaxLagNs = 0;
   double windowLateFraction = 0;

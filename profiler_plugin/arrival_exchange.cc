@@ -450,7 +450,6 @@ bool ArrivalExchange::onReport(const std::string& payload) {
     return false;
   }
   rep.valid = true;
-  rep.reporter = 0;
   rep.windows = windows;
   rep.matched = matched;
   rep.unmatched = unmatched;
@@ -506,10 +505,6 @@ void ArrivalExchange::dropPeer(size_t index, const char* why, bool orderly) {
     if (leader()) {
       analyzer_->setPresent(p.rank, false);
       railsTotal_[size_t(p.rank)] = railsUnhealthy_[size_t(p.rank)] = -1;
-    }
-    if (!orderly) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++counters_.peersLost;
     }
     log::emit(orderly ? abi::kLogInfo : abi::kLogWarn, kFlags, __func__, __LINE__,
               "profiler: comm %s: arrival exchange with rank %d ended: %s", config_.label.c_str(),
@@ -602,11 +597,11 @@ uint64_t ArrivalExchange::step(uint64_t nowNs) {
     next = std::min(next, p.nextProbeNs);
   }
   changes_.clear();
-  if (analyzer_->advance(nowNs, &changes_)) closeWindow(nowNs, changes_);
+  if (analyzer_->advance(nowNs, &changes_)) closeWindow(changes_);
   return std::min(next, analyzer_->nextWindowAt());
 }
 
-void ArrivalExchange::closeWindow(uint64_t nowNs, const std::vector<ArrivalChange>& changes) {
+void ArrivalExchange::closeWindow(const std::vector<ArrivalChange>& changes) {
   int total, unhealthy;
   railsOfThisProcess(&total, &unhealthy);
   railsTotal_[0] = total;
@@ -614,7 +609,6 @@ void ArrivalExchange::closeWindow(uint64_t nowNs, const std::vector<ArrivalChang
   const uint64_t clockNowNs = clockNow();
   ArrivalReport rep;
   rep.valid = true;
-  rep.reporter = 0;
   rep.windows = analyzer_->windows();
   rep.matched = analyzer_->matched();
   rep.unmatched = analyzer_->unmatched();
@@ -718,7 +712,6 @@ void ArrivalExchange::closeWindow(uint64_t nowNs, const std::vector<ArrivalChang
       }
     }
   }
-  (void)nowNs;
   std::lock_guard<std::mutex> lock(mu_);
   report_ = std::move(rep);
 }

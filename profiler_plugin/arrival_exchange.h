@@ -72,7 +72,6 @@ struct ArrivalReport {
     int railsTotal = -1, railsUnhealthy = -1;  // -1: not reported
   };
   bool valid = false;  // this rank holds a report
-  int reporter = 0;
   uint64_t windows = 0;
   uint64_t matched = 0, unmatched = 0;
   std::vector<Rank> ranks;  // worst first when received from rank 0; by rank on rank 0
@@ -84,7 +83,6 @@ struct ExchangeCounters {
   uint64_t sent = 0;           // follower: arrivals sent to rank 0
   uint64_t awaitingClock = 0;  // rank 0: arrivals dropped before their host's clock was known
   uint64_t rejected = 0;       // rank 0: connections that failed the handshake
-  uint64_t peersLost = 0;      // channels lost other than by goodbye
 };
 
 class ArrivalExchange final : public tuner::ServiceClient {
@@ -135,7 +133,7 @@ class ArrivalExchange final : public tuner::ServiceClient {
   bool sendSealed(Peer& p, uint8_t type, const std::string& payload);
   void dropPeer(size_t index, const char* why, bool orderly);
   void sendBatch(Peer& p, uint64_t nowNs);
-  void closeWindow(uint64_t nowNs, const std::vector<ArrivalChange>& changes);
+  void closeWindow(const std::vector<ArrivalChange>& changes);
 
   ExchangeConfig config_;
   bool registered_ = false;
