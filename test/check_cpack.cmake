@@ -49,6 +49,11 @@ execute_process(COMMAND dpkg-deb -c ${debdbg} OUTPUT_VARIABLE contents)
 expect_lines("${debdbg}" "${contents}" "\\./${lib}/\\.debug/libnccl-net-autopilot\\.so\\.debug")
 execute_process(COMMAND dpkg-deb -f ${deb} Depends OUTPUT_VARIABLE depends)
 expect_lines("${deb} Depends" "${depends}" "libc6 \\(>= 2\\.34\\)")
+# The tool links SimGrid when the build found it: its runtime must be declared.
+if(SIMGRID_ABI)
+  string(REPLACE "." "\\." abi "${SIMGRID_ABI}")
+  expect_lines("${deb} Depends" "${depends}" "libsimgrid${abi}")
+endif()
 
 # The packaged library, unpacked, loads as NCCL would load it and inits a communicator.
 set(root ${OUT}/unpacked)
