@@ -62,6 +62,26 @@ void MeasurementMatcher::addCall(int func, uint64_t ordinal, uint64_t nBytes, in
   f.newest = int64_t(ordinal);
 }
 
+// The sample's call past a run of repeated questions, or null. The calls from `ordinal` on (the
+// first of which is not the sample's: other bytes) are skipped while each asks exactly what the
+// used call just before `ordinal` asked (bytes and context) and is unused; the first call after
+// the run is the sample's if it is unused and has exactly the sample's bytes. Such repeats are
+// questions about a task already asked about (NCCL 2.30+'s symmetric-kernel fallback check), or
+// leftovers of earlier ones matched in their place (same bytes and context, so no harm), never
+// tasks of their own: a task of theirs would have carried the sample's sequence number.
+MeasurementMatcher::CallSlot* MeasurementMatcher::afterRepeats(int func, int64_t ordinal,
+                                                               uint64_t nBytes) {
+  const CallSlot* anchor = recorded(func, ordinal - 1);
+  if (anchor == nullptr || !anchor->used) return nullptr;
+  for (int64_t q = ordinal; q < ordinal + int64_t(kRealignWindow); ++q) {
+    CallSlot* call = recorded(func, q);
+    if (call == nullptr || call->used) return nullptr;
+    if (call->nBytes == anchor->nBytes && call->ctx == anchor->ctx) continue;
+    return q > ordinal && call->nBytes == nBytes ? call : nullptr;
+  }
+  return nullptr;
+}
+
 // Sums one more task into the aggregate being summed. Returns false when the sample does not
 // continue it: the aggregate is then abandoned and the sample is classified afresh.
 bool MeasurementMatcher::continueAggregate(FuncState& f, int func, int64_t seq, uint64_t nBytes,
@@ -154,6 +174,18 @@ MeasurementMatcher::Outcome MeasurementMatcher::match(const CollectiveSample& s,
       if (ordinal > f.lastUsed) f.lastUsed = ordinal;
       ++stats_.matched;
       *ctx = call->ctx;
+      return Outcome::kMatched;
+    }
+    if (CallSlot* next = afterRepeats(s.func, ordinal, s.nBytes)) {
+      // Past questions with no task of their own (docs/measurement-matching.md): the calls
+      // after the sample's sit that many further back.
+      const int64_t q = int64_t(next->ordinal);
+      next->used = true;
+      f.alignment = seq - q;
+      if (q > f.lastUsed) f.lastUsed = q;
+      ++stats_.matched;
+      ++stats_.repeatsSkipped;
+      *ctx = next->ctx;
       return Outcome::kMatched;
     }
     if (s.nBytes < call->nBytes) {  // maybe the first task of a merged aggregate

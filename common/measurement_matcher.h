@@ -38,6 +38,7 @@ class MeasurementMatcher {
 
   struct Stats {
     uint64_t matched = 0;
+    uint64_t repeatsSkipped = 0;  // matches past repeated calls that had no task (in matched)
     uint64_t aggregateParts = 0;  // samples summed into aggregates (complete or not)
     uint64_t aggregates = 0;      // aggregates recognised
     uint64_t realigned = 0;
@@ -94,6 +95,7 @@ class MeasurementMatcher {
 
   CallSlot* slot(int func, int64_t ordinal);      // the slot that ordinal maps to
   CallSlot* recorded(int func, int64_t ordinal);  // the call with that ordinal, if remembered
+  CallSlot* afterRepeats(int func, int64_t ordinal, uint64_t nBytes);
   bool continueAggregate(FuncState& f, int func, int64_t seq, uint64_t nBytes, Outcome* out);
   Outcome realign(FuncState& f, int func, int64_t seq, uint64_t nBytes);
 

@@ -39,6 +39,7 @@ struct BanditPolicy::ContextState {
   // once the budget is spent, a new generation grants a fresh one.
   int probeCell = -1;
   int probesSeen = 0;
+  int callsSinceGrant = 0;  // noteCall()s since the grant (PolicyConfig::grantExpiryCalls)
   uint16_t generation = 0;
   // The expected extra time of the granted probes not seen yet, held against the global budget.
   double reserveEach = 0;
@@ -252,6 +253,10 @@ void BanditPolicy::posterior(const ContextState& s, double sigmaObs, double* mea
   }
 }
 
+void BanditPolicy::noteCall(int ctx) {
+  if (ContextState* s = state(ctx)) ++s->callsSinceGrant;
+}
+
 void BanditPolicy::observe(int ctx, int cell, double timeUs) {
   ContextState* s = state(ctx);
   if (s == nullptr || s->defaultCell < 0 || !validCell(cell) || s->prior[cell] < 0 ||
@@ -389,7 +394,10 @@ ContextDecision BanditPolicy::decide(int ctx) {
     return c != I && s->prior[c] >= 0 && s->arms[c].n < config_.maxExploreSamples &&
            optimistic(c) < limit;
   };
-  const bool running = validCell(s->probeCell) && s->probesSeen < budget && plausible(s->probeCell);
+  const bool expired =
+      config_.grantExpiryCalls > 0 && s->callsSinceGrant >= config_.grantExpiryCalls;
+  const bool running =
+      validCell(s->probeCell) && s->probesSeen < budget && !expired && plausible(s->probeCell);
   if (!running) {
     releaseReserve(s);
     s->probeCell = -1;
@@ -407,6 +415,7 @@ ContextDecision BanditPolicy::decide(int ctx) {
     ++s->generation;
     s->probeCell = candidate;
     s->probesSeen = 0;
+    s->callsSinceGrant = 0;
     s->reserveEach = candidateEach;
     s->reserveLeft = budget;
     probeReservedUs_ += budget * candidateEach;

@@ -63,6 +63,12 @@ struct PolicyConfig {
   int refreshPlays = 2000;       // incumbent samples between refreshes (0 = never)
   bool explore = true;           // false: exploit what is known (e.g. loaded), never probe
   double probeBudget = 0.01;     // probes' extra time, as a fraction of all observed time
+  // Calls of a context (noteCall) after which a grant whose probes have not all been measured
+  // is renewed with a fresh budget (0 = never). A probe NCCL was told to play can leave no
+  // sample of its own: a question with no task (2.30's symmetric-kernel check, a simulated
+  // group), a merged aggregate, a graph capture, a lost sample. Without renewal such a grant
+  // would stay in force, spent and unseen, and the context would never explore again.
+  int grantExpiryCalls = 256;
 };
 
 class BanditPolicy {
@@ -110,6 +116,8 @@ class BanditPolicy {
 
   // A measured time of `cell` in `ctx` (one clock per context: the caller filters).
   void observe(int ctx, int cell, double timeUs);
+  // A getCollInfo call of `ctx` was made (it counts towards the expiry of a grant).
+  void noteCall(int ctx);
 
   // A persistent shift: the learned ranking may no longer hold.
   void reopen(int ctx);

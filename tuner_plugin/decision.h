@@ -74,19 +74,51 @@ struct DecisionTable {
 struct ExplorationCounters {
   uint32_t calls[kNumContexts];
   uint8_t explored[kNumContexts];
+  // The last probe turn: its question's number on the communicator (0: none), context, bytes.
+  uint64_t probeQuestion;
+  uint64_t probeBytes;
+  int32_t probeCtx;
   void reset() {
     std::memset(calls, 0, sizeof(calls));
     std::memset(explored, 0, sizeof(explored));
+    probeQuestion = 0;
+    probeBytes = 0;
+    probeCtx = -1;
   }
+};
+
+// One getCollInfo question as the hot path numbers it: its number among the communicator's
+// questions (from 1; 0 = unnumbered, never taken for a repeat) and its byte count.
+struct Question {
+  uint64_t number = 0;
+  uint64_t nBytes = 0;
 };
 
 // The cell to force for this call of `ctx` under `d` (or -1 for NCCL's choice), advancing the
 // counters. Pure arithmetic on agreed state: the same on every rank.
-inline int cellForCall(const ContextDecision& d, int ctx, ExplorationCounters* c) {
+//
+// A question that repeats the one just before it (same context and bytes, the very next
+// question) when that one was a probe turn plays the same probe, without a turn of its own.
+// NCCL 2.30+ asks twice about one task when its symmetric-kernel scheduler checks whether to
+// fall back (docs/measurement-matching.md): only the second answer runs, and turns counted per
+// question would otherwise fall on the first in step with the pairs and never be measured.
+// Two genuine back-to-back tasks of one size then both play the probe, and both are measured.
+inline int cellForCall(const ContextDecision& d, int ctx, ExplorationCounters* c,
+                       const Question& q = Question()) {
+  const bool repeatOfProbe = q.number != 0 && c->probeQuestion != 0 &&
+                             q.number == c->probeQuestion + 1 && c->probeCtx == ctx &&
+                             c->probeBytes == q.nBytes;
   uint32_t n = c->calls[ctx]++;
+  if (repeatOfProbe) {
+    c->probeQuestion = 0;  // one repeat per turn
+    return d.explore;
+  }
   if (d.explore >= 0 && d.period > 0 && c->explored[ctx] < d.budget &&
       n % d.period == uint32_t(d.period - 1)) {
     ++c->explored[ctx];
+    c->probeQuestion = q.number;
+    c->probeBytes = q.nBytes;
+    c->probeCtx = ctx;
     return d.explore;
   }
   return d.primary;

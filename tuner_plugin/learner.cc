@@ -72,6 +72,7 @@ bool Learner::step() {
   for (size_t n; (n = comm_->drainCalls(calls, 256)) > 0;) {
     for (size_t i = 0; i < n; ++i) {
       matcher_.addCall(calls[i].func, calls[i].ordinal, calls[i].nBytes, calls[i].ctx);
+      policy_.noteCall(calls[i].ctx);
     }
   }
 

@@ -157,21 +157,23 @@ class TunerRuntime final : public ServiceClient {
     const Coordinator::Stats& c = coordinator_.stats();
     const Learner::Stats& l = learner_.stats();
     const bus::MeasurementMatcher::Stats& m = learner_.matchStats();
-    AP_INFO(kFlags,
-            "tuner: comm 0x%llx rank %d: %s; policy v%u in effect (%llu applied, %llu dropped); "
-            "hot swap (proposal to effect here) mean %.1f us max %.1f us; %llu waits at a switch "
-            "point, %llu timeouts; leader: %llu proposals, %llu commits, %llu aborts; %llu "
-            "strangers rejected; %llu measurements, %llu attributed (not: %llu in aggregates, "
-            "%llu realigned, %llu without a recorded call, %llu other clock, %llu unusable); %llu "
-            "saved contexts used, %llu discarded",
-            ull(commId_), rank_, coordinator_.describe().c_str(), comm_.appliedVersion(),
-            ull(s.applied), ull(s.dropped),
-            s.applied ? double(s.latencySumNs) / s.applied / 1000.0 : 0.0,
-            double(s.latencyMaxNs) / 1000.0, ull(s.waits), ull(s.timeouts), ull(c.proposals),
-            ull(c.commits), ull(c.aborts), ull(c.strangersRejected), ull(l.samples),
-            ull(l.attributed), ull(m.aggregateParts), ull(m.realigned),
-            ull(m.notRecorded + m.noCall), ull(m.otherClock), ull(m.badSample), ull(l.restoredUsed),
-            ull(l.restoredDiscarded));
+    AP_INFO(
+        kFlags,
+        "tuner: comm 0x%llx rank %d: %s; policy v%u in effect (%llu applied, %llu dropped); "
+        "hot swap (proposal to effect here) mean %.1f us max %.1f us; %llu waits at a switch "
+        "point, %llu timeouts; leader: %llu proposals, %llu commits, %llu aborts; %llu "
+        "strangers rejected; %llu measurements, %llu attributed (%llu past a repeated question; "
+        "not: %llu in aggregates, "
+        "%llu realigned, %llu without a recorded call, %llu other clock, %llu unusable); %llu "
+        "saved contexts used, %llu discarded",
+        ull(commId_), rank_, coordinator_.describe().c_str(), comm_.appliedVersion(),
+        ull(s.applied), ull(s.dropped),
+        s.applied ? double(s.latencySumNs) / s.applied / 1000.0 : 0.0,
+        double(s.latencyMaxNs) / 1000.0, ull(s.waits), ull(s.timeouts), ull(c.proposals),
+        ull(c.commits), ull(c.aborts), ull(c.strangersRejected), ull(l.samples), ull(l.attributed),
+        ull(m.repeatsSkipped), ull(m.aggregateParts), ull(m.realigned),
+        ull(m.notRecorded + m.noCall), ull(m.otherClock), ull(m.badSample), ull(l.restoredUsed),
+        ull(l.restoredDiscarded));
   }
 
   // ServiceClient, on the service thread.

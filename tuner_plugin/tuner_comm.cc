@@ -56,7 +56,7 @@ void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float**
   if (synthetic_ != nullptr) std::memcpy(original, cells, sizeof(original));
   const ContextDecision& d = tables_[active_].entries[ctx];
   if (!d.untouched()) {
-    const int cell = cellForCall(d, ctx, &counters_);
+    const int cell = cellForCall(d, ctx, &counters_, Question{n, nBytes});
     if (cell >= 0 && cells[cell] >= 0) force(cells, cell);
   }
   if (synthetic_ != nullptr) {

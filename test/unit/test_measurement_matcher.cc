@@ -208,6 +208,54 @@ TEST_CASE("matcher: tasks without a call (graph replays) and calls without a tas
   CHECK(m.stats().aggregates == 0);
 }
 
+TEST_CASE("matcher: a task asked about twice (2.30's symmetric-kernel check) is matched once",
+          "[matcher]") {
+  // Each task: the fallback check, then the legacy path's question, same bytes and context;
+  // one sample. Sizes change from task to task, growing and shrinking.
+  MeasurementMatcher m(64);
+  int ctx = -1;
+  const uint64_t sizes[] = {4096, 8192, 2048, 2048, 2048, 16384, 1024};
+  uint64_t ordinal = 0;
+  for (uint64_t seq = 0; seq < 7; ++seq) {
+    const int context = int(sizes[seq] / 1024);  // the context follows from the size
+    m.addCall(kAllReduce, ordinal++, sizes[seq], context);
+    m.addCall(kAllReduce, ordinal++, sizes[seq], context);
+    INFO("task " << seq);
+    CHECK(feed(m, sample(kAllReduce, seq, sizes[seq]), &ctx) == Outcome::kMatched);
+    CHECK(ctx == context);
+  }
+  CHECK(m.stats().matched == 7);
+  CHECK(m.stats().realigned == 0);
+  CHECK(m.stats().aggregateParts == 0);
+  // Skipped where the size changed (the run of three 2048 B tasks matched leftover questions of
+  // the same size and context, three of them skipped at once at the 16384 B task).
+  CHECK(m.stats().repeatsSkipped == 4);
+}
+
+TEST_CASE("matcher: a repeated call is skipped only when the next call is the sample's",
+          "[matcher]") {
+  MeasurementMatcher m(64);
+  int ctx = -1;
+  // Two groups of two 1000 B tasks, each merged into one 2000 B call, then a 1000 B call: the
+  // second aggregate's first task must start an aggregate, not skip to the 1000 B call.
+  m.addCall(kAllReduce, 0, 2000, 1);
+  m.addCall(kAllReduce, 1, 2000, 1);
+  m.addCall(kAllReduce, 2, 3000, 2);
+  CHECK(feed(m, sample(kAllReduce, 0, 1000), &ctx) == Outcome::kAggregatePart);
+  CHECK(feed(m, sample(kAllReduce, 1, 1000), &ctx) == Outcome::kAggregated);
+  CHECK(feed(m, sample(kAllReduce, 2, 1000), &ctx) == Outcome::kAggregatePart);
+  CHECK(feed(m, sample(kAllReduce, 3, 1000), &ctx) == Outcome::kAggregated);
+  CHECK(feed(m, sample(kAllReduce, 4, 3000), &ctx) == Outcome::kMatched);
+  CHECK(ctx == 2);
+  // A repeat in another context is a question of its own (e.g. another numPipeOps bucket).
+  m.addCall(kAllReduce, 3, 500, 7);
+  m.addCall(kAllReduce, 4, 500, 8);
+  m.addCall(kAllReduce, 5, 600, 9);
+  CHECK(feed(m, sample(kAllReduce, 5, 500), &ctx) == Outcome::kMatched);
+  CHECK(feed(m, sample(kAllReduce, 6, 600), &ctx) == Outcome::kRealigned);
+  CHECK(m.stats().repeatsSkipped == 0);
+}
+
 TEST_CASE("matcher: calls made but not recorded leave holes, not a realignment", "[matcher]") {
   MeasurementMatcher m(64);
   m.addCall(kAllReduce, 0, 1 << 20, 1);

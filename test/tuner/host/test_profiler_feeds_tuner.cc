@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "bench/profiler/nccl_replay.h"
 #include "common/host/log_capture.h"
@@ -71,7 +72,8 @@ const char* protoName(int cell) {
 }
 
 struct LoopResult {
-  long calls = 0;
+  long calls = 0;         // collectives
+  long questions = 0;     // getCollInfo calls
   long ringSimple = 0;    // decisions for Ring/Simple (probes and exploits)
   long convergedAt = -1;  // call at which the last `kStreak` decisions were all Ring/Simple
   long replayed = 0;      // collectives whose events reached the profiler
@@ -79,21 +81,41 @@ struct LoopResult {
 
 constexpr int kStreak = 64;  // probes play at most every other call: 64 in a row is a switch
 
-// Ask, run, report; until the tuner has stayed on Ring/Simple for kStreak calls or `maxCalls`.
-LoopResult runLoop(PluginHost& host, CommSession& session, long maxCalls, int seconds) {
+// How the collectives of a loop are asked about.
+struct Pattern {
+  // Element counts, used in turn (each a distinct byte count).
+  std::vector<size_t> counts = {kCount};
+  // NCCL 2.30+'s symmetric-kernel scheduler: it first asks the cost model (our getCollInfo)
+  // whether the symmetric LL kernel it picked should fall back; when NCCL's choice is not LL,
+  // the task goes the legacy way and is asked about again. Two calls, one task, one sequence
+  // number (docs/measurement-matching.md).
+  bool symmetricCheck = false;
+};
+
+// Ask, run, report; until the tuner has stayed on Ring/Simple for kStreak collectives or
+// `maxCalls` collectives.
+LoopResult runLoop(PluginHost& host, CommSession& session, long maxCalls, int seconds,
+                   const Pattern& pattern = Pattern()) {
   replay::Replayer replayer(host.profiler(), session.profilerContext(), host.activationMask());
   LoopResult r;
   uint64_t gpuClock = 1'000'000'000;
   int run = 0;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   while (r.calls < maxCalls && std::chrono::steady_clock::now() < deadline) {
-    float table[abi::kNumAlgorithms][abi::kNumProtocols];
-    fillTable(table);
-    int nChannels = 0;
-    host.tuner()->getCollInfo(session.tunerContext(), abi::kFuncAllReduce, kBytes, 1,
-                              reinterpret_cast<float**>(table), abi::kNumAlgorithms,
-                              abi::kNumProtocols, 0, &nChannels);
-    int cell = tuner::model::ncclChoice(&table[0][0]);
+    const size_t count = pattern.counts[size_t(r.calls) % pattern.counts.size()];
+    int cell = -1;
+    for (int ask = pattern.symmetricCheck ? 2 : 1; ask > 0; --ask) {
+      float table[abi::kNumAlgorithms][abi::kNumProtocols];
+      fillTable(table);
+      int nChannels = 0;
+      host.tuner()->getCollInfo(session.tunerContext(), abi::kFuncAllReduce, count * 4, 1,
+                                reinterpret_cast<float**>(table), abi::kNumAlgorithms,
+                                abi::kNumProtocols, 0, &nChannels);
+      cell = tuner::model::ncclChoice(&table[0][0]);
+      // An LL choice at the check would keep the symmetric kernel (our table offers no LL).
+      REQUIRE(cell % abi::kNumProtocols != abi::kProtoLL);
+      ++r.questions;
+    }
     ++r.calls;
     r.ringSimple += cell == kRingSimple;
     run = cell == kRingSimple ? run + 1 : 0;
@@ -105,7 +127,7 @@ LoopResult runLoop(PluginHost& host, CommSession& session, long maxCalls, int se
     replay::CollSpec spec;
     spec.func = "AllReduce";
     spec.datatype = "ncclFloat32";
-    spec.count = kCount;
+    spec.count = count;
     spec.algo = algoName(cell);
     spec.proto = protoName(cell);
     spec.nChannels = 2;
@@ -185,6 +207,38 @@ TEST_CASE("profiler samples of NCCL-ordered events make the tuner switch to the 
   // The tuner learned from the profiler's samples ...
   CHECK(attributed > 0);
   // ... and moved NCCL's choice to the arm that is really faster, for good.
+  CHECK(r.convergedAt > 0);
+}
+
+TEST_CASE("NCCL 2.30's symmetric-kernel check asks twice per task: the tuner still learns",
+          "[tuner_host][profiler_loop]") {
+  // Each all-reduce is asked about twice (the fallback check, then the legacy path) and runs
+  // once, with sizes that change from one collective to the next, as a training step's gradient
+  // buckets do. A matcher that took the extra question for a task of its own would find every
+  // sample one call off and, the sizes differing, learn from none of them.
+  Env env;
+  env.unset("NCCL_AUTOPILOT_TUNER_SYNTHETIC");
+  env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", tempDir());
+  env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
+  env.set("NCCL_AUTOPILOT_TUNER_SWAP_LEAD", "8");
+  LogCapture::clear();
+  PluginHost host(options());
+  REQUIRE(host.loadProfiler());
+  REQUIRE(host.loadTuner());
+  CommSession session(host, oneRank(0x7A13));
+  REQUIRE(session.init() == abi::kSuccess);
+  Pattern pattern;
+  pattern.counts = {kCount, kCount + 1024, kCount + 2048};  // one size bucket, three byte counts
+  pattern.symmetricCheck = true;
+  LoopResult r = runLoop(host, session, 50000, 60, pattern);
+  session.finalize();
+  long attributed = attributedFromSummary();
+  INFO("collectives " << r.calls << ", questions " << r.questions << ", Ring/Simple decisions "
+                      << r.ringSimple << ", measurements attributed by the tuner " << attributed);
+  CHECK(r.questions == 2 * r.calls);
+  // Nearly every sample is attributed (a few are lost to the bus or to a change of size after a
+  // run of equal ones), and the loop converges as it does with one question per task.
+  CHECK(attributed > r.replayed / 2);
   CHECK(r.convergedAt > 0);
 }
 

@@ -97,6 +97,40 @@ TEST_CASE("the first decision is NCCL's own, and nothing is forced before a meas
   CHECK(d.explore == cell(0, 2));  // a plausible alternative gets probed
 }
 
+TEST_CASE("a grant whose probes are never measured is renewed after grantExpiryCalls calls",
+          "[policy]") {
+  // The probes were played where no sample comes back (a question with no task of its own, an
+  // aggregate, a graph capture): the grant must not stay in force, spent and unseen, forever.
+  Context c;
+  c.arm(cell(1, 2), 100, 100);
+  c.arm(cell(0, 2), 120, 50);
+  PolicyConfig cfg;
+  cfg.probeBudget = 0.5;
+  cfg.grantExpiryCalls = 40;
+  BanditPolicy p(cfg);
+  REQUIRE(p.setPrior(kCtx, c.prior));
+  p.observe(kCtx, cell(1, 2), 101);
+  const ContextDecision granted = p.decide(kCtx);
+  REQUIRE(granted.explore == cell(0, 2));
+  for (int call = 0; call < 39; ++call) {
+    p.noteCall(kCtx);
+    p.observe(kCtx, cell(1, 2), 100);  // only the incumbent is ever measured
+  }
+  CHECK(p.decide(kCtx) == granted);  // still in force
+  p.noteCall(kCtx);
+  const ContextDecision renewed = p.decide(kCtx);
+  CHECK(renewed.explore == cell(0, 2));
+  CHECK(renewed.generation != granted.generation);  // a fresh budget for the same probe
+  // Off: never renewed.
+  cfg.grantExpiryCalls = 0;
+  BanditPolicy q(cfg);
+  REQUIRE(q.setPrior(kCtx, c.prior));
+  q.observe(kCtx, cell(1, 2), 101);
+  const ContextDecision kept = q.decide(kCtx);
+  for (int call = 0; call < 1000; ++call) q.noteCall(kCtx);
+  CHECK(q.decide(kCtx) == kept);
+}
+
 TEST_CASE("probes stay within the budget: a fraction of the time observed in collectives",
           "[policy]") {
   Context c;
@@ -305,6 +339,51 @@ TEST_CASE("exploration turns follow the agreed counters exactly", "[policy]") {
   CHECK(cells == std::vector<int>{5, 5, 2, 5, 5, 2, 5, 5, 5, 5, 5, 5});
   CHECK(k.calls[11] == 12);
   CHECK(k.calls[10] == 0);
+}
+
+TEST_CASE("a question repeated right after a probe turn plays the same probe, once", "[policy]") {
+  ContextDecision d;
+  d.primary = 5;
+  d.explore = 2;
+  d.period = 2;
+  d.budget = 3;
+  ExplorationCounters k;
+  k.reset();
+  // NCCL 2.30's symmetric-kernel check: every task asked about twice, back to back, after one
+  // task asked about once. Turns fall on every second question, so here always on the first of
+  // a pair, whose answer does not run: each is carried to the second, which does.
+  auto pairs = [&](bool numbered) {
+    k.reset();
+    std::vector<int> second;
+    uint64_t number = 0;
+    cellForCall(d, 11, &k, numbered ? Question{++number, 1024} : Question{});
+    for (int task = 0; task < 8; ++task) {
+      cellForCall(d, 11, &k, numbered ? Question{++number, 4096} : Question{});
+      second.push_back(cellForCall(d, 11, &k, numbered ? Question{++number, 4096} : Question{}));
+    }
+    CHECK(k.explored[11] == 3);
+    return second;
+  };
+  CHECK(pairs(true) == std::vector<int>{2, 2, 2, 5, 5, 5, 5, 5});
+  // Without the carry every probe would fall on a first question and none would run.
+  CHECK(pairs(false) == std::vector<int>{5, 5, 5, 5, 5, 5, 5, 5});
+  // Not carried: to a question of other bytes, of another context, or one that is not the very
+  // next, and never twice in a row.
+  k.reset();
+  CHECK(cellForCall(d, 11, &k, Question{1, 4096}) == 5);
+  CHECK(cellForCall(d, 11, &k, Question{2, 4096}) == 2);   // turn
+  CHECK(cellForCall(d, 11, &k, Question{3, 8192}) == 5);   // other bytes
+  CHECK(cellForCall(d, 11, &k, Question{4, 4096}) == 2);   // turn
+  CHECK(cellForCall(d, 12, &k, Question{5, 4096}) == 5);   // another context
+  CHECK(cellForCall(d, 11, &k, Question{7, 4096}) == 5);   // not the next question
+  CHECK(cellForCall(d, 11, &k, Question{8, 4096}) == 2);   // turn (budget spent now)
+  CHECK(cellForCall(d, 11, &k, Question{9, 4096}) == 2);   // its repeat
+  CHECK(cellForCall(d, 11, &k, Question{10, 4096}) == 5);  // not a repeat of a repeat
+  // Unnumbered questions (replay, simulation) are never repeats.
+  k.reset();
+  CHECK(cellForCall(d, 11, &k) == 5);
+  CHECK(cellForCall(d, 11, &k) == 2);
+  CHECK(cellForCall(d, 11, &k) == 5);
 }
 
 TEST_CASE("a correction from another scale moves the prior, never the decision", "[policy]") {
