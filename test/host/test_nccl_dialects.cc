@@ -80,8 +80,11 @@ TEST_CASE("one full call sequence per plugin in each dialect from 2.28 to 2.32",
       CHECK(props.planeId == abi::kNetIdUndef);
       CHECK(props.railId == (host.net()->version() >= 12 ? 0 : abi::kNetIdUndef));
 
-      // tuner: a collective, then what 2.30+ adds: AllGatherV-path and symmetric-kernel
-      // queries, 2.29's new function ids, and a chunk-size query per scheduled task.
+      // tuner: questions about the function ids a release may pass (2.29's new ones, among them
+      // AllGather as 2.30's broadcast path asks, and ids out of range leave the table as it
+      // was), and a chunk-size query per scheduled task. 2.30's symmetric-kernel check, which
+      // asks twice about one task, runs through the learning loop in
+      // test/tuner/host/test_profiler_feeds_tuner.cc.
       float table[abi::kNumAlgorithms][abi::kNumProtocols];
       for (int a = 0; a < abi::kNumAlgorithms; ++a)
         for (int p = 0; p < abi::kNumProtocols; ++p) table[a][p] = a == 1 ? 10.0f + p : -1.0f;
