@@ -73,7 +73,9 @@ MeasurementMatcher::CallSlot* MeasurementMatcher::afterRepeats(int func, int64_t
                                                                uint64_t nBytes) {
   const CallSlot* anchor = recorded(func, ordinal - 1);
   if (anchor == nullptr || !anchor->used) return nullptr;
-  for (int64_t q = ordinal; q < ordinal + int64_t(kRealignWindow); ++q) {
+  // Every remembered call may be looked at: while the size stays the same each sample matches
+  // a repeat (one call early), so the run of repeats grows with it, up to the window.
+  for (int64_t q = ordinal; q < ordinal + int64_t(capacity_); ++q) {
     CallSlot* call = recorded(func, q);
     if (call == nullptr || call->used) return nullptr;
     if (call->nBytes == anchor->nBytes && call->ctx == anchor->ctx) continue;
@@ -209,7 +211,31 @@ MeasurementMatcher::Outcome MeasurementMatcher::match(const CollectiveSample& s,
       return Outcome::kNotRecorded;
     }
   }
+  if (calls_ && f.newest - ordinal >= int64_t(capacity_))
+    return realignNewest(f, s.func, seq, s.nBytes);
   return realign(f, s.func, seq, s.nBytes);
+}
+
+// The call the sample's position points to was pushed out of the window: the samples trail the
+// calls by a whole window, which only calls without a task of their own can cause (a long run of
+// one size under 2.30's symmetric-kernel check, each matched one question early). Re-anchoring
+// on the oldest call would leave the next sample pushed out too, and every one after it; the
+// newest unused call with the sample's bytes puts the anchor as far from the window's edge as
+// it can be (the sample's own call is recent: samples are drained soon after their calls).
+MeasurementMatcher::Outcome MeasurementMatcher::realignNewest(FuncState& f, int func, int64_t seq,
+                                                              uint64_t nBytes) {
+  const int64_t oldest = std::max<int64_t>(f.lastUsed + 1, f.newest - int64_t(capacity_) + 1);
+  for (int64_t q = f.newest; q >= oldest; --q) {
+    CallSlot* call = recorded(func, q);
+    if (call == nullptr || call->used || call->nBytes != nBytes) continue;
+    call->used = true;
+    f.alignment = seq - q;
+    f.lastUsed = q;
+    ++stats_.realigned;
+    return Outcome::kRealigned;
+  }
+  ++stats_.noCall;
+  return Outcome::kNoCall;
 }
 
 }  // namespace autopilot::bus

@@ -98,6 +98,7 @@ class MeasurementMatcher {
   CallSlot* afterRepeats(int func, int64_t ordinal, uint64_t nBytes);
   bool continueAggregate(FuncState& f, int func, int64_t seq, uint64_t nBytes, Outcome* out);
   Outcome realign(FuncState& f, int func, int64_t seq, uint64_t nBytes);
+  Outcome realignNewest(FuncState& f, int func, int64_t seq, uint64_t nBytes);
 
   const size_t capacity_;  // per function, a power of two (0: clock rule only)
   std::unique_ptr<CallSlot[]> calls_;

@@ -232,6 +232,32 @@ TEST_CASE("matcher: a task asked about twice (2.30's symmetric-kernel check) is 
   CHECK(m.stats().repeatsSkipped == 4);
 }
 
+TEST_CASE("matcher: after a long run of one size asked about twice, a new size still matches",
+          "[matcher]") {
+  // 200 tasks of one size, each asked about twice: every sample matches a call of its size and
+  // context, the older ones first, so the calls not used pile up to the whole window. The next
+  // size's samples must still find their own calls at once.
+  MeasurementMatcher m(64);
+  int ctx = -1;
+  uint64_t ordinal = 0, seq = 0;
+  auto task = [&](uint64_t bytes, int context) {
+    m.addCall(kAllReduce, ordinal++, bytes, context);
+    m.addCall(kAllReduce, ordinal++, bytes, context);
+    return feed(m, sample(kAllReduce, seq++, bytes), &ctx);
+  };
+  int matchedA = 0;
+  for (int i = 0; i < 200; ++i) matchedA += task(4096, 1) == Outcome::kMatched;
+  CHECK(matchedA >= 190);  // a sample whose call was pushed out of the window re-anchors
+  for (int i = 0; i < 5; ++i) {
+    CHECK(task(8192, 2) == Outcome::kMatched);
+    CHECK(ctx == 2);
+  }
+  for (int i = 0; i < 5; ++i) {
+    CHECK(task(4096, 1) == Outcome::kMatched);
+    CHECK(ctx == 1);
+  }
+}
+
 TEST_CASE("matcher: a repeated call is skipped only when the next call is the sample's",
           "[matcher]") {
   MeasurementMatcher m(64);
