@@ -127,14 +127,20 @@ MeasurementMatcher::Outcome MeasurementMatcher::realign(FuncState& f, int func, 
   for (int64_t q = first; q <= last; ++q) {
     CallSlot* call = recorded(func, q);
     if (call == nullptr || call->used || call->nBytes != nBytes) continue;
-    call->used = true;
-    f.alignment = seq - q;
-    f.lastUsed = q;
-    ++stats_.realigned;
-    return Outcome::kRealigned;
+    return anchorOn(f, call, q, seq);
   }
   ++stats_.noCall;
   return Outcome::kNoCall;
+}
+
+// Re-anchors the alignment on call `q`, which this sample uses up without being learned from.
+MeasurementMatcher::Outcome MeasurementMatcher::anchorOn(FuncState& f, CallSlot* call, int64_t q,
+                                                         int64_t seq) {
+  call->used = true;
+  f.alignment = seq - q;
+  f.lastUsed = q;
+  ++stats_.realigned;
+  return Outcome::kRealigned;
 }
 
 MeasurementMatcher::Outcome MeasurementMatcher::match(const CollectiveSample& s, int* ctx) {
@@ -228,11 +234,7 @@ MeasurementMatcher::Outcome MeasurementMatcher::realignNewest(FuncState& f, int 
   for (int64_t q = f.newest; q >= oldest; --q) {
     CallSlot* call = recorded(func, q);
     if (call == nullptr || call->used || call->nBytes != nBytes) continue;
-    call->used = true;
-    f.alignment = seq - q;
-    f.lastUsed = q;
-    ++stats_.realigned;
-    return Outcome::kRealigned;
+    return anchorOn(f, call, q, seq);
   }
   ++stats_.noCall;
   return Outcome::kNoCall;

@@ -99,6 +99,7 @@ class MeasurementMatcher {
   bool continueAggregate(FuncState& f, int func, int64_t seq, uint64_t nBytes, Outcome* out);
   Outcome realign(FuncState& f, int func, int64_t seq, uint64_t nBytes);
   Outcome realignNewest(FuncState& f, int func, int64_t seq, uint64_t nBytes);
+  Outcome anchorOn(FuncState& f, CallSlot* call, int64_t q, int64_t seq);
 
   const size_t capacity_;  // per function, a power of two (0: clock rule only)
   std::unique_ptr<CallSlot[]> calls_;

@@ -166,6 +166,15 @@ std::string tempDir() {
   return d ? d : "/tmp";
 }
 
+// The measurements are the profiler's only; decisions are refreshed every millisecond and take
+// effect 8 calls after they are proposed, so that the loops converge in a few hundred calls.
+void learningLoopEnv(Env& env) {
+  env.unset("NCCL_AUTOPILOT_TUNER_SYNTHETIC");
+  env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", tempDir());
+  env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
+  env.set("NCCL_AUTOPILOT_TUNER_SWAP_LEAD", "8");
+}
+
 // The tuner's own account at finalize: "... N measurements, M attributed ...".
 long attributedFromSummary() {
   for (const auto& rec : LogCapture::records()) {
@@ -183,10 +192,7 @@ long attributedFromSummary() {
 TEST_CASE("profiler samples of NCCL-ordered events make the tuner switch to the faster arm",
           "[tuner_host][profiler_loop]") {
   Env env;
-  env.unset("NCCL_AUTOPILOT_TUNER_SYNTHETIC");  // the measurements are the profiler's only
-  env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", tempDir());
-  env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
-  env.set("NCCL_AUTOPILOT_TUNER_SWAP_LEAD", "8");
+  learningLoopEnv(env);
   LogCapture::clear();
   PluginHost host(options());
   REQUIRE(host.loadProfiler());
@@ -217,10 +223,7 @@ TEST_CASE("NCCL 2.30's symmetric-kernel check asks twice per task: the tuner sti
   // buckets do. A matcher that took the extra question for a task of its own would find every
   // sample one call off and, the sizes differing, learn from none of them.
   Env env;
-  env.unset("NCCL_AUTOPILOT_TUNER_SYNTHETIC");
-  env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", tempDir());
-  env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
-  env.set("NCCL_AUTOPILOT_TUNER_SWAP_LEAD", "8");
+  learningLoopEnv(env);
   LogCapture::clear();
   PluginHost host(options());
   REQUIRE(host.loadProfiler());
@@ -247,10 +250,7 @@ TEST_CASE("without profiler events the tuner keeps NCCL's choice", "[tuner_host]
   // NCCL_AUTOPILOT_PROFILER_ENABLE=0 does), so no sample reaches the tuner. The positive case
   // converges in a few hundred calls; here twice that budget must not produce a switch.
   Env env;
-  env.unset("NCCL_AUTOPILOT_TUNER_SYNTHETIC");
-  env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", tempDir());
-  env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
-  env.set("NCCL_AUTOPILOT_TUNER_SWAP_LEAD", "8");
+  learningLoopEnv(env);
   env.set("NCCL_AUTOPILOT_PROFILER_ENABLE", "0");
   LogCapture::clear();
   PluginHost host(options());
