@@ -46,13 +46,27 @@ with tempfile.TemporaryDirectory() as out:
     if run.returncode != 0:
         sys.exit("autopilot demo exited with %d" % run.returncode)
     data = json.load(open(result))
+    # The closed loop's warnings (rails failed, and why), printed when a check fails: the logs go
+    # with the temporary directory, and a CI failure must be diagnosable from its output alone.
+    warnings = []
+    logs = os.path.join(out, "closed-loop")
+    for name in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+        if name.endswith(".log"):
+            with open(os.path.join(logs, name), errors="replace") as f:
+                warnings += ["%s: %s" % (name, l.rstrip()) for l in f if " WARN " in l]
+
+
+def fail(message):
+    print("closed loop's warnings (last run):\n  " + "\n  ".join(warnings[-60:]))
+    sys.exit("demo check failed: " + message)
+
+
 phases = {p["name"]: p for p in data["phases"]}
 problems = []
 EXPECTED_PHASES = ["healthy", "degraded", "failed", "healed", "half-rate", "two-degraded",
                    "failed+degraded", "healed+degraded", "flapping"]
 if [p["name"] for p in data["phases"]] != EXPECTED_PHASES:
-    sys.exit("demo check failed: phases %s, expected %s"
-             % ([p["name"] for p in data["phases"]], EXPECTED_PHASES))
+    fail("phases %s, expected %s" % ([p["name"] for p in data["phases"]], EXPECTED_PHASES))
 for p in data["phases"]:
     for key in ("closed_loop_gbps", "static_gbps", "speedup", "bytes_lost", "static_failed",
                 "static_restarted", "failovers", "recoveries", "closed_loop_calls",
@@ -76,7 +90,7 @@ for p in data["phases"]:
         problems.append("%s: the closed loop's longest gap between completions was %s ms (at "
                         "most %d)" % (p["name"], p.get("max_gap_ms"), MAX_GAP_MS))
 if problems:
-    sys.exit("demo check failed: " + "; ".join(problems))
+    fail("; ".join(problems))
 if not data.get("identical_decisions"):
     problems.append("decisions differed between ranks")
 
@@ -114,7 +128,7 @@ elif healed["static_failed"] or not healed["static_gbps"] > 0:
     problems.append("the restarted static job made no progress in the healed phase")
 
 if problems:
-    sys.exit("demo check failed: " + "; ".join(problems))
+    fail("; ".join(problems))
 print("demo check: OK (tuner changed %d of %d closed-loop decisions; degraded + failed %.2fx "
       "(degraded alone %.2fx, not gated); failovers %d, recoveries %d; static stopped at the "
       "failure and restarted)"
