@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "bench/net/netns.h"
+
 namespace autopilot::demo {
 
 void runChecked(const std::string& command) {
@@ -142,12 +144,10 @@ void VethCluster::shape(int host, int rail, int mbit) {
     runQuiet(ns + "tc qdisc del" + dev + " root");
     return;
   }
-  // Burst sized for ~4 ms at line rate (at least 32 KiB) keeps tbf accurate at low rates. A
-  // rate change is applied in place ('change', not 'replace'): a link that slows down does not
-  // drop what it already queued.
-  long burst = std::max(32768L, long(mbit) * 1000000L / 8 / 250);
-  std::string params = " root tbf rate " + std::to_string(mbit) + "mbit burst " +
-                       std::to_string(burst) + " latency 400ms";
+  // A rate change is applied in place ('change', not 'replace'): a link that slows down does not
+  // drop what it already queued. tbfArguments sizes the bucket so that it also sends on what it
+  // queued (a smaller one black-holed the rail at the change).
+  std::string params = " root tbf " + bench::tbfArguments(mbit, 400);
   if (std::system((ns + "tc qdisc change" + dev + params + " >/dev/null 2>&1").c_str()) != 0) {
     runChecked(ns + "tc qdisc replace" + dev + params);
   }

@@ -130,6 +130,13 @@ bool NetnsTestbed::linkUp(int rail) const {
   return run("ip -n " + ns('A') + " link set " + ifname('A', rail) + " up");
 }
 
+std::string tbfArguments(double mbit, int latencyMs) {
+  long rateBytes = long(mbit * 1e6 / 8);
+  long burst = std::max(128L << 10, rateBytes / 250);
+  return "rate " + std::to_string(long(mbit)) + "mbit burst " + std::to_string(burst) +
+         " latency " + std::to_string(latencyMs) + "ms";
+}
+
 bool NetnsTestbed::shape(int rail, double mbit) const {
   // burst >= rate/HZ (at most 250 Hz assumed) so the rate is reachable; queue up to 50 ms.
   long rateBytes = long(mbit * 1e6 / 8);

@@ -10,6 +10,16 @@
 
 namespace autopilot::bench {
 
+// The arguments of a `tc qdisc ... root tbf` for a rail at `mbit` Mbit/s whose queue holds up
+// to `latencyMs` of data. The bucket (burst) covers about 4 ms at that rate, and never less than
+// the largest packet the queue may hold: tbf measures a packet against the bucket only when it
+// queues it, so after a rate change in place (`tc qdisc change`) a queued packet larger than the
+// new bucket never gathers the tokens to leave, and the rail carries nothing until the rate is
+// raised again. veth hands tbf GSO packets of up to 64 KiB plus headers; a rail changed from 250
+// to 25 Mbit/s with a 32 KiB bucket stalled for seconds (its TCP timer backed off to 1.7 s),
+// and was rightly failed as dead.
+std::string tbfArguments(double mbit, int latencyMs);
+
 class NetnsTestbed {
  public:
   // Whether namespace tests can run here; *why explains when not.

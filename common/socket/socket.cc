@@ -234,7 +234,6 @@ bool tcpProgress(int fd, TcpProgress* out) {
   out->bytesAcked = info.tcpi_bytes_acked;
   out->unacked = uint64_t(queued > 0 ? queued : 0);
   out->rtoNs = uint64_t(info.tcpi_rto) * 1000;
-  out->srttNs = uint64_t(info.tcpi_rtt) * 1000;
   uint32_t mem[SK_MEMINFO_VARS] = {};
   socklen_t memLen = sizeof(mem);
   out->localQueued = 0;

@@ -100,9 +100,6 @@ struct TcpProgress {
   // resends (at least 200 ms on Linux; more when the round trip is long or varies, as behind a
   // filled queue, before the first round trip is measured (1 s), and after timeouts in a row).
   uint64_t rtoNs = 0;
-  // TCP's smoothed round trip: the path's delay as TCP measured it, queueing included (a filled
-  // queue in front of a slow link adds hundreds of milliseconds).
-  uint64_t srttNs = 0;
   // Bytes of this socket still in this host's queues below TCP (qdisc, driver): sent by TCP,
   // not yet on the wire (SO_MEMINFO's write allocation).
   uint64_t localQueued = 0;

@@ -27,8 +27,8 @@ params::IntParam gRailWindow("NCCL_AUTOPILOT_NET_RAIL_WINDOW", 4 << 20, 256 << 1
 params::IntParam gStallMs("NCCL_AUTOPILOT_NET_STALL_TIMEOUT_MS", 100, 10, 60000,
                           "A rail holding data with no progress for this long (plus the time "
                           "its queued bytes need at its measured rate; over TCP at least the "
-                          "socket's retransmission timeout plus its round trip, each up to "
-                          "600 ms) is declared failed.");
+                          "socket's retransmission timeout, up to 300 ms, plus half of this) is "
+                          "declared failed.");
 params::IntParam gPeerStallMs("NCCL_AUTOPILOT_NET_PEER_STALL_MS", 1000, 10, 60000,
                               "When every rail holding data stalls at once (the peer paused, not "
                               "a link), rails are declared failed only after this long.");

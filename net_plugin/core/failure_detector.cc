@@ -23,10 +23,8 @@ uint64_t FailureDetector::timeoutNs(uint64_t outstandingBytes, double bandwidthB
   }
   double total = double(config_.stallTimeoutNs) + drainNs;
   if (retransmitNs_ > 0) {
-    const uint64_t grace = config_.maxRetransmitGraceNs;
-    const uint64_t resend = std::max(roundTripNs_, config_.stallTimeoutNs / 2);
-    total =
-        std::max(total, double(std::min(retransmitNs_, grace)) + double(std::min(resend, grace)));
+    double timer = double(std::min(retransmitNs_, config_.maxRetransmitGraceNs));
+    total = std::max(total, timer + double(config_.stallTimeoutNs) / 2);
   }
   const double cap = double(std::max(config_.maxTimeoutNs, config_.stallTimeoutNs));
   if (locallyQueued_) total = cap;

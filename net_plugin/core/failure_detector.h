@@ -17,17 +17,12 @@
 // Nor must it fail a link that merely lost a packet: a transport that recovers losses with a
 // retransmission timer (TCP: its RTO, at least 200 ms on Linux, longer behind a filled queue)
 // makes no visible progress until that timer fires, however alive the link. When the transport
-// tells its timer (setRetransmitTimeout), the allowance is at least one such timeout plus the
-// resent bytes' round trip: the transport's measured round trip (queueing included), at least
-// half the stall timeout. Timer and round trip each count up to maxRetransmitGraceNs: a fresh
-// TCP connection's first timeout is 1 s (no round trip measured yet), a timer backed off after
-// timeouts in a row grows to seconds, and a dead link must not hide behind either. Measured in
-// the demo's mini-cluster: rails rate-limited with tc tbf stalled 130-210 ms with TCP's RTO at
-// 204-224 ms and no backoff yet, and were failed at the 100 ms stall timeout; behind a tbf queue
-// of up to 400 ms, live rails were failed after 305 ms of silence with TCP's RTO at 204 ms (the
-// resent segment still waited in the queue) and after 366 ms with the RTO at 408 ms (before TCP
-// had even resent), with a 2 s stall of the whole collective as the failover cascaded. So the
-// grace is 600 ms: a silent dead link is still failed within 1.2 s.
+// tells its timer (setRetransmitTimeout), the allowance is at least one such timeout plus half
+// the stall timeout (the resent bytes' round trip and acknowledgement). The timer counts up to
+// maxRetransmitGraceNs: a fresh TCP connection's first timeout is 1 s (no round trip measured
+// yet), and a dead link must not hide behind it. Measured in the demo's mini-cluster: rails
+// rate-limited with tc tbf stalled 130-210 ms with TCP's RTO at 204-224 ms and no backoff yet,
+// and were failed at the 100 ms stall timeout.
 //
 // Nor must it blame the path for this host's own queue: bytes that have not left this host yet
 // (a slow local NIC's queue holds them, and with them the control frames and acknowledgements
@@ -56,7 +51,7 @@ class FailureDetector {
     double latenessFactor = 4.0;
     uint64_t latenessFloorNs = 1'000'000;
     uint64_t latenessCapNs = 1'000'000'000;  // 0: no stretch
-    uint64_t maxRetransmitGraceNs = 600'000'000;
+    uint64_t maxRetransmitGraceNs = 300'000'000;
   };
 
   FailureDetector() : FailureDetector(Config{}) {}
@@ -73,12 +68,8 @@ class FailureDetector {
   void onError() { error_ = true; }
   // The process's recent lateness (LatenessMeter::recentNs), set before each check.
   void setLateness(uint64_t latenessNs);
-  // The transport's retransmission timeout and smoothed round trip (0: it has none, or did not
-  // say).
-  void setRetransmitTimeout(uint64_t rtoNs, uint64_t roundTripNs = 0) {
-    retransmitNs_ = rtoNs;
-    roundTripNs_ = roundTripNs;
-  }
+  // The transport's retransmission timeout (0: it has none, or did not say).
+  void setRetransmitTimeout(uint64_t rtoNs) { retransmitNs_ = rtoNs; }
   // Whether the transport's bytes still sit in this host's queues.
   void setLocallyQueued(bool queued) { locallyQueued_ = queued; }
   // What the lateness adds to every allowance now.
@@ -87,8 +78,8 @@ class FailureDetector {
   bool hasError() const { return error_; }
   bool outstanding() const { return outstanding_; }
   // max(stallTimeout + drain time, min(retransmit timeout, maxRetransmitGrace) +
-  // min(max(round trip, stallTimeout / 2), maxRetransmitGrace)), at most maxTimeout (maxTimeout
-  // while bytes are queued locally), plus the lateness stretch.
+  // stallTimeout / 2), at most maxTimeout (maxTimeout while bytes are queued locally), plus the
+  // lateness stretch.
   uint64_t timeoutNs(uint64_t outstandingBytes, double bandwidthBytesPerSec) const;
   // How long the rail has held data without progress (0 when idle).
   uint64_t stalledForNs(uint64_t nowNs) const;
@@ -106,7 +97,6 @@ class FailureDetector {
   uint64_t lastEvidenceNs_ = 0;
   uint64_t stretchNs_ = 0;
   uint64_t retransmitNs_ = 0;
-  uint64_t roundTripNs_ = 0;
   bool locallyQueued_ = false;
 };
 

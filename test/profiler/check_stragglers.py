@@ -9,7 +9,8 @@ and checks:
   within DETECT_S of the demo's start, no other rank ever; every rank's estimated clock offset
   within its stated error bound of the true shift, and that bound under MAX_ERROR_S;
 - one `autopilot top --json` (a frame a second) open for the whole run: rank 2 named in at least
-  MIN_SHARE of the frames after it first is, with a lag within LAG_RANGE of the injected delay,
+  MIN_SHARE of the frames after it first is, with a median lag within LAG_RANGE of the injected
+  delay (each frame's within FRAME_LAG_RANGE),
   no other rank ever; the demo's own `--top` view, written to its log, too.
 (The healthy side, no rank named while nobody is slowed, is checked in monitoring_stack.)
 
@@ -28,10 +29,14 @@ SKEW_US = -70000  # rank r's clock runs r x 70 ms behind rank 0's
 MAX_ERROR_S = 0.005
 # Measured 2026-12-02 on this 2-core machine (idle): first named 3.0 s after the start (the demo
 # needs about 1.5 s to start its ranks, the view one interval), then in every frame until the
-# end, lag 15-26 ms. The bounds leave room for a loaded machine.
+# end, lag 15-26 ms. The bounds leave room for a loaded machine: the lag's median within
+# LAG_RANGE of the injected delay, each frame's within FRAME_LAG_RANGE (a frame's lag includes
+# what the scheduler adds to the slow rank's delay at that moment: 40.9 ms in one frame of a CI
+# run beside a compiler, median 25 ms).
 DETECT_S = 10.0
 MIN_SHARE = 0.6
 LAG_RANGE = (0.5 * SLOW_MS / 1e3, 2.0 * SLOW_MS / 1e3)
+FRAME_LAG_RANGE = (0.25 * SLOW_MS / 1e3, 4.0 * SLOW_MS / 1e3)
 
 tool = sys.argv[1]
 work = tempfile.mkdtemp(prefix="ap-stragglers-")
@@ -125,8 +130,11 @@ else:
         problems.append("named only %.1f s after the start (bound %.0f s)" % (named[0], DETECT_S))
     if share < MIN_SHARE:
         problems.append("named in only %.0f%% of the frames after that" % (100 * share))
-    if not all(LAG_RANGE[0] <= lag <= LAG_RANGE[1] for lag in lags):
-        problems.append("lags %s outside %s" % (lags, LAG_RANGE))
+    median = sorted(lags)[len(lags) // 2]
+    if not LAG_RANGE[0] <= median <= LAG_RANGE[1]:
+        problems.append("median lag %.4f s outside %s (lags %s)" % (median, LAG_RANGE, lags))
+    if not all(FRAME_LAG_RANGE[0] <= lag <= FRAME_LAG_RANGE[1] for lag in lags):
+        problems.append("lags %s outside %s" % (lags, FRAME_LAG_RANGE))
 if others:
     problems.append("other ranks named: %s" % others)
 # The demo's own --top view (frames in its log, since it is not a terminal) names it too.

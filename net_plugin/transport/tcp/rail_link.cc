@@ -66,7 +66,7 @@ IoResult RailLink::flushControl() {
 
 void RailLink::informDetector(core::FailureDetector& fd, uint64_t nowNs) const {
   const bool fresh = nowNs - lastTcpSampleNs_ <= kTcpFreshNs;
-  fd.setRetransmitTimeout(fresh ? tcp_.rtoNs : 0, fresh ? tcp_.srttNs : 0);
+  fd.setRetransmitTimeout(fresh ? tcp_.rtoNs : 0);
   fd.setLocallyQueued(fresh && tcp_.localQueued > 0);
 }
 

@@ -62,8 +62,7 @@ void RecvComm::checkHealth(uint64_t nowNs) {
                "the sender has taken none of our control frames for " +
                    std::to_string(fd.stalledForNs(nowNs) / 1000000) +
                    " ms (TCP's retransmission timeout " +
-                   std::to_string(rail.link.tcp().rtoNs / 1000000) + " ms, round trip " +
-                   std::to_string(rail.link.tcp().srttNs / 1000000) + " ms)");
+                   std::to_string(rail.link.tcp().rtoNs / 1000000) + " ms)");
     }
   }
   reannounceIfQuiet(nowNs);

@@ -182,12 +182,11 @@ void SendComm::checkHealth(uint64_t nowNs) {
       char why[200];
       std::snprintf(why, sizeof(why),
                     "no progress for %llu ms while holding %s (allowed %llu ms at %.2f Gbit/s; "
-                    "TCP's retransmission timeout %llu ms, round trip %llu ms)",
+                    "TCP's retransmission timeout %llu ms)",
                     (unsigned long long)(fd.stalledForNs(nowNs) / 1000000),
                     humanBytes(held).c_str(),
                     (unsigned long long)(fd.timeoutNs(held, bw) / 1000000), bw * 8e-9,
-                    (unsigned long long)(rail.link.tcp().rtoNs / 1000000),
-                    (unsigned long long)(rail.link.tcp().srttNs / 1000000));
+                    (unsigned long long)(rail.link.tcp().rtoNs / 1000000));
       failRail(r, nowNs, why);
     }
   }

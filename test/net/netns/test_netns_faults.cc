@@ -6,6 +6,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -180,6 +181,39 @@ TEST_CASE("veth: a path that goes silent with its links up is failed by the stal
   CHECK(rejoined);
   // The local interface never went down, so that reason must not appear.
   CHECK_FALSE(contains(run.senderLog, "is down or lost its carrier"));
+}
+
+TEST_CASE("veth: a live rail behind a deep queue that slows tenfold is never failed",
+          "[net][netns]") {
+  // As the demo shapes its rails: queues of up to 400 ms, and a rate dropped from 250 to
+  // 25 Mbit/s in place (`tc qdisc change`), three times. What the rail already queued drains ten
+  // times slower and TCP's round trip jumps with it; the rail stays alive throughout, so it must
+  // never be failed. With the bucket the demo had (32 KiB, smaller than the GSO packets already
+  // queued) tbf never sent those packets, the rail carried nothing for seconds and was failed as
+  // dead: every run of this test did so, and the demo saw 2 s with no collective completing.
+  NetnsTestbed bed(2);
+  REQUIRE(bed.ok());
+  const std::string dev = " dev " + bed.ifname('A', 1) + " root tbf ";
+  auto tbf = [&](const char* verb, int mbit) {
+    return bed.exec('A', std::string("tc qdisc ") + verb + dev + tbfArguments(mbit, 400));
+  };
+  REQUIRE(tbf("replace", 250) == 0);
+  REQUIRE(bed.shape(0, 250));
+  NetnsRun run = stream(bed, 4 << 20, [&] {
+    for (int i = 0; i < 3; ++i) {
+      sleepMs(1500);
+      REQUIRE(tbf("change", 25) == 0);
+      sleepMs(2500);
+      REQUIRE(tbf("change", 250) == 0);
+    }
+    sleepMs(1000);
+  });
+  INFO(run.senderLog);
+  CHECK(run.receiver == 0);
+  CHECK(run.sender == 0);
+  CHECK(run.stream.corrupt == 0);
+  CHECK(run.stream.messages > 20);
+  CHECK_FALSE(contains(run.senderLog, "-> failed"));
 }
 
 TEST_CASE("veth: a flapping rail never loses or corrupts data", "[net][netns]") {
