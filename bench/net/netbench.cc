@@ -611,15 +611,17 @@ void runTransitions(const NetnsTestbed& bed, const Options& opt, Scenario* s) {
         sleepSec(opt.warmSec);
         begin("healthy", 4 * R, false, 0);
         sleepSec(t);
-        bed.shape(1, R / 10);
+        // Each phase starts as its change is made: what the plugin does about the change (a
+        // failover seen within the `ip` command's run) belongs to the new phase.
         begin("degraded", 3 * R + R / 10, false, 0.85);
+        bed.shape(1, R / 10);
         sleepSec(t);
-        bed.linkDown(1);
         begin("failed", 3 * R, true, 0.85);
+        bed.linkDown(1);
         sleepSec(t);
+        begin("healed", 4 * R, false, 0);
         bed.linkUp(1);
         bed.shape(1, R);
-        begin("healed", 4 * R, false, 0);
         sleepSec(t);
         begin("flapping", 0, true, 0.7);  // capacity: the time rail 1 was really up
         const double p0 = marks.back().start;

@@ -138,12 +138,10 @@ std::string tbfArguments(double mbit, int latencyMs) {
 }
 
 bool NetnsTestbed::shape(int rail, double mbit) const {
-  // burst >= rate/HZ (at most 250 Hz assumed) so the rate is reachable; queue up to 50 ms.
-  long rateBytes = long(mbit * 1e6 / 8);
-  long burst = std::max(64L << 10, rateBytes / 250);
-  std::string dev = ifname('A', rail);
-  return run("tc -n " + ns('A') + " qdisc replace dev " + dev + " root tbf rate " +
-             std::to_string(long(mbit)) + "mbit burst " + std::to_string(burst) + " latency 50ms");
+  // A queue of up to 50 ms. `replace` on a rail that is already shaped changes the rate in
+  // place, keeping what is queued: tbfArguments' bucket lets every queued packet leave.
+  return run("tc -n " + ns('A') + " qdisc replace dev " + ifname('A', rail) + " root tbf " +
+             tbfArguments(mbit, 50));
 }
 
 bool NetnsTestbed::unshape(int rail) const {
