@@ -420,3 +420,65 @@ TEST_CASE("striper: latency-bound bursts lift a rail to its peers' level, not ab
   }
   CHECK(s.bandwidth(0) > 3 * peer);
 }
+
+TEST_CASE("striper: a degraded rail's bursts do not buy back its share", "[net][striper]") {
+  // Rail 2 measured at a tenth of its peers (three pipelined samples), held outside the band.
+  RailStriper::Config cfg;
+  cfg.sampleMinNs = 3'000'000;
+  RailStriper s = activeStriper(3, cfg);
+  uint64_t t = 0;
+  measureAt(s, 0, 31e6, &t);
+  measureAt(s, 1, 31e6, &t);
+  measureAt(s, 2, 3.1e6, &t);
+  s.pick(64 << 10, t);
+  t += s.config().bandHoldNs;
+  s.pick(64 << 10, t);
+  REQUIRE(s.effectiveBandwidth(2) == Approx(3.1e6).epsilon(0.01));
+  // A probe after idle time: one 64 KiB chunk acknowledged within 3 ms (~22 MB/s, the rail's
+  // shaper had saved up a bucket). It may double the estimate, not restore the peers' level.
+  s.onAssigned(2, 64 << 10, t);
+  s.onCompleted(2, 64 << 10, t += 3'000'000);
+  CHECK(s.bandwidth(2) == Approx(6.2e6).epsilon(0.01));
+  // Two chunks at once fit the bucket too (one sample, ~33 MB/s): again at most double.
+  s.onAssigned(2, 64 << 10, t);
+  s.onAssigned(2, 64 << 10, t);
+  s.onCompleted(2, 64 << 10, t += 2'000'000);
+  s.onCompleted(2, 64 << 10, t += 2'000'000);
+  CHECK(s.bandwidth(2) == Approx(12.4e6).epsilon(0.01));
+  // One more lifts it into the band, but the split keeps using its own estimate until it has
+  // stayed there for the hold.
+  s.onAssigned(2, 128 << 10, t);
+  s.onCompleted(2, 128 << 10, t += 4'000'000);
+  REQUIRE(s.bandwidth(2) > 0.5 * 31e6);
+  s.pick(64 << 10, t);
+  CHECK(s.effectiveBandwidth(2) == Approx(s.bandwidth(2)));
+  CHECK(s.effectiveBandwidth(2) < s.effectiveBandwidth(0));
+  // Two chunks at once at the rail's real rate (21 ms each): the estimate falls back.
+  const double lifted = s.bandwidth(2);
+  s.onAssigned(2, 64 << 10, t);
+  s.onAssigned(2, 64 << 10, t);
+  s.onCompleted(2, 64 << 10, t += 21'000'000);
+  s.onCompleted(2, 64 << 10, t += 21'000'000);
+  CHECK(s.bandwidth(2) < 0.5 * lifted);
+}
+
+TEST_CASE("striper: a degraded rail that heals gets its share back within a second",
+          "[net][striper]") {
+  RailStriper::Config cfg;
+  RailStriper s = activeStriper(3, cfg);
+  std::vector<double> fast = {31e6, 31e6, 31e6};
+  simulate(s, fast, 64 << 20, 64 << 10);
+  std::vector<double> degraded = {31e6, 31e6, 3.1e6};
+  SimResult d = simulate(s, degraded, 128 << 20, 64 << 10, 10'000'000'000ull);
+  CHECK(d.estimate[2] < 6e6);
+  CHECK(d.share[2] < 0.08);
+  // Healed: a second's worth of traffic (the three rails' rate) gives it a full share again.
+  SimResult h = simulate(s, fast, 96 << 20, 64 << 10, 20'000'000'000ull);
+  INFO("healed in " << h.seconds << " s");
+  CHECK(h.seconds < 1.5);
+  CHECK(h.estimate[2] > 25e6);
+  RailStriper fresh = activeStriper(3, cfg);
+  simulate(fresh, fast, 64 << 20, 64 << 10);
+  SimResult base = simulate(fresh, fast, 96 << 20, 64 << 10, 20'000'000'000ull);
+  CHECK(h.seconds < 1.25 * base.seconds);
+}
