@@ -149,10 +149,6 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
     if (!usable(i, standbyPass)) continue;
     const Rail& r = rails_[i];
     double finish = double(r.inFlight + chunkBytes) / effective(i, m, usableRails);
-    // A chunk on a degraded rail that finishes late holds its whole message back, one on a
-    // fast rail that finishes a little late costs little: the degraded rail's prediction (its
-    // estimate follows a bursty shaper) must beat the others' by a margin.
-    if (r.distinct && r.samples > 0 && r.bandwidth < m) finish *= config_.slowRailMargin;
     if (best < 0 || finish < bestFinish) {
       best = i;
       bestFinish = finish;

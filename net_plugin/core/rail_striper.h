@@ -2,11 +2,7 @@
 // an argument), shared by every transport.
 //
 // Measured mode (default): a chunk goes to the usable rail with the earliest predicted
-// completion, (bytes in flight on the rail + chunk) / measured bandwidth; on a degraded rail
-// (below) that prediction counts `slowRailMargin` times, since a chunk there that finishes late
-// holds its whole message back while one a fast rail finishes a little late costs little
-// (in the demo's degraded phase the 4 MiB all-reduce took 104 ms without the margin, 74 ms with
-// it, 72 ms with that rail down). Bandwidth is an EWMA
+// completion, (bytes in flight on the rail + chunk) / measured bandwidth. Bandwidth is an EWMA
 // of what the rail really delivered while it was busy with measurable (large) chunks, clamped
 // to [minBandwidth, maxBandwidth]; a sample more than 2x away from the estimate moves it
 // faster (the rail's rate really changed). Until a rail's first measurement (at start, or
@@ -82,8 +78,7 @@ class RailStriper {
     double probeSpacing = 10;              // ... and this many times the probe's time on it
     double equalBand = 0.5;                // |bw - median| <= band * median: the median
     uint64_t bandHoldNs = 300'000'000;     // ... and until outside (or back inside) that long
-    double slowRailMargin = 2;  // a degraded rail's predicted completion counts this much more
-    double slowRailRaise = 2;   // a latency-bound sample lifts a slow rail this much
+    double slowRailRaise = 2;              // a latency-bound sample lifts a slow rail this much
   };
 
   RailStriper() : RailStriper(Config{}) {}

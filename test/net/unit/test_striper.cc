@@ -509,33 +509,3 @@ TEST_CASE("striper: a rail holds at most windowNs of its measured rate", "[net][
   }
   CHECK(placed == 64);
 }
-
-TEST_CASE("striper: a degraded rail gets a chunk only if it beats the others by a margin",
-          "[net][striper]") {
-  // Rail 1 at a tenth of rail 0: a 64 KiB chunk takes it as long as ten take rail 0. Chunks
-  // placed at once go to rail 0 until rail 1 would finish first by slowRailMargin (2): rail 0
-  // then holds 20 chunks, not 10.
-  RailStriper::Config cfg;
-  cfg.probeEvery = 0;
-  cfg.windowBytes = 64 << 20;
-  cfg.windowNs = 0;
-  for (double margin : {1.0, 2.0}) {
-    cfg.slowRailMargin = margin;
-    RailStriper s = activeStriper(2, cfg);
-    uint64_t t = 0;
-    measureAt(s, 0, 31e6, &t);
-    measureAt(s, 1, 3.1e6, &t);
-    s.pick(64 << 10, t);
-    t += s.config().bandHoldNs;
-    int onFast = 0;
-    for (int k = 0; k < 100; ++k) {
-      int r = s.pick(64 << 10, t);
-      REQUIRE(r >= 0);
-      if (r == 1) break;
-      s.onAssigned(r, 64 << 10, t);
-      ++onFast;
-    }
-    INFO("margin " << margin);
-    CHECK(onFast == (margin == 1.0 ? 10 : 20));
-  }
-}
