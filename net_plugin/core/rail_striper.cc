@@ -47,11 +47,6 @@ bool RailStriper::fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) con
   const Rail& r = rails_[rail];
   uint64_t window = r.samples == 0 ? std::min(config_.windowBytes, config_.startWindowBytes)
                                    : config_.windowBytes;
-  // Also at most windowNs of the rail's measured rate: what a rail holds when its rate drops
-  // (a NIC that renegotiates, a congested path) must drain in a bounded time at the new rate.
-  if (r.samples != 0 && config_.windowNs != 0) {
-    window = std::min(window, uint64_t(r.bandwidth * 1e-9 * double(config_.windowNs)));
-  }
   // An empty rail always takes one chunk, however large: otherwise a chunk bigger than the
   // window could never be sent.
   return r.inFlight == 0 || r.inFlight + chunkBytes <= window;

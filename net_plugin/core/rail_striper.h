@@ -69,7 +69,6 @@ class RailStriper {
     double ewmaAlpha = 0.3;                // weight of a new sample
     double fastAlpha = 0.75;               // ... when it is 2x away from the estimate
     uint64_t windowBytes = 4u << 20;       // in-flight cap per rail
-    uint64_t windowNs = 50'000'000;        // ... and this long at its measured rate (0: none)
     uint64_t startWindowBytes = 1u << 20;  // ... before the rail's first measurement
     uint64_t measureMinBytes = 64u << 10;  // smaller chunks do not feed the estimate
     uint64_t sampleMinNs = 5'000'000;      // a sample spans at least this much busy time

@@ -482,30 +482,3 @@ TEST_CASE("striper: a degraded rail that heals gets its share back within a seco
   SimResult base = simulate(fresh, fast, 96 << 20, 64 << 10, 20'000'000'000ull);
   CHECK(h.seconds < 1.25 * base.seconds);
 }
-
-TEST_CASE("striper: a rail holds at most windowNs of its measured rate", "[net][striper]") {
-  // What a rail holds when its rate drops tenfold must drain in a bounded time: 50 ms of its
-  // old rate takes 0.5 s at the new one, where the 4 MiB window took 1.3 s at 25 Mbit/s.
-  RailStriper::Config cfg;
-  cfg.probeEvery = 0;
-  RailStriper s = activeStriper(1, cfg);
-  uint64_t t = 0;
-  measureAt(s, 0, 10e6, &t);  // 50 ms: 500 kB
-  int placed = 0;
-  while (s.pick(64 << 10, t) == 0 && placed < 100) {
-    s.onAssigned(0, 64 << 10, t);
-    ++placed;
-  }
-  CHECK(placed == 7);
-  CHECK(s.inFlight(0) <= 500'000);
-  // Without the time bound only the byte window (4 MiB) applies.
-  cfg.windowNs = 0;
-  RailStriper bytesOnly = activeStriper(1, cfg);
-  measureAt(bytesOnly, 0, 10e6, &t);
-  placed = 0;
-  while (bytesOnly.pick(64 << 10, t) == 0 && placed < 100) {
-    bytesOnly.onAssigned(0, 64 << 10, t);
-    ++placed;
-  }
-  CHECK(placed == 64);
-}
