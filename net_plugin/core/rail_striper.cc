@@ -71,14 +71,15 @@ double RailStriper::refreshBands(uint64_t nowNs, bool standbyPass, int* count) {
   for (int i = 0; i < n_; ++i) {
     Rail& r = rails_[i];
     if (!usable(i, standbyPass)) continue;
-    const bool outside = std::abs(r.bandwidth - m) > config_.equalBand * m;
-    if (outside != r.outside) {
-      r.outside = outside;
-      r.sideSinceNs = nowNs;
+    if (std::abs(r.bandwidth - m) <= config_.equalBand * m) {
+      r.outside = r.distinct = false;
+      continue;
     }
-    // Both ways take the hold: one sample must not give a rail measured slow its peers' share
-    // back (a shaper's bucket, refilled while the rail was idle, delivers a probe at once).
-    if (nowNs - r.sideSinceNs >= config_.bandHoldNs) r.distinct = outside;
+    if (!r.outside) {
+      r.outside = true;
+      r.outsideSinceNs = nowNs;
+    }
+    r.distinct = nowNs - r.outsideSinceNs >= config_.bandHoldNs;
   }
   return m;
 }
@@ -184,24 +185,18 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
     double alpha = r.samples == 0                                           ? 1.0
                    : (sample > 2 * r.bandwidth || 2 * sample < r.bandwidth) ? config_.fastAlpha
                                                                             : config_.ewmaAlpha;
-    const double peers = measuredPeerMedian(rail);
-    double next = alpha * sample + (1 - alpha) * r.bandwidth;
-    if (!r.pipelined) {
+    if (r.pipelined) {
+      r.bandwidth = clampBandwidth(alpha * sample + (1 - alpha) * r.bandwidth);
+    } else if (r.samples == 0 || sample > r.bandwidth) {
       // Latency-bound: one chunk at a time measures the path's burst speed (a shaper's bucket,
       // an idle queue), more than the rail sustains. It may lift the rail to its measured
       // peers' level, not above: ratcheted up by bursts, one equal rail would look faster than
-      // the others, take more chunks and hold every message back. It never lowers it.
-      if (r.samples != 0 && sample <= r.bandwidth) next = r.bandwidth;
+      // the others, take more chunks and hold every message back.
+      double next = clampBandwidth(alpha * sample + (1 - alpha) * r.bandwidth);
+      double peers = measuredPeerMedian(rail);
       if (peers > 0) next = std::min(next, std::max(peers, r.samples == 0 ? 0.0 : r.bandwidth));
+      r.bandwidth = clampBandwidth(next);
     }
-    // A rail measured slower than its peers for the band's hold (a degraded rail): a fast
-    // sample there is most likely a burst its shaper saved up while the rail was idle (two
-    // chunks fit a 128 KiB bucket as well as one), so it lifts the estimate by slowRailRaise
-    // at most.
-    if (r.samples > 0 && r.distinct && peers > 0 && r.bandwidth < peers) {
-      next = std::min(next, config_.slowRailRaise * r.bandwidth);
-    }
-    r.bandwidth = clampBandwidth(next);
     r.pipelined = r.measuredChunks >= 2;
     r.sampleBytes = r.sampleNs = 0;
     ++r.samples;

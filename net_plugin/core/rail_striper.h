@@ -11,13 +11,8 @@
 // measurable chunks at once is bounded by latency rather than bandwidth: it may raise the
 // estimate but not lower it (otherwise a rail given a small share would measure itself slow
 // and keep its small share), and not above the median of the other measured rails (bursts
-// would ratchet it up). On a rail measured slower than its peers for `bandHoldNs` (degraded), a
-// fast sample, pipelined or not, is most likely a burst its shaper saved up while the rail was
-// idle (a token bucket, as cloud NICs and our tc test bed have): it raises the estimate by
-// `slowRailRaise` at most. (Lifted to its
-// peers' level by one probe, the demo's degraded rail took a full share for the band's hold every
-// few hundred ms, and the ring waited on it.) Every `probeEvery`-th pick, a usable rail that has
-// been idle for `probeIdleNs` gets the chunk instead, so that idle or slow rails stay measured and
+// would ratchet it up). Every `probeEvery`-th pick, a usable rail that has been
+// idle for `probeIdleNs` gets the chunk instead, so that idle or slow rails stay measured and
 // a healed rail's share can grow again. A probe delays the message it carries by its time on
 // that rail, which on a much slower rail is long (a 256 KiB chunk at 25 Mbit/s: 84 ms, while
 // the message's other chunks took a few), so a rail is probed only after it has been idle for
@@ -38,10 +33,10 @@
 // rate, and a loaded host delays acknowledgements. The band therefore matches the degradation
 // threshold (a rail below half its peers' median is degraded): a rail outside it (a degraded
 // one, a much slower or faster NIC) keeps its own estimate and its own share, once it has been
-// outside for `bandHoldNs`, and until it has been back inside as long. The hold matters: a rail
-// given a smaller share is measured less often, so one unlucky sample (a receiver that was busy
-// computing) would otherwise shrink an equal rail's share for a long time. A rail whose estimate
-// was set (setBandwidth: a re-joined rail starts small) keeps it until its first measurement.
+// outside for `bandHoldNs`. The hold matters: a rail given a smaller share is measured less
+// often, so one unlucky sample (a receiver that was busy computing) would otherwise shrink an
+// equal rail's share for a long time. A rail whose estimate was set (setBandwidth: a re-joined
+// rail starts small) keeps it until its first measurement.
 //
 // Equal-split mode: chunks rotate over the usable rails regardless of bandwidth (what NCCL's
 // own multi-NIC merge and aws-ofi-nccl do); kept as a baseline for benchmarks.
@@ -76,8 +71,7 @@ class RailStriper {
     uint64_t probeIdleNs = 50'000'000;     // a rail idle this long is due for a probe
     double probeSpacing = 10;              // ... and this many times the probe's time on it
     double equalBand = 0.5;                // |bw - median| <= band * median: the median
-    uint64_t bandHoldNs = 300'000'000;     // ... and until outside (or back inside) that long
-    double slowRailRaise = 2;              // a latency-bound sample lifts a slow rail this much
+    uint64_t bandHoldNs = 300'000'000;     // ... and until outside that long
   };
 
   RailStriper() : RailStriper(Config{}) {}
@@ -128,9 +122,9 @@ class RailStriper {
     uint64_t lastAssignedNs = 0;
     uint64_t assignedBytes = 0;
     uint64_t samples = 0;
-    bool outside = false;      // the estimate is outside the band (or inside) ...
-    uint64_t sideSinceNs = 0;  // ... since then
-    bool distinct = false;     // the split uses the rail's own estimate
+    bool outside = false;         // the estimate is outside the band ...
+    uint64_t outsideSinceNs = 0;  // ... since then
+    bool distinct = false;        // the split uses the rail's own estimate
   };
   bool usable(int rail, bool standbyPass) const;
   double median(bool standbyPass, int* count) const;
