@@ -11,7 +11,8 @@ void RailStriper::reset(int n) {
   n_ = std::clamp(n, 0, kMaxRails);
   for (Rail& r : rails_) {
     r = Rail{};
-    r.bandwidth = clampBandwidth(config_.initialBandwidth);
+    r.bandwidth = r.sustained = clampBandwidth(config_.initialBandwidth);
+    r.burstCredit = double(config_.burstBytes);
   }
   picks_ = 0;
   nextEqual_ = 0;
@@ -31,10 +32,11 @@ void RailStriper::setMode(int rail, RailMode mode) {
 void RailStriper::setBandwidth(int rail, double bytesPerSec) {
   if (rail < 0 || rail >= n_) return;
   Rail& r = rails_[rail];
-  r.bandwidth = clampBandwidth(bytesPerSec);
+  r.bandwidth = r.sustained = clampBandwidth(bytesPerSec);
+  r.burstCredit = double(config_.burstBytes);
   r.sampleBytes = r.sampleNs = 0;
   r.samples = 0;
-  r.outside = r.distinct = false;
+  r.outside = r.distinct = r.checking = false;
 }
 
 bool RailStriper::usable(int rail, bool standbyPass) const {
@@ -47,6 +49,11 @@ bool RailStriper::fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) con
   const Rail& r = rails_[rail];
   uint64_t window = r.samples == 0 ? std::min(config_.windowBytes, config_.startWindowBytes)
                                    : config_.windowBytes;
+  // Also at most windowNs of the rail's measured rate: what a rail holds when its rate drops
+  // (a NIC that renegotiates, a congested path) must drain in a bounded time at the new rate.
+  if (r.samples != 0 && config_.windowNs != 0) {
+    window = std::min(window, uint64_t(r.bandwidth * 1e-9 * double(config_.windowNs)));
+  }
   // An empty rail always takes one chunk, however large: otherwise a chunk bigger than the
   // window could never be sent.
   return r.inFlight == 0 || r.inFlight + chunkBytes <= window;
@@ -71,15 +78,14 @@ double RailStriper::refreshBands(uint64_t nowNs, bool standbyPass, int* count) {
   for (int i = 0; i < n_; ++i) {
     Rail& r = rails_[i];
     if (!usable(i, standbyPass)) continue;
-    if (std::abs(r.bandwidth - m) <= config_.equalBand * m) {
-      r.outside = r.distinct = false;
-      continue;
+    const bool outside = std::abs(r.bandwidth - m) > config_.equalBand * m;
+    if (outside != r.outside) {
+      r.outside = outside;
+      r.sideSinceNs = nowNs;
     }
-    if (!r.outside) {
-      r.outside = true;
-      r.outsideSinceNs = nowNs;
-    }
-    r.distinct = nowNs - r.outsideSinceNs >= config_.bandHoldNs;
+    // Both ways take the hold: one sample must not give a rail measured slow its peers' share
+    // back (a shaper's bucket, refilled while the rail was idle, delivers a probe at once).
+    if (nowNs - r.sideSinceNs >= config_.bandHoldNs) r.distinct = outside;
   }
   return m;
 }
@@ -115,6 +121,15 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
     }
     return -1;
   }
+  // A degraded rail that delivered a fast sample is being checked (see onCompleted): it takes
+  // a chunk whenever it is empty, so that what it delivers soon exceeds what a bucket holds.
+  for (int k = 0; k < n_; ++k) {
+    const int i = (nextTie_ + k) % n_;
+    const Rail& r = rails_[i];
+    if (r.checking && usable(i, standbyPass) && r.inFlight == 0 && !(excludedMask & (1u << i))) {
+      return i;
+    }
+  }
   if (config_.probeEvery != 0 && picks_ % config_.probeEvery == 0) {
     int probe = -1;
     for (int i = 0; i < n_; ++i) {
@@ -145,6 +160,10 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
     if (!usable(i, standbyPass)) continue;
     const Rail& r = rails_[i];
     double finish = double(r.inFlight + chunkBytes) / effective(i, m, usableRails);
+    // A chunk on a degraded rail that finishes late holds its whole message back, one on a
+    // fast rail that finishes a little late costs little: the degraded rail's prediction (its
+    // estimate follows a bursty shaper) must beat the others' by a margin.
+    if (r.distinct && r.samples > 0 && r.bandwidth < m) finish *= config_.slowRailMargin;
     if (best < 0 || finish < bestFinish) {
       best = i;
       bestFinish = finish;
@@ -163,7 +182,13 @@ void RailStriper::onAssigned(int rail, uint64_t bytes, uint64_t nowNs) {
   r.assignedBytes += bytes;
   r.lastAssignedNs = nowNs;
   if (measurable(bytes)) {
-    if (r.measuredInFlight == 0) r.busyMarkNs = nowNs;
+    if (r.measuredInFlight == 0) {
+      r.busyMarkNs = nowNs;
+      // Idle long enough to save up a measurable chunk's worth of a shaper's tokens at the
+      // rail's estimated rate: the sample that starts now may measure that burst.
+      if (double(nowNs - r.idleSinceNs) * 1e-9 * r.bandwidth >= double(config_.measureMinBytes))
+        r.afterIdle = true;
+    }
     r.measuredInFlight += bytes;
     if (++r.measuredChunks >= 2) r.pipelined = true;
   }
@@ -175,9 +200,20 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   r.inFlight -= std::min(r.inFlight, bytes);
   if (!measurable(bytes)) return;
   r.measuredInFlight -= std::min(r.measuredInFlight, bytes);
+  const bool lone = r.measuredChunks == 1;
   if (r.measuredChunks > 0) --r.measuredChunks;
+  if (r.measuredInFlight == 0) r.idleSinceNs = nowNs;
+  const uint64_t sinceMarkNs = nowNs > r.busyMarkNs ? nowNs - r.busyMarkNs : 0;
+  // A degraded rail whose lone chunk came back fast may have healed, or its shaper may have
+  // saved up a burst: it is checked (pick() keeps it busy, one chunk at a time) until a chunk
+  // comes back slow or it delivers more than a bucket could hold (below). One chunk decides,
+  // not a sample: a probe of a healed rail takes far less than sampleMinNs.
+  if (lone) {
+    r.checking = isSlowRail(rail) &&
+                 double(bytes) * 1e9 >= config_.slowRailRaise * r.sustained * double(sinceMarkNs);
+  }
   // Throughput while busy: acknowledged bytes over the time the rail held measurable data.
-  if (nowNs > r.busyMarkNs) r.sampleNs += nowNs - r.busyMarkNs;
+  r.sampleNs += sinceMarkNs;
   r.busyMarkNs = nowNs;
   r.sampleBytes += bytes;
   if (r.sampleNs >= config_.sampleMinNs) {
@@ -185,22 +221,60 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
     double alpha = r.samples == 0                                           ? 1.0
                    : (sample > 2 * r.bandwidth || 2 * sample < r.bandwidth) ? config_.fastAlpha
                                                                             : config_.ewmaAlpha;
-    if (r.pipelined) {
-      r.bandwidth = clampBandwidth(alpha * sample + (1 - alpha) * r.bandwidth);
-    } else if (r.samples == 0 || sample > r.bandwidth) {
+    const double peers = measuredPeerMedian(rail);
+    double next = alpha * sample + (1 - alpha) * r.bandwidth;
+    if (!r.pipelined) {
       // Latency-bound: one chunk at a time measures the path's burst speed (a shaper's bucket,
       // an idle queue), more than the rail sustains. It may lift the rail to its measured
       // peers' level, not above: ratcheted up by bursts, one equal rail would look faster than
-      // the others, take more chunks and hold every message back.
-      double next = clampBandwidth(alpha * sample + (1 - alpha) * r.bandwidth);
-      double peers = measuredPeerMedian(rail);
+      // the others, take more chunks and hold every message back. It never lowers it.
+      if (r.samples != 0 && sample <= r.bandwidth) next = r.bandwidth;
       if (peers > 0) next = std::min(next, std::max(peers, r.samples == 0 ? 0.0 : r.bandwidth));
-      r.bandwidth = clampBandwidth(next);
     }
+    // A rail measured slower than its peers for the band's hold (a degraded rail): a sample
+    // that one chunk at a time measured, or that began after the rail idled, may be a burst
+    // its shaper saved up meanwhile (two chunks fit a 128 KiB bucket as well as one). Such a
+    // sample lifts the estimate to slowRailRaise times what the rail sustained at most, as long
+    // as a bucket of burstBytes, refilled at that rate, could have delivered what it measured
+    // beyond that rate. Once no bucket could (a healed rail keeps delivering fast), the rail
+    // is faster now and the estimate follows. A pipelined sample taken while the rail kept
+    // busy is never capped: no idle time refilled a bucket, so it measures what the rail
+    // sustains.
+    const bool trusted = r.pipelined && !r.afterIdle;
+    if (!trusted && isSlowRail(rail)) {
+      // The bucket's tokens: refilled at the sustained rate since the last sample (capped at
+      // burstBytes), spent by every byte this sample delivered.
+      const double dt = double(nowNs - std::min(nowNs, r.creditNs)) * 1e-9;
+      r.burstCredit = std::min(double(config_.burstBytes), r.burstCredit + r.sustained * dt) -
+                      double(r.sampleBytes);
+      r.creditNs = nowNs;
+      if (r.burstCredit >= 0) {
+        next = std::min(next, config_.slowRailRaise * r.sustained);
+      } else {
+        r.sustained = clampBandwidth(next);
+        r.burstCredit = double(config_.burstBytes);
+        r.checking = false;
+      }
+    } else {
+      r.checking = false;
+      r.sustained = clampBandwidth(next);
+      r.burstCredit = double(config_.burstBytes);
+      r.creditNs = nowNs;
+    }
+    r.bandwidth = clampBandwidth(next);
+    // Only a pipelined sample drains what a bucket saved up (a probe may leave part of it).
+    if (r.pipelined) r.afterIdle = false;
     r.pipelined = r.measuredChunks >= 2;
     r.sampleBytes = r.sampleNs = 0;
     ++r.samples;
   }
+}
+
+bool RailStriper::isSlowRail(int rail) const {
+  const Rail& r = rails_[rail];
+  if (r.samples == 0 || !r.distinct) return false;
+  const double peers = measuredPeerMedian(rail);
+  return peers > 0 && r.bandwidth < peers;
 }
 
 double RailStriper::measuredPeerMedian(int rail) const {
@@ -223,6 +297,8 @@ void RailStriper::onRailLost(int rail) {
   r.measuredInFlight = 0;
   r.measuredChunks = 0;
   r.pipelined = false;
+  r.afterIdle = true;
+  r.checking = false;
   r.sampleBytes = r.sampleNs = 0;
 }
 

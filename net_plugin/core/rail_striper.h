@@ -2,7 +2,11 @@
 // an argument), shared by every transport.
 //
 // Measured mode (default): a chunk goes to the usable rail with the earliest predicted
-// completion, (bytes in flight on the rail + chunk) / measured bandwidth. Bandwidth is an EWMA
+// completion, (bytes in flight on the rail + chunk) / measured bandwidth; on a degraded rail
+// (below) that prediction counts `slowRailMargin` times, since a chunk there that finishes late
+// holds its whole message back while one a fast rail finishes a little late costs little
+// (in the demo's degraded phase the 4 MiB all-reduce took 104 ms without the margin, 74 ms with
+// it, 72 ms with that rail down). Bandwidth is an EWMA
 // of what the rail really delivered while it was busy with measurable (large) chunks, clamped
 // to [minBandwidth, maxBandwidth]; a sample more than 2x away from the estimate moves it
 // faster (the rail's rate really changed). Until a rail's first measurement (at start, or
@@ -11,8 +15,17 @@
 // measurable chunks at once is bounded by latency rather than bandwidth: it may raise the
 // estimate but not lower it (otherwise a rail given a small share would measure itself slow
 // and keep its small share), and not above the median of the other measured rails (bursts
-// would ratchet it up). Every `probeEvery`-th pick, a usable rail that has been
-// idle for `probeIdleNs` gets the chunk instead, so that idle or slow rails stay measured and
+// would ratchet it up). On a rail measured slower than its peers for `bandHoldNs` (degraded), a
+// fast sample taken one chunk at a time, or after the rail idled, may be a burst its shaper saved
+// up meanwhile (a token bucket, as cloud NICs and our tc test bed have): it lifts the estimate to
+// `slowRailRaise` times what the rail last sustained at most, as long as a bucket of
+// `burstBytes` refilled at that rate could explain what the rail delivered. (Lifted to its peers'
+// level by one probe, the demo's degraded rail took a full share for the band's hold every few
+// hundred ms, and the ring waited on it.) A lone chunk that comes back fast from a degraded rail
+// starts a check: the rail takes a chunk whenever it is empty, one at a time, until a chunk comes
+// back slow (the bucket ran dry: a burst) or the rail has delivered more than any such bucket
+// (a heal: the estimate follows). Every `probeEvery`-th pick, a usable rail that has
+// been idle for `probeIdleNs` gets the chunk instead, so that idle or slow rails stay measured and
 // a healed rail's share can grow again. A probe delays the message it carries by its time on
 // that rail, which on a much slower rail is long (a 256 KiB chunk at 25 Mbit/s: 84 ms, while
 // the message's other chunks took a few), so a rail is probed only after it has been idle for
@@ -33,10 +46,10 @@
 // rate, and a loaded host delays acknowledgements. The band therefore matches the degradation
 // threshold (a rail below half its peers' median is degraded): a rail outside it (a degraded
 // one, a much slower or faster NIC) keeps its own estimate and its own share, once it has been
-// outside for `bandHoldNs`. The hold matters: a rail given a smaller share is measured less
-// often, so one unlucky sample (a receiver that was busy computing) would otherwise shrink an
-// equal rail's share for a long time. A rail whose estimate was set (setBandwidth: a re-joined
-// rail starts small) keeps it until its first measurement.
+// outside for `bandHoldNs`, and until it has been back inside as long. The hold matters: a rail
+// given a smaller share is measured less often, so one unlucky sample (a receiver that was busy
+// computing) would otherwise shrink an equal rail's share for a long time. A rail whose estimate
+// was set (setBandwidth: a re-joined rail starts small) keeps it until its first measurement.
 //
 // Equal-split mode: chunks rotate over the usable rails regardless of bandwidth (what NCCL's
 // own multi-NIC merge and aws-ofi-nccl do); kept as a baseline for benchmarks.
@@ -64,6 +77,7 @@ class RailStriper {
     double ewmaAlpha = 0.3;                // weight of a new sample
     double fastAlpha = 0.75;               // ... when it is 2x away from the estimate
     uint64_t windowBytes = 4u << 20;       // in-flight cap per rail
+    uint64_t windowNs = 50'000'000;        // ... and this long at its measured rate (0: none)
     uint64_t startWindowBytes = 1u << 20;  // ... before the rail's first measurement
     uint64_t measureMinBytes = 64u << 10;  // smaller chunks do not feed the estimate
     uint64_t sampleMinNs = 5'000'000;      // a sample spans at least this much busy time
@@ -71,7 +85,10 @@ class RailStriper {
     uint64_t probeIdleNs = 50'000'000;     // a rail idle this long is due for a probe
     double probeSpacing = 10;              // ... and this many times the probe's time on it
     double equalBand = 0.5;                // |bw - median| <= band * median: the median
-    uint64_t bandHoldNs = 300'000'000;     // ... and until outside that long
+    uint64_t bandHoldNs = 300'000'000;     // ... and until outside (or back inside) that long
+    double slowRailMargin = 2;       // a degraded rail's predicted completion counts this much more
+    double slowRailRaise = 2;        // a possible burst lifts a slow rail this much at most ...
+    uint64_t burstBytes = 1u << 20;  // ... while a bucket this large could explain it
   };
 
   RailStriper() : RailStriper(Config{}) {}
@@ -120,11 +137,17 @@ class RailStriper {
     uint64_t sampleBytes = 0;
     uint64_t sampleNs = 0;
     uint64_t lastAssignedNs = 0;
+    uint64_t idleSinceNs = 0;  // when the rail last ran out of measurable chunks
+    bool afterIdle = true;     // the current sample began after the rail idled (see onAssigned)
+    double sustained = 0;      // the estimate as of the last sample no burst could explain
+    double burstCredit = 0;    // what a shaper's bucket could still deliver beyond that rate
+    uint64_t creditNs = 0;     // ... as of this time
+    bool checking = false;     // a fast sample on a degraded rail: a heal or a burst?
     uint64_t assignedBytes = 0;
     uint64_t samples = 0;
-    bool outside = false;         // the estimate is outside the band ...
-    uint64_t outsideSinceNs = 0;  // ... since then
-    bool distinct = false;        // the split uses the rail's own estimate
+    bool outside = false;      // the estimate is outside the band (or inside) ...
+    uint64_t sideSinceNs = 0;  // ... since then
+    bool distinct = false;     // the split uses the rail's own estimate
   };
   bool usable(int rail, bool standbyPass) const;
   double median(bool standbyPass, int* count) const;
@@ -133,6 +156,8 @@ class RailStriper {
   double effective(int rail, double mid, int usableRails) const;
   bool fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) const;
   double clampBandwidth(double bw) const;
+  // Measured slower than its measured peers for bandHoldNs (a degraded rail).
+  bool isSlowRail(int rail) const;
   // Median estimate of the other active rails that have been measured; 0 when there are none.
   double measuredPeerMedian(int rail) const;
 
