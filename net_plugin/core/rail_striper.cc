@@ -121,8 +121,8 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
     }
     return -1;
   }
-  // A degraded rail that delivered a fast sample is being checked (see onCompleted): it takes
-  // a chunk whenever it is empty, so that what it delivers soon exceeds what a bucket holds.
+  // A degraded rail whose lone chunk came back fast is being checked (see onCompleted): it
+  // takes a chunk whenever it is empty, so that what it delivers soon exceeds what a bucket holds.
   for (int k = 0; k < n_; ++k) {
     const int i = (nextTie_ + k) % n_;
     const Rail& r = rails_[i];
@@ -209,7 +209,7 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   // comes back slow or it delivers more than a bucket could hold (below). One chunk decides,
   // not a sample: a probe of a healed rail takes far less than sampleMinNs.
   if (lone) {
-    r.checking = isSlowRail(rail) &&
+    r.checking = r.distinct && isSlowRail(rail, measuredPeerMedian(rail)) &&
                  double(bytes) * 1e9 >= config_.slowRailRaise * r.sustained * double(sinceMarkNs);
   }
   // Throughput while busy: acknowledged bytes over the time the rail held measurable data.
@@ -235,13 +235,13 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
     // that one chunk at a time measured, or that began after the rail idled, may be a burst
     // its shaper saved up meanwhile (two chunks fit a 128 KiB bucket as well as one). Such a
     // sample lifts the estimate to slowRailRaise times what the rail sustained at most, as long
-    // as a bucket of burstBytes, refilled at that rate, could have delivered what it measured
-    // beyond that rate. Once no bucket could (a healed rail keeps delivering fast), the rail
+    // as a bucket of burstBytes, refilled at that rate, could have delivered what it
+    // measured. Once no bucket could (a healed rail keeps delivering fast), the rail
     // is faster now and the estimate follows. A pipelined sample taken while the rail kept
     // busy is never capped: no idle time refilled a bucket, so it measures what the rail
     // sustains.
     const bool trusted = r.pipelined && !r.afterIdle;
-    if (!trusted && isSlowRail(rail)) {
+    if (!trusted && isSlowRail(rail, peers)) {
       // The bucket's tokens: refilled at the sustained rate since the last sample (capped at
       // burstBytes), spent by every byte this sample delivered.
       const double dt = double(nowNs - std::min(nowNs, r.creditNs)) * 1e-9;
@@ -270,11 +270,9 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   }
 }
 
-bool RailStriper::isSlowRail(int rail) const {
+bool RailStriper::isSlowRail(int rail, double peers) const {
   const Rail& r = rails_[rail];
-  if (r.samples == 0 || !r.distinct) return false;
-  const double peers = measuredPeerMedian(rail);
-  return peers > 0 && r.bandwidth < peers;
+  return r.samples > 0 && r.distinct && peers > 0 && r.bandwidth < peers;
 }
 
 double RailStriper::measuredPeerMedian(int rail) const {

@@ -140,9 +140,9 @@ class RailStriper {
     uint64_t idleSinceNs = 0;  // when the rail last ran out of measurable chunks
     bool afterIdle = true;     // the current sample began after the rail idled (see onAssigned)
     double sustained = 0;      // the estimate as of the last sample no burst could explain
-    double burstCredit = 0;    // what a shaper's bucket could still deliver beyond that rate
+    double burstCredit = 0;    // tokens a bucket refilled at that rate could still hold
     uint64_t creditNs = 0;     // ... as of this time
-    bool checking = false;     // a fast sample on a degraded rail: a heal or a burst?
+    bool checking = false;     // a fast lone chunk on a degraded rail: a heal or a burst?
     uint64_t assignedBytes = 0;
     uint64_t samples = 0;
     bool outside = false;      // the estimate is outside the band (or inside) ...
@@ -156,8 +156,8 @@ class RailStriper {
   double effective(int rail, double mid, int usableRails) const;
   bool fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) const;
   double clampBandwidth(double bw) const;
-  // Measured slower than its measured peers for bandHoldNs (a degraded rail).
-  bool isSlowRail(int rail) const;
+  // Measured slower than `peers` (measuredPeerMedian) for bandHoldNs: a degraded rail.
+  bool isSlowRail(int rail, double peers) const;
   // Median estimate of the other active rails that have been measured; 0 when there are none.
   double measuredPeerMedian(int rail) const;
 
