@@ -25,7 +25,9 @@ struct BanditPolicy::ContextState {
   float prior[kNumCells];
   float correction[kNumCells] = {};  // log-space shift of the model's prediction (transfer)
   float shared[kNumCells] = {};      // the same, predicted by the sizes of the group (sharing)
-  int group = -1;                    // contexts that share what they learn (setShareKey)
+  float sharedVar[kNumCells] = {};   // that prediction's variance (0: no prediction)
+  bool sharedSeen[kNumCells] = {};   // the group had measured the arm at the last refresh
+  int group = -1;                    // index in groups_ (setShareKey), -1: shares nothing
   double logSize = 0;
   int defaultCell = -1;
   int incumbent = -1;
@@ -39,7 +41,10 @@ struct BanditPolicy::ContextState {
   // once the budget is spent, a new generation grants a fresh one.
   int probeCell = -1;
   int probesSeen = 0;
+  int grantProbes = 0;      // probes granted: exploreBudget, or one if the global budget allows
+                            // no more
   int callsSinceGrant = 0;  // noteCall()s since the grant (PolicyConfig::grantExpiryCalls)
+  uint64_t grantClock = 0;  // the group's sample clock at the grant (kFirstProbeHold)
   uint16_t generation = 0;
   // The expected extra time of the granted probes not seen yet, held against the global budget.
   double reserveEach = 0;
@@ -48,6 +53,7 @@ struct BanditPolicy::ContextState {
 
 namespace {
 
+constexpr int kSizeBucketsMax = 64;   // points per cell of a group (48 size buckets in the plugin)
 constexpr double kMinPriorUs = 1e-3;  // a zero cost (forced by someone else) still has a log
 bool validCell(int cell) { return cell >= 0 && cell < kNumCells; }
 
@@ -131,70 +137,117 @@ bool BanditPolicy::learnedCorrection(int ctx, float correction[kNumCells]) const
 void BanditPolicy::setShareKey(int ctx, int group, double logSize) {
   ContextState* s = state(ctx);
   if (s == nullptr || !std::isfinite(logSize)) return;
-  s->group = group;
+  if (s->group >= 0) {
+    auto& old = groups_[s->group].members;
+    old.erase(std::remove(old.begin(), old.end(), ctx), old.end());
+    s->group = -1;
+  }
   s->logSize = logSize;
+  if (group < 0) return;
+  auto it = std::find_if(groups_.begin(), groups_.end(),
+                         [&](const ShareGroup& g) { return g.key == group; });
+  if (it == groups_.end()) {
+    groups_.push_back(ShareGroup{group, {}, 0});
+    it = groups_.end() - 1;
+  }
+  it->members.push_back(ctx);
+  s->group = int(it - groups_.begin());
+  refreshGroup(*it);  // a size first seen late starts from what its group knows
 }
 
-// Per (group, cell), a Bayesian linear regression of the model's ratio error y (log measured /
-// predicted, relative to NCCL's choice, as learnedCorrection()) over log size: w ~ N(0, diag(
-// modelErrorSigma^2, kSlopeSigma^2)) for (intercept at the group's mean log size, slope), each
-// context a point with variance noise^2 (1/n_c + 1/n_D) + kShareTau^2 (sizes differ by more
-// than noise). Its prediction at a context's size becomes that context's prior shift, so a
-// probe at 4 MiB moves the prior at 8 MiB; decisions still need the context's own samples.
+// Per (group, cell), the model's ratio error y (log measured / predicted, relative to NCCL's
+// choice, as learnedCorrection()) is estimated at each size from the sizes measured nearby: a
+// normal prior N(0, modelErrorSigma^2), each measured context a point with variance noise^2
+// (1/n_c + 1/n_D) + tau^2, weighted by a Gaussian kernel over the distance in log2 size (a
+// point two sizes away counts e^-2 as much). The estimate becomes the context's prior shift, so
+// a probe at 4 MiB moves the prior at 8 MiB; its variance plus tau^2 becomes the prior's spread
+// where that is narrower, so the next size need not probe an arm the model was confirmed on.
+// Far from any point both fall back to the model's own prior, and so does everything while a
+// cell has been measured at one size only. tau is at least kShareTau and
+// grows to the scatter the points leave around their neighbours' estimate (leave one out): a
+// ratio error that jumps between sizes (a protocol that wins at small sizes only) keeps the
+// spread wide rather than hiding an arm where it is better. Decisions still need each context's
+// own samples.
+void BanditPolicy::refreshGroup(ShareGroup& g) {
+  constexpr double kLength = 1.0;    // kernel length in units of log2 size
+  constexpr double kShareTau = 0.1;  // sizes differ by more than noise at least this much
+  // One size alone cannot tell a model error common to all sizes from one of its own; two can
+  // (their scatter is what the leave-one-out check sees), so a lone point predicts nothing.
+  constexpr int kMinPoints = 2;
+  // The points of one cell: (log size, y, noise variance).
+  struct Point {
+    double x, y, v;
+  };
+  Point pts[kSizeBucketsMax];
+  for (int c = 0; c < kNumCells; ++c) {
+    int n = 0;
+    for (int ctx : g.members) {
+      const ContextState& p = *contexts_[ctx];
+      const int D = p.defaultCell;
+      if (D < 0 || c == D || p.prior[c] < 0 || p.arms[c].n < 1 || p.arms[D].n < 1) continue;
+      if (n == kSizeBucketsMax) break;
+      const double noise = noiseSigma(p);
+      pts[n++] = {
+          p.logSize,
+          (p.arms[c].mean - p.arms[D].mean) - (std::log(std::max(double(p.prior[c]), kMinPriorUs)) -
+                                               std::log(std::max(double(p.prior[D]), kMinPriorUs))),
+          noise * noise * (1 / p.arms[c].n + 1 / p.arms[D].n)};
+    }
+    const double prior0 = 1 / (config_.modelErrorSigma * config_.modelErrorSigma);
+    // Kernel-weighted estimate at x from the points (skipping index `skip`), tau2 per point.
+    auto estimate = [&](double x, int skip, double tau2, double* mean, double* var) {
+      double a = prior0, b = 0;
+      for (int i = 0; i < n; ++i) {
+        if (i == skip) continue;
+        const double d = (pts[i].x - x) / kLength;
+        const double w = std::exp(-0.5 * d * d) / (pts[i].v + tau2);
+        a += w;
+        b += w * pts[i].y;
+      }
+      *mean = b / a;
+      *var = 1 / a;
+    };
+    double tau2 = kShareTau * kShareTau;
+    if (n >= 2) {
+      double excess = 0;
+      for (int i = 0; i < n; ++i) {
+        double m, v;
+        estimate(pts[i].x, i, tau2, &m, &v);
+        const double r = pts[i].y - m;
+        excess += r * r - pts[i].v - v;
+      }
+      tau2 = std::max(tau2, excess / n);
+    }
+    for (int ctx : g.members) {
+      ContextState& p = *contexts_[ctx];
+      if (p.defaultCell < 0) continue;
+      const bool predicts = n >= kMinPoints && c != p.defaultCell;
+      double m = 0, v = 0;
+      if (predicts) estimate(p.logSize, -1, tau2, &m, &v);
+      p.shared[c] = float(std::clamp(m, -3.0, 3.0));
+      p.sharedVar[c] = predicts ? float(v + tau2) : 0.0f;
+      p.sharedSeen[c] = n > 0;
+    }
+  }
+}
+
 void BanditPolicy::refreshShared() {
-  constexpr double kSlopeSigma = 0.15;  // per unit of log size (a factor 2 in bytes)
-  constexpr double kShareTau = 0.1;
-  std::vector<int> groups;
-  for (const auto& p : contexts_) {
-    if (p && p->group >= 0 && p->defaultCell >= 0 &&
-        std::find(groups.begin(), groups.end(), p->group) == groups.end()) {
-      groups.push_back(p->group);
+  for (ShareGroup& g : groups_) refreshGroup(g);
+}
+
+// A context waits to probe an arm nobody in its group has measured while another context of
+// the group holds a grant for it, not yet played: the first result may settle it for all sizes.
+bool BanditPolicy::firstProbeHeld(int ctx, const ContextState& s, int cell) const {
+  if (s.group < 0 || s.sharedSeen[cell]) return false;
+  const ShareGroup& g = groups_[s.group];
+  for (int other : g.members) {
+    const ContextState& p = *contexts_[other];
+    if (other != ctx && p.probeCell == cell && p.probesSeen == 0 && p.reserveLeft > 0 &&
+        g.samples - p.grantClock < uint64_t(kFirstProbeHold)) {
+      return true;
     }
   }
-  for (int g : groups) {
-    for (int c = 0; c < kNumCells; ++c) {
-      double sx = 0, sn = 0;
-      for (const auto& p : contexts_) {
-        if (p && p->group == g && p->defaultCell >= 0) {
-          sx += p->logSize;
-          sn += 1;
-        }
-      }
-      const double xbar = sn > 0 ? sx / sn : 0;
-      // Normal equations A w = b, A = prior precision + sum of weighted outer products.
-      double a00 = 1 / (config_.modelErrorSigma * config_.modelErrorSigma);
-      double a11 = 1 / (kSlopeSigma * kSlopeSigma), a01 = 0, b0 = 0, b1 = 0;
-      int points = 0;
-      for (const auto& p : contexts_) {
-        if (!p || p->group != g || p->defaultCell < 0 || p->prior[c] < 0) continue;
-        const int D = p->defaultCell;
-        const ArmStats& ac = p->arms[c];
-        const ArmStats& ad = p->arms[D];
-        if (c == D || ac.n < config_.minSamples || ad.n < config_.minSamples) continue;
-        const double noise = noiseSigma(*p);
-        const double y =
-            (ac.mean - ad.mean) - (std::log(std::max(double(p->prior[c]), kMinPriorUs)) -
-                                   std::log(std::max(double(p->prior[D]), kMinPriorUs)));
-        const double w = 1 / (noise * noise * (1 / ac.n + 1 / ad.n) + kShareTau * kShareTau);
-        const double d = p->logSize - xbar;
-        a00 += w;
-        a01 += w * d;
-        a11 += w * d * d;
-        b0 += w * y;
-        b1 += w * y * d;
-        ++points;
-      }
-      const double det = a00 * a11 - a01 * a01;
-      const bool fit = points > 0 && det > 0;
-      const double m0 = fit ? (a11 * b0 - a01 * b1) / det : 0;
-      const double m1 = fit ? (a00 * b1 - a01 * b0) / det : 0;
-      for (auto& p : contexts_) {
-        if (!p || p->group != g || p->defaultCell < 0) continue;
-        const double shift = c == p->defaultCell ? 0 : m0 + m1 * (p->logSize - xbar);
-        p->shared[c] = float(std::clamp(shift, -3.0, 3.0));
-      }
-    }
-  }
+  return false;
 }
 
 bool BanditPolicy::hasPrior(int ctx) const { return state(ctx) != nullptr; }
@@ -241,10 +294,23 @@ void BanditPolicy::posterior(const ContextState& s, double sigmaObs, double* mea
   // A model that misses the measured level by a factor F is not trusted on ratios either:
   // the prior spread grows to at least half of log F (a 37x miss allows 37x-off ratios at 2 sd).
   const double sigmaPrior = std::max(config_.modelErrorSigma, std::fabs(offset) / 2);
-  const double priorPrecision = 1.0 / (sigmaPrior * sigmaPrior);
   const double obsPrecision = 1.0 / (sigmaObs * sigmaObs);
+  // A model that missed a measured arm of this context by a factor F is not trusted on the
+  // others beyond F either (one sd): the sizes' shared spread never hides an arm there.
+  double miss = 0;
+  if (anchor >= 0) {
+    for (int c = 0; c < kNumCells; ++c) {
+      if (s.prior[c] >= 0 && c != anchor && s.arms[c].n >= 1)
+        miss = std::max(miss, std::fabs(s.arms[c].mean - (logPrior(c) + offset)));
+    }
+  }
   for (int c = 0; c < kNumCells; ++c) {
     if (s.prior[c] < 0) continue;
+    // Where the group's sizes predict this arm's ratio error more tightly, that spread holds.
+    double priorVar = sigmaPrior * sigmaPrior;
+    if (s.sharedVar[c] > 0) priorVar = std::min(priorVar, double(s.sharedVar[c]));
+    priorVar = std::max(priorVar, miss * miss);
+    const double priorPrecision = 1.0 / priorVar;
     double precision = priorPrecision + s.arms[c].n * obsPrecision;
     mean[c] =
         ((logPrior(c) + offset) * priorPrecision + s.arms[c].n * s.arms[c].mean * obsPrecision) /
@@ -266,6 +332,7 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
   const double raw = std::log(timeUs);
   ArmStats& a = s->arms[cell];
   observedUs_ += timeUs;
+  if (s->group >= 0) ++groups_[s->group].samples;
   if (++sinceShare_ >= kShareEvery) {
     sinceShare_ = 0;
     refreshShared();
@@ -299,6 +366,9 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
   }
   addSample(&a, x);
   if (cell == s->probeCell) ++s->probesSeen;
+  // The group's first measurement of an arm: every size sees it now, not kShareEvery later.
+  if (s->group >= 0 && cell != s->defaultCell && !s->sharedSeen[cell])
+    refreshGroup(groups_[s->group]);
   if (cell != s->incumbent) return;
   if (config_.refreshPlays > 0 && ++s->playsSinceRefresh >= config_.refreshPlays) {
     // Periodic refresh: forget part of the confidence in the other arms, so that arms close to
@@ -310,20 +380,23 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
   }
 }
 
-bool BanditPolicy::probePays(int c, int I, const double* mean, const double* var, int probes,
-                             double* each) const {
+int BanditPolicy::probesThatPay(int c, int I, const double* mean, const double* var, int probes,
+                                double* each) const {
   // In the context: the expected saving over the horizon against the expected excess of the
   // probes. The horizon: a switch stays in force at least until the next refresh.
   double gain, excess;
   const double mu = mean[c] - mean[I];
   expectedGainAndExcess(mu, std::sqrt(var[c] + var[I]), &gain, &excess);
   const double horizon = config_.refreshPlays > 0 ? config_.refreshPlays : 2000.0;
-  if (!(horizon * gain > probes * excess)) return false;
+  if (!(horizon * gain > probes * excess)) return 0;
   // Globally: the grant is charged at the expected arm's excess (the point estimate: the
   // lognormal mean of a very uncertain arm is dominated by a tail the first sample settles);
   // measured probes are then charged what they really cost.
+  // A grant the budget cannot pay in full shrinks to one probe: early in a job the budget
+  // is small, and one probe already shows whether an arm the model placed above is any good.
   *each = std::max(0.0, std::exp(mu) - 1) * std::exp(mean[I]);
-  return probeCostUs_ + probeReservedUs_ + probes * *each <= config_.probeBudget * observedUs_;
+  const double left = config_.probeBudget * observedUs_ - probeCostUs_ - probeReservedUs_;
+  return probes * *each <= left ? probes : *each <= left ? 1 : 0;
 }
 
 void BanditPolicy::releaseReserve(ContextState* s) {
@@ -396,19 +469,27 @@ ContextDecision BanditPolicy::decide(int ctx) {
   };
   const bool expired =
       config_.grantExpiryCalls > 0 && s->callsSinceGrant >= config_.grantExpiryCalls;
-  const bool running =
-      validCell(s->probeCell) && s->probesSeen < budget && !expired && plausible(s->probeCell);
+  const bool running = validCell(s->probeCell) && s->probesSeen < s->grantProbes && !expired &&
+                       plausible(s->probeCell);
   if (!running) {
     releaseReserve(s);
     s->probeCell = -1;
     int candidate = -1;
     double bestLcb = limit, candidateEach = 0;
+    int candidateProbes = budget;
     for (int c = 0; c < kNumCells; ++c) {
       double each;
-      if (plausible(c) && optimistic(c) < bestLcb && probePays(c, I, mean, var, budget, &each)) {
-        bestLcb = optimistic(c);
+      // An arm not clearly better waits for a probe of it elsewhere in the group.
+      const bool held = mean[c] >= limit && firstProbeHeld(ctx, *s, c);
+      // Arms already expected better come first: confirming one ends the context's loss.
+      const double key = optimistic(c) - (mean[c] < limit ? 100.0 : 0.0);
+      int probes = 0;
+      if (plausible(c) && key < bestLcb && !held &&
+          (probes = probesThatPay(c, I, mean, var, budget, &each)) > 0) {
+        bestLcb = key;
         candidate = c;
         candidateEach = each;
+        candidateProbes = probes;
       }
     }
     if (candidate < 0) return d;
@@ -416,13 +497,15 @@ ContextDecision BanditPolicy::decide(int ctx) {
     s->probeCell = candidate;
     s->probesSeen = 0;
     s->callsSinceGrant = 0;
+    s->grantClock = s->group >= 0 ? groups_[s->group].samples : 0;
     s->reserveEach = candidateEach;
-    s->reserveLeft = budget;
-    probeReservedUs_ += budget * candidateEach;
+    s->grantProbes = candidateProbes;
+    s->reserveLeft = candidateProbes;
+    probeReservedUs_ += candidateProbes * candidateEach;
   }
   d.explore = int8_t(s->probeCell);
   d.period = uint8_t(std::clamp(config_.explorePeriod, 1, 255));
-  d.budget = uint8_t(budget);
+  d.budget = uint8_t(s->grantProbes);
   d.generation = s->generation;
   return d;
 }
@@ -461,6 +544,10 @@ bool BanditPolicy::restore(const ContextRecord& r, double maxSamples) {
     }
     a.n = std::min({a.n, maxSamples, double(kWindow)});
     s->arms[c] = a;
+  }
+  if (ContextState* old = contexts_[r.ctx].get(); old != nullptr && old->group >= 0) {
+    auto& members = groups_[old->group].members;
+    members.erase(std::remove(members.begin(), members.end(), r.ctx), members.end());
   }
   contexts_[r.ctx] = std::move(s);
   return true;

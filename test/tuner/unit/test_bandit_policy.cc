@@ -435,7 +435,8 @@ TEST_CASE("a correction from another scale moves the prior, never the decision",
 
 TEST_CASE("what one size learns moves the prior of its neighbours (sharing across sizes)",
           "[policy]") {
-  // The same model error at two sizes: the Simple tree is 5x faster than the model says.
+  // The same model error at three sizes: the Simple tree is 5x faster than the model says.
+  // Two sizes learn it (one alone could be an error of its own size only); the third gains.
   Context a, b;
   a.arm(cell(1, 2), 100, 100);
   a.arm(cell(0, 2), 120, 24);  // plausible under the model: probed, found much faster
@@ -446,13 +447,17 @@ TEST_CASE("what one size learns moves the prior of its neighbours (sharing acros
   for (bool share : {false, true}) {
     BanditPolicy p(cfg);
     REQUIRE(p.setPrior(kCtx, a.prior));
+    REQUIRE(p.setPrior(kCtx + 2, a.prior));
     REQUIRE(p.setPrior(kCtx + 1, b.prior));
     if (share) {
-      p.setShareKey(kCtx, 0, 20);
+      p.setShareKey(kCtx, 0, 19);
+      p.setShareKey(kCtx + 2, 0, 20);
       p.setShareKey(kCtx + 1, 0, 21);
     }
     play(p, a, 300, 0.03, 11, kCtx);
+    play(p, a, 300, 0.03, 13, kCtx + 2);
     CHECK(p.incumbent(kCtx) == cell(0, 2));
+    CHECK(p.incumbent(kCtx + 2) == cell(0, 2));
     Outcome o = play(p, b, 300, 0.03, 12, kCtx + 1);
     INFO("sharing " << share);
     if (share) {
@@ -463,4 +468,119 @@ TEST_CASE("what one size learns moves the prior of its neighbours (sharing acros
       CHECK(p.incumbent(kCtx + 1) == cell(1, 2));
     }
   }
+}
+
+namespace {
+
+// Contexts of one share group played in turn, a call each, as the sizes of one training step.
+struct Interleaved {
+  std::vector<Context> contexts;
+  std::vector<int> probes;  // per context: calls that played a non-incumbent arm
+  std::vector<std::vector<int>> playedCount;
+};
+
+// The contexts are kCtx + first + i, of log size 10 + first + i.
+Interleaved playInterleaved(BanditPolicy& policy, std::vector<Context> contexts, int rounds,
+                            double noise, uint32_t seed, bool share, int first = 0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n01(0, 1);
+  const int n = int(contexts.size());
+  Interleaved out{contexts, std::vector<int>(n, 0),
+                  std::vector<std::vector<int>>(n, std::vector<int>(kNumCells, 0))};
+  ExplorationCounters counters;
+  counters.reset();
+  std::vector<ContextDecision> current(n);
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(policy.setPrior(kCtx + first + i, contexts[i].prior));
+    if (share) policy.setShareKey(kCtx + first + i, 3, 10.0 + first + i);
+    current[i] = policy.decide(kCtx + first + i);
+  }
+  for (int r = 0; r < rounds; ++r) {
+    for (int i = 0; i < n; ++i) {
+      const int ctx = kCtx + first + i;
+      int forced = cellForCall(current[i], ctx, &counters);
+      int played = forced >= 0 ? forced : policy.defaultCell(ctx);
+      policy.observe(ctx, played, contexts[i].truth[played] * std::exp(noise * n01(rng)));
+      if (played != policy.incumbent(ctx)) ++out.probes[i];
+      ++out.playedCount[i][played];
+      ContextDecision next = policy.decide(ctx);
+      if (next != current[i]) {
+        current[i] = next;
+        counters.calls[ctx] = 0;
+        counters.explored[ctx] = 0;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("sizes share their checks: an arm the model was right about is not probed again",
+          "[policy]") {
+  // LL is predicted 2x NCCL's choice and really is 2.2x, at every size. Four sizes (2^10 ..
+  // 2^13) learn that; four more sizes, first called later in the job, follow them (2^14 ..
+  // 2^17): the one next to them is covered, the ones further away check for themselves.
+  std::vector<Context> sizes(4);
+  for (Context& c : sizes) {
+    c.arm(cell(1, 2), 100, 100);
+    c.arm(cell(1, 0), 200, 220);
+  }
+  PolicyConfig cfg;
+  cfg.probeBudget = 0.5;   // the budget is not what limits here
+  int probed[2] = {0, 0};  // later sizes that probed LL, without and with sharing
+  for (bool share : {false, true}) {
+    BanditPolicy p(cfg);
+    Interleaved early = playInterleaved(p, sizes, 200, 0.03, 21, share);
+    for (int i = 0; i < 4; ++i) CHECK(early.playedCount[i][cell(1, 0)] > 0);
+    Interleaved later = playInterleaved(p, sizes, 200, 0.03, 22, share, 4);
+    for (int i = 0; i < 4; ++i) {
+      CHECK(p.incumbent(kCtx + 4 + i) == cell(1, 2));
+      if (later.playedCount[i][cell(1, 0)] > 0) ++probed[share];
+      if (share && i == 0) CHECK(later.playedCount[i][cell(1, 0)] == 0);  // next to them
+    }
+  }
+  INFO("later sizes that probed LL: alone " << probed[0] << ", sharing " << probed[1]);
+  CHECK(probed[0] == 4);  // alone, each size pays for the same lesson
+  CHECK(probed[1] < 4);   // shared, the lesson is known next to where it was learned
+}
+
+TEST_CASE("sizes share their checks, and an arm that wins at the small sizes only is still found",
+          "[policy]") {
+  // LL predicted 2x slower everywhere; really 3x faster at the two smallest sizes only.
+  std::vector<Context> sizes(8);
+  for (int i = 0; i < 8; ++i) {
+    sizes[i].arm(cell(1, 2), 100, 100);
+    sizes[i].arm(cell(1, 0), 200, i < 2 ? 33 : 300);
+  }
+  PolicyConfig cfg;
+  cfg.probeBudget = 0.5;
+  for (uint32_t seed : {1u, 2u, 3u, 4u, 5u}) {
+    BanditPolicy p(cfg);
+    playInterleaved(p, sizes, 300, 0.03, seed, true);
+    INFO("seed " << seed);
+    for (int i = 0; i < 8; ++i) {
+      INFO("size " << i);
+      CHECK(p.incumbent(kCtx + i) == (i < 2 ? cell(1, 0) : cell(1, 2)));
+    }
+  }
+}
+
+TEST_CASE("a grant the budget cannot pay in full is one probe", "[policy]") {
+  Context c;
+  c.arm(cell(1, 2), 100, 100);
+  c.arm(cell(0, 2), 245, 80);      // predicted 2.45x slower, really faster
+  BanditPolicy p(PolicyConfig{});  // 1% budget, 2 probes per grant
+  REQUIRE(p.setPrior(kCtx, c.prior));
+  // 1% of 20,000 us pays one probe's expected 145 us, not two.
+  for (int i = 0; i < 200; ++i) p.observe(kCtx, cell(1, 2), 100);
+  ContextDecision d = p.decide(kCtx);
+  CHECK(d.explore == cell(0, 2));
+  CHECK(d.budget == 1);
+  BanditPolicy q(PolicyConfig{});
+  REQUIRE(q.setPrior(kCtx, c.prior));
+  for (int i = 0; i < 400; ++i) q.observe(kCtx, cell(1, 2), 100);
+  d = q.decide(kCtx);
+  CHECK(d.explore == cell(0, 2));
+  CHECK(d.budget == 2);  // 1% of 40,000 us pays the whole grant
 }
