@@ -396,6 +396,9 @@ int BanditPolicy::probesThatPay(int c, int I, const double* mean, const double* 
   // is small, and one probe already shows whether an arm the model placed above is any good.
   *each = std::max(0.0, std::exp(mu) - 1) * std::exp(mean[I]);
   const double left = config_.probeBudget * observedUs_ - probeCostUs_ - probeReservedUs_;
+  // An arm already expected faster costs nothing expected: it is probed even when earlier
+  // probes overdrew the budget (what its probes really cost is charged when measured).
+  if (*each <= 0) return probes;
   return probes * *each <= left ? probes : *each <= left ? 1 : 0;
 }
 
