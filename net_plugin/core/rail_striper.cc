@@ -208,9 +208,14 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   // saved up a burst: it is checked (pick() keeps it busy, one chunk at a time) until a chunk
   // comes back slow or it delivers more than a bucket could hold (below). One chunk decides,
   // not a sample: a probe of a healed rail takes far less than sampleMinNs.
+  bool burstSpent = false;
   if (lone) {
-    r.checking = r.distinct && isSlowRail(rail, measuredPeerMedian(rail)) &&
-                 double(bytes) * 1e9 >= config_.slowRailRaise * r.sustained * double(sinceMarkNs);
+    const bool slowRail = r.distinct && isSlowRail(rail, measuredPeerMedian(rail));
+    const bool fast =
+        double(bytes) * 1e9 >= config_.slowRailRaise * r.sustained * double(sinceMarkNs);
+    // A check that ends with a slow chunk measured a burst: the bucket ran dry.
+    burstSpent = r.checking && slowRail && !fast;
+    r.checking = slowRail && fast;
   }
   // Throughput while busy: acknowledged bytes over the time the rail held measurable data.
   r.sampleNs += sinceMarkNs;
@@ -268,6 +273,9 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
     r.sampleBytes = r.sampleNs = 0;
     ++r.samples;
   }
+  // What the burst lifted goes: kept, it would bring the rail's next probe, and the next
+  // check with it, sooner than its real rate warrants.
+  if (burstSpent) r.bandwidth = std::min(r.bandwidth, r.sustained);
 }
 
 bool RailStriper::isSlowRail(int rail, double peers) const {

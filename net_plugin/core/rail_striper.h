@@ -23,14 +23,14 @@
 // level by one probe, the demo's degraded rail took a full share for the band's hold every few
 // hundred ms, and the ring waited on it.) A lone chunk that comes back fast from a degraded rail
 // starts a check: the rail takes a chunk whenever it is empty, one at a time, until a chunk comes
-// back slow (the bucket ran dry: a burst) or the rail has delivered more than any such bucket
-// (a heal: the estimate follows). Every `probeEvery`-th pick, a usable rail that has
-// been idle for `probeIdleNs` gets the chunk instead, so that idle or slow rails stay measured and
-// a healed rail's share can grow again. A probe delays the message it carries by its time on
-// that rail, which on a much slower rail is long (a 256 KiB chunk at 25 Mbit/s: 84 ms, while
-// the message's other chunks took a few), so a rail is probed only after it has been idle for
-// `probeSpacing` times the chunk's expected time on it as well: probes then hold at most a
-// tenth of the time. Only once the rail has been measured outside the band (below) for
+// back slow (the bucket ran dry: a burst, and what the bursts lifted goes) or the rail has
+// delivered more than any such bucket (a heal: the estimate follows). Every `probeEvery`-th pick, a
+// usable rail that has been idle for `probeIdleNs` gets the chunk instead, so that idle or slow
+// rails stay measured and a healed rail's share can grow again. A probe delays the message it
+// carries by its time on that rail, which on a much slower rail is long (a 256 KiB chunk at 25
+// Mbit/s: 84 ms, while the message's other chunks took a few), so a rail is probed only after it
+// has been idle for `probeSpacing` times the chunk's expected time on it as well: probes then hold
+// at most a tenth of the time. Only once the rail has been measured outside the band (below) for
 // `bandHoldNs`: a guess (a re-joined rail starts small) and a fresh connection's first samples
 // (TCP's slow start) must be measured again soon. (With the spacing applied to every measured
 // rail, three single demo runs gave the healed phase 0.62-0.64 of the rails' capacity, against
