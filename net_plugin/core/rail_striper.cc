@@ -204,13 +204,23 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   if (r.measuredChunks > 0) --r.measuredChunks;
   if (r.measuredInFlight == 0) r.idleSinceNs = nowNs;
   const uint64_t sinceMarkNs = nowNs > r.busyMarkNs ? nowNs - r.busyMarkNs : 0;
+  // The peers are looked at once per chunk at most, and only where they can matter.
+  Peers peers;
+  bool peersKnown = false;
+  auto knownPeers = [&]() -> const Peers& {
+    if (!peersKnown) peers = measuredPeers(rail);
+    peersKnown = true;
+    return peers;
+  };
   // A degraded rail whose lone chunk came back fast may have healed, or its shaper may have
   // saved up a burst: it is checked (pick() keeps it busy, one chunk at a time) until a chunk
   // comes back slow or it delivers more than a bucket could hold (below). One chunk decides,
   // not a sample: a probe of a healed rail takes far less than sampleMinNs.
   bool burstSpent = false;
   if (lone) {
-    const bool slowRail = r.distinct && isSlowRail(rail, measuredPeerMedian(rail));
+    // The rail's own state first: most lone chunks are on rails that cannot be slow.
+    const bool slowRail = r.samples > 0 && (r.distinct || !settling(r, nowNs)) &&
+                          isSlowRail(rail, knownPeers(), nowNs);
     const bool fast =
         double(bytes) * 1e9 >= config_.slowRailRaise * r.sustained * double(sinceMarkNs);
     // A check that ends with a slow chunk measured a burst: the bucket ran dry.
@@ -226,7 +236,7 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
     double alpha = r.samples == 0                                           ? 1.0
                    : (sample > 2 * r.bandwidth || 2 * sample < r.bandwidth) ? config_.fastAlpha
                                                                             : config_.ewmaAlpha;
-    const double peers = measuredPeerMedian(rail);
+    const double peerMedian = knownPeers().median;
     double next = alpha * sample + (1 - alpha) * r.bandwidth;
     if (!r.pipelined) {
       // Latency-bound: one chunk at a time measures the path's burst speed (a shaper's bucket,
@@ -234,19 +244,20 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
       // peers' level, not above: ratcheted up by bursts, one equal rail would look faster than
       // the others, take more chunks and hold every message back. It never lowers it.
       if (r.samples != 0 && sample <= r.bandwidth) next = r.bandwidth;
-      if (peers > 0) next = std::min(next, std::max(peers, r.samples == 0 ? 0.0 : r.bandwidth));
+      if (peerMedian > 0) {
+        next = std::min(next, std::max(peerMedian, r.samples == 0 ? 0.0 : r.bandwidth));
+      }
     }
-    // A rail measured slower than its peers for the band's hold (a degraded rail): a sample
-    // that one chunk at a time measured, or that began after the rail idled, may be a burst
-    // its shaper saved up meanwhile (two chunks fit a 128 KiB bucket as well as one). Such a
-    // sample lifts the estimate to slowRailRaise times what the rail sustained at most, as long
-    // as a bucket of burstBytes, refilled at that rate, could have delivered what it
-    // measured. Once no bucket could (a healed rail keeps delivering fast), the rail
-    // is faster now and the estimate follows. A pipelined sample taken while the rail kept
+    // A degraded rail (isSlowRail): a sample that one chunk at a time measured, or that began
+    // after the rail idled, may be a burst its shaper saved up meanwhile (two chunks fit a 128 KiB
+    // bucket as well as one). Such a sample lifts the estimate to slowRailRaise times what the rail
+    // sustained at most, as long as a bucket of burstBytes, refilled at that rate, could have
+    // delivered what it measured. Once no bucket could (a healed rail keeps delivering fast), the
+    // rail is faster now and the estimate follows. A pipelined sample taken while the rail kept
     // busy is never capped: no idle time refilled a bucket, so it measures what the rail
     // sustains.
     const bool trusted = r.pipelined && !r.afterIdle;
-    if (!trusted && isSlowRail(rail, peers)) {
+    if (!trusted && isSlowRail(rail, knownPeers(), nowNs)) {
       // The bucket's tokens: refilled at the sustained rate since the last sample (capped at
       // burstBytes), spent by every byte this sample delivered.
       const double dt = double(nowNs - std::min(nowNs, r.creditNs)) * 1e-9;
@@ -271,6 +282,7 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
     if (r.pipelined) r.afterIdle = false;
     r.pipelined = r.measuredChunks >= 2;
     r.sampleBytes = r.sampleNs = 0;
+    if (r.samples == 0) r.firstSampleNs = nowNs;
     ++r.samples;
   }
   // What the burst lifted goes: kept, it would bring the rail's next probe, and the next
@@ -278,22 +290,36 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   if (burstSpent) r.bandwidth = std::min(r.bandwidth, r.sustained);
 }
 
-bool RailStriper::isSlowRail(int rail, double peers) const {
-  const Rail& r = rails_[rail];
-  return r.samples > 0 && r.distinct && peers > 0 && r.bandwidth < peers;
+bool RailStriper::settling(const Rail& r, uint64_t nowNs) const {
+  return r.samples == 0 || nowNs < r.firstSampleNs + config_.settleNs;
 }
 
-double RailStriper::measuredPeerMedian(int rail) const {
+bool RailStriper::isSlowRail(int rail, const Peers& peers, uint64_t nowNs) const {
+  const Rail& r = rails_[rail];
+  if (r.samples == 0) return false;
+  if (r.distinct && r.bandwidth < peers.median) return true;
+  // With two of three rails slow, the slow ones are the median: neither leaves the band, and
+  // without this rule a burst lifted one to the fast rail's level, where it counted as the
+  // median and gave the other slow rail a full share too. A rail that just (re-)joined is
+  // spared: its first samples (TCP's slow start) are low whatever it will sustain, and judged
+  // slow, its rising samples would be capped as bursts.
+  return !settling(r, nowNs) && r.bandwidth < (1 - config_.equalBand) * peers.fastest;
+}
+
+RailStriper::Peers RailStriper::measuredPeers(int rail) const {
   double bw[kMaxRails];
   int n = 0;
+  Peers p;
   for (int i = 0; i < n_; ++i) {
     if (i != rail && rails_[i].mode == RailMode::kActive && rails_[i].samples > 0) {
       bw[n++] = rails_[i].bandwidth;
+      p.fastest = std::max(p.fastest, rails_[i].bandwidth);
     }
   }
-  if (n == 0) return 0;
+  if (n == 0) return p;
   std::nth_element(bw, bw + n / 2, bw + n);
-  return bw[n / 2];
+  p.median = bw[n / 2];
+  return p;
 }
 
 void RailStriper::onRailLost(int rail) {

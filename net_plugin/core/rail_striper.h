@@ -15,16 +15,19 @@
 // measurable chunks at once is bounded by latency rather than bandwidth: it may raise the
 // estimate but not lower it (otherwise a rail given a small share would measure itself slow
 // and keep its small share), and not above the median of the other measured rails (bursts
-// would ratchet it up). On a rail measured slower than its peers for `bandHoldNs` (degraded), a
-// fast sample taken one chunk at a time, or after the rail idled, may be a burst its shaper saved
-// up meanwhile (a token bucket, as cloud NICs and our tc test bed have): it lifts the estimate to
-// `slowRailRaise` times what the rail last sustained at most, as long as a bucket of
+// would ratchet it up). On a degraded rail (measured slower than its peers for `bandHoldNs`, or
+// below the band under its fastest peer: two degraded rails of three are the median, inside the
+// band), a fast sample taken one chunk at a time, or after the rail idled, may be a burst its
+// shaper saved up meanwhile (a token bucket, as cloud NICs and our tc test bed have): it lifts the
+// estimate to `slowRailRaise` times what the rail last sustained at most, as long as a bucket of
 // `burstBytes` refilled at that rate could explain what the rail delivered. (Lifted to its peers'
 // level by one probe, the demo's degraded rail took a full share for the band's hold every few
 // hundred ms, and the ring waited on it.) A lone chunk that comes back fast from a degraded rail
 // starts a check: the rail takes a chunk whenever it is empty, one at a time, until a chunk comes
 // back slow (the bucket ran dry: a burst, and what the bursts lifted goes) or the rail has
-// delivered more than any such bucket (a heal: the estimate follows). Every `probeEvery`-th pick, a
+// delivered more than any such bucket (a heal: the estimate follows). For `settleNs` after its
+// first measurement since it (re-)joined, the fastest peer does not count: a fresh connection's
+// first samples (TCP's slow start) are low whatever it will sustain. Every `probeEvery`-th pick, a
 // usable rail that has been idle for `probeIdleNs` gets the chunk instead, so that idle or slow
 // rails stay measured and a healed rail's share can grow again. A probe delays the message it
 // carries by its time on that rail, which on a much slower rail is long (a 256 KiB chunk at 25
@@ -32,13 +35,13 @@
 // has been idle for `probeSpacing` times the chunk's expected time on it as well: probes then hold
 // at most a tenth of the time. Only once the rail has been measured outside the band (below) for
 // `bandHoldNs`: a guess (a re-joined rail starts small) and a fresh connection's first samples
-// (TCP's slow start) must be measured again soon. (With the spacing applied to every measured
-// rail, three single demo runs gave the healed phase 0.62-0.64 of the rails' capacity, against
-// 0.71 with this condition; within the run-to-run noise, not isolated by a unit test.) In the
-// demo's degraded phase (one rail at a tenth of its peers' rate) the 4 MiB all-reduce took 187 ms
-// with probes at the plain cadence, 83-110 ms with the spacing, 72-76 ms with that rail down. A
-// rail never holds more than `windowBytes` (unless it is empty), which keeps the assignment
-// adaptive: chunks are placed as acknowledgements free room, with up-to-date estimates.
+// (TCP's slow start) must be measured again soon. (With the spacing applied to every measured rail,
+// three single demo runs gave the healed phase 0.62-0.64 of the rails' capacity, against 0.71 with
+// this condition; within the run-to-run noise, not isolated by a unit test.) In the demo's degraded
+// phase (one rail at a tenth of its peers' rate) the 4 MiB all-reduce took 187 ms with probes at
+// the plain cadence, 83-110 ms with the spacing, 72-76 ms with that rail down. A rail never holds
+// more than `windowBytes` (unless it is empty), which keeps the assignment adaptive: chunks are
+// placed as acknowledgements free room, with up-to-date estimates.
 //
 // Estimates within `equalBand` of the rails' median count as the median: on equal rails,
 // measurement noise must not skew the split, since a message completes only when its slowest
@@ -89,6 +92,9 @@ class RailStriper {
     double slowRailMargin = 2;       // a degraded rail's predicted completion counts this much more
     double slowRailRaise = 2;        // a possible burst lifts a slow rail this much at most ...
     uint64_t burstBytes = 1u << 20;  // ... while a bucket this large could explain it
+    // For this long after its first sample since it (re-)joined, a rail is not judged against
+    // its fastest peer (a fresh connection's first samples are low: TCP's slow start).
+    uint64_t settleNs = 300'000'000;
   };
 
   RailStriper() : RailStriper(Config{}) {}
@@ -145,9 +151,10 @@ class RailStriper {
     bool checking = false;     // a fast lone chunk on a degraded rail: a heal or a burst?
     uint64_t assignedBytes = 0;
     uint64_t samples = 0;
-    bool outside = false;      // the estimate is outside the band (or inside) ...
-    uint64_t sideSinceNs = 0;  // ... since then
-    bool distinct = false;     // the split uses the rail's own estimate
+    uint64_t firstSampleNs = 0;  // the first sample since the estimate was set
+    bool outside = false;        // the estimate is outside the band (or inside) ...
+    uint64_t sideSinceNs = 0;    // ... since then
+    bool distinct = false;       // the split uses the rail's own estimate
   };
   bool usable(int rail, bool standbyPass) const;
   double median(bool standbyPass, int* count) const;
@@ -156,10 +163,17 @@ class RailStriper {
   double effective(int rail, double mid, int usableRails) const;
   bool fits(int rail, uint64_t chunkBytes, uint32_t excludedMask) const;
   double clampBandwidth(double bw) const;
-  // Measured slower than `peers` (measuredPeerMedian) for bandHoldNs: a degraded rail.
-  bool isSlowRail(int rail, double peers) const;
-  // Median estimate of the other active rails that have been measured; 0 when there are none.
-  double measuredPeerMedian(int rail) const;
+  // The other active rails that have been measured: their median and fastest estimate (0: none).
+  struct Peers {
+    double median = 0;
+    double fastest = 0;
+  };
+  Peers measuredPeers(int rail) const;
+  // A degraded rail: measured below its peers' median for bandHoldNs (`distinct`), or, once
+  // settled, below the band under its fastest peer.
+  bool isSlowRail(int rail, const Peers& peers, uint64_t nowNs) const;
+  // No sample yet since the estimate was set, or the first one came less than settleNs ago.
+  bool settling(const Rail& r, uint64_t nowNs) const;
 
   Config config_;
   int n_ = 0;

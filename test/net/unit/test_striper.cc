@@ -621,3 +621,33 @@ TEST_CASE("striper: a degraded rail behind a token bucket keeps a small share, a
   CHECK(h.seconds < 1.25 * base.seconds);
   CHECK(h.estimate[2] > 25e6);
 }
+
+TEST_CASE("striper: two degraded rails cost nothing against the one full rail left",
+          "[net][striper]") {
+  // The demo's two-degraded phase: rails 1 and 2 at a tenth behind 160 KiB buckets. They are
+  // the median, so neither is outside the band; against the fastest rail they are slow, and
+  // their bursts must not lift them to its level.
+  RailStriper::Config cfg;
+  cfg.sampleMinNs = 2'000'000;
+  RailStriper s = activeStriper(3, cfg);
+  const std::vector<double> fast = {31e6, 31e6, 31e6};
+  const std::vector<double> degraded = {31e6, 3.1e6, 3.1e6};
+  SimShape ring;
+  ring.buckets = {0, 160 << 10, 160 << 10};
+  ring.messageBytes = 512 << 10;
+  ring.ackNs = 3'000'000;
+  simulate(s, fast, 64 << 20, 64 << 10, 1'000'000'000ull, ring);
+  simulate(s, degraded, 32 << 20, 64 << 10, 10'000'000'000ull, ring);
+  SimResult d = simulate(s, degraded, 64 << 20, 64 << 10, 30'000'000'000ull, ring);
+  RailStriper one = activeStriper(3, cfg);
+  one.setMode(1, RailMode::kDown);
+  one.setMode(2, RailMode::kDown);
+  simulate(one, fast, 64 << 20, 64 << 10, 1'000'000'000ull, ring);
+  SimResult alone = simulate(one, fast, 64 << 20, 64 << 10, 30'000'000'000ull, ring);
+  INFO("two degraded " << d.seconds << " s, the full rail alone " << alone.seconds << " s, shares "
+                       << d.share[1] << " " << d.share[2] << ", estimates " << d.estimate[1] << " "
+                       << d.estimate[2]);
+  CHECK(d.seconds < 1.05 * alone.seconds);
+  CHECK(d.estimate[1] < 10e6);
+  CHECK(d.estimate[2] < 10e6);
+}
