@@ -85,7 +85,14 @@ double RailStriper::refreshBands(uint64_t nowNs, bool standbyPass, int* count) {
     }
     // Both ways take the hold: one sample must not give a rail measured slow its peers' share
     // back (a shaper's bucket, refilled while the rail was idle, delivers a probe at once).
-    if (nowNs - r.sideSinceNs >= config_.bandHoldNs) r.distinct = outside;
+    // A rail far below the band leaves it sooner: equal rails' noise (2x) does not reach there,
+    // and each chunk it takes at its peers' share holds a message back. Not a rail that just
+    // (re-)joined: its first samples (TCP's slow start) are as low, and once outside the band
+    // it would keep a small share for long.
+    const bool farBelow = r.bandwidth < config_.farBelow * m && !settling(r, nowNs);
+    const uint64_t hold =
+        outside && !r.distinct && farBelow ? config_.farBelowHoldNs : config_.bandHoldNs;
+    if (nowNs - r.sideSinceNs >= hold) r.distinct = outside;
   }
   return m;
 }

@@ -1,32 +1,31 @@
 // RailStriper: which rail carries the next chunk. A pure policy (no sockets, no clock: time is
 // an argument), shared by every transport.
 //
-// Measured mode (default): a chunk goes to the usable rail with the earliest predicted
-// completion, (bytes in flight on the rail + chunk) / measured bandwidth; on a degraded rail
-// (below) that prediction counts `slowRailMargin` times, since a chunk there that finishes late
-// holds its whole message back while one a fast rail finishes a little late costs little
-// (in the demo's degraded phase the 4 MiB all-reduce took 104 ms without the margin, 74 ms with
-// it, 72 ms with that rail down). Bandwidth is an EWMA
-// of what the rail really delivered while it was busy with measurable (large) chunks, clamped
-// to [minBandwidth, maxBandwidth]; a sample more than 2x away from the estimate moves it
-// faster (the rail's rate really changed). Until a rail's first measurement (at start, or
-// after it re-joined) its estimate is a guess, so it holds at most `startWindowBytes`, and the
-// first measurement replaces the guess. A sample taken while the rail never held two
-// measurable chunks at once is bounded by latency rather than bandwidth: it may raise the
-// estimate but not lower it (otherwise a rail given a small share would measure itself slow
-// and keep its small share), and not above the median of the other measured rails (bursts
-// would ratchet it up). On a degraded rail (measured slower than its peers for `bandHoldNs`, or
-// below the band under its fastest peer: two degraded rails of three are the median, inside the
-// band), a fast sample taken one chunk at a time, or after the rail idled, may be a burst its
-// shaper saved up meanwhile (a token bucket, as cloud NICs and our tc test bed have): it lifts the
-// estimate to `slowRailRaise` times what the rail last sustained at most, as long as a bucket of
-// `burstBytes` refilled at that rate could explain what the rail delivered. (Lifted to its peers'
-// level by one probe, the demo's degraded rail took a full share for the band's hold every few
-// hundred ms, and the ring waited on it.) A lone chunk that comes back fast from a degraded rail
-// starts a check: the rail takes a chunk whenever it is empty, one at a time, until a chunk comes
-// back slow (the bucket ran dry: a burst, and what the bursts lifted goes) or the rail has
-// delivered more than any such bucket (a heal: the estimate follows). For `settleNs` after its
-// first measurement since it (re-)joined, the fastest peer does not count: a fresh connection's
+// Measured mode (default): a chunk goes to the usable rail with the earliest predicted completion,
+// (bytes in flight on the rail + chunk) / measured bandwidth; on a degraded rail (below) that
+// prediction counts `slowRailMargin` times, since a chunk there that finishes late holds its whole
+// message back while one a fast rail finishes a little late costs little (in the demo's degraded
+// phase the 4 MiB all-reduce took 104 ms without the margin, 74 ms with it, 72 ms with that rail
+// down). Bandwidth is an EWMA of what the rail really delivered while it was busy with measurable
+// (large) chunks, clamped to [minBandwidth, maxBandwidth]; a sample more than 2x away from the
+// estimate moves it faster (the rail's rate really changed). Until a rail's first measurement (at
+// start, or after it re-joined) its estimate is a guess, so it holds at most `startWindowBytes`,
+// and the first measurement replaces the guess. A sample taken while the rail never held two
+// measurable chunks at once is bounded by latency rather than bandwidth: it may raise the estimate
+// but not lower it (otherwise a rail given a small share would measure itself slow and keep its
+// small share), and not above the median of the other measured rails (bursts would ratchet it up).
+// On a degraded rail (measured slower than its peers for `bandHoldNs`, or below the band under its
+// fastest peer: two degraded rails of three are the median, inside the band), a fast sample taken
+// one chunk at a time, or after the rail idled, may be a burst its shaper saved up meanwhile (a
+// token bucket, as cloud NICs and our tc test bed have): it lifts the estimate to `slowRailRaise`
+// times what the rail last sustained at most, as long as a bucket of `burstBytes` refilled at that
+// rate could explain what the rail delivered. (Lifted to its peers' level by one probe, the demo's
+// degraded rail took a full share for the band's hold every few hundred ms, and the ring waited on
+// it.) A lone chunk that comes back fast from a degraded rail starts a check: the rail takes a
+// chunk whenever it is empty, one at a time, until a chunk comes back slow (the bucket ran dry: a
+// burst, and what the bursts lifted goes) or the rail has delivered more than any such bucket (a
+// heal: the estimate follows). For `settleNs` after its first measurement since it (re-)joined, the
+// fastest peer does not count (nor does the early exit from the band, below): a fresh connection's
 // first samples (TCP's slow start) are low whatever it will sustain. Every `probeEvery`-th pick, a
 // usable rail that has been idle for `probeIdleNs` gets the chunk instead, so that idle or slow
 // rails stay measured and a healed rail's share can grow again. A probe delays the message it
@@ -51,8 +50,13 @@
 // one, a much slower or faster NIC) keeps its own estimate and its own share, once it has been
 // outside for `bandHoldNs`, and until it has been back inside as long. The hold matters: a rail
 // given a smaller share is measured less often, so one unlucky sample (a receiver that was busy
-// computing) would otherwise shrink an equal rail's share for a long time. A rail whose estimate
-// was set (setBandwidth: a re-joined rail starts small) keeps it until its first measurement.
+// computing) would otherwise shrink an equal rail's share for a long time. Below `farBelow` of
+// the median, where that noise does not reach, a rail leaves the band after `farBelowHoldNs`
+// (unless it is still settling, above): every chunk a rail at a tenth of its peers' rate takes
+// at their share holds a message back (in the simulated ring, the first 8 MiB after such a drop
+// took 1.5-1.7x what the other rails alone take, against 2.5x with the full hold). A rail whose
+// estimate was set (setBandwidth: a re-joined rail starts small) keeps it until its first
+// measurement.
 //
 // Equal-split mode: chunks rotate over the usable rails regardless of bandwidth (what NCCL's
 // own multi-NIC merge and aws-ofi-nccl do); kept as a baseline for benchmarks.
@@ -89,11 +93,14 @@ class RailStriper {
     double probeSpacing = 10;              // ... and this many times the probe's time on it
     double equalBand = 0.5;                // |bw - median| <= band * median: the median
     uint64_t bandHoldNs = 300'000'000;     // ... and until outside (or back inside) that long
+    double farBelow = 0.25;                // below this fraction of the median ...
+    uint64_t farBelowHoldNs = 50'000'000;  // ... a rail leaves the band after this long
     double slowRailMargin = 2;       // a degraded rail's predicted completion counts this much more
     double slowRailRaise = 2;        // a possible burst lifts a slow rail this much at most ...
     uint64_t burstBytes = 1u << 20;  // ... while a bucket this large could explain it
     // For this long after its first sample since it (re-)joined, a rail is not judged against
-    // its fastest peer (a fresh connection's first samples are low: TCP's slow start).
+    // its fastest peer, nor leaves the band early (a fresh connection's first samples are low:
+    // TCP's slow start).
     uint64_t settleNs = 300'000'000;
   };
 
