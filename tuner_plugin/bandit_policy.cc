@@ -366,8 +366,9 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
   }
   addSample(&a, x);
   if (cell == s->probeCell) ++s->probesSeen;
-  // The group's first measurement of an arm: every size sees it now, not kShareEvery later.
-  if (s->group >= 0 && cell != s->defaultCell && !s->sharedSeen[cell])
+  // The group's first measurement of an arm: every size sees it now, not kShareEvery later
+  // (once per arm and context: a.n is 1 only after the arm's first sample since a re-open).
+  if (s->group >= 0 && cell != s->defaultCell && !s->sharedSeen[cell] && a.n == 1)
     refreshGroup(groups_[s->group]);
   if (cell != s->incumbent) return;
   if (config_.refreshPlays > 0 && ++s->playsSinceRefresh >= config_.refreshPlays) {
@@ -481,14 +482,15 @@ ContextDecision BanditPolicy::decide(int ctx) {
     double bestLcb = limit, candidateEach = 0;
     int candidateProbes = budget;
     for (int c = 0; c < kNumCells; ++c) {
-      double each;
-      // An arm not clearly better waits for a probe of it elsewhere in the group.
-      const bool held = mean[c] >= limit && firstProbeHeld(ctx, *s, c);
+      if (!plausible(c)) continue;
       // Arms already expected better come first: confirming one ends the context's loss.
       const double key = optimistic(c) - (mean[c] < limit ? 100.0 : 0.0);
-      int probes = 0;
-      if (plausible(c) && key < bestLcb && !held &&
-          (probes = probesThatPay(c, I, mean, var, budget, &each)) > 0) {
+      if (key >= bestLcb) continue;
+      // An arm not clearly better waits for a probe of it elsewhere in the group.
+      if (mean[c] >= limit && firstProbeHeld(ctx, *s, c)) continue;
+      double each;
+      const int probes = probesThatPay(c, I, mean, var, budget, &each);
+      if (probes > 0) {
         bestLcb = key;
         candidate = c;
         candidateEach = each;
