@@ -163,11 +163,10 @@ void BanditPolicy::setShareKey(int ctx, int group, double logSize) {
 // a probe at 4 MiB moves the prior at 8 MiB; its variance plus tau^2 becomes the prior's spread
 // where that is narrower, so the next size need not probe an arm the model was confirmed on.
 // Far from any point both fall back to the model's own prior, and so does everything while a
-// cell has been measured at one size only. tau is at least kShareTau and
-// grows to the scatter the points leave around their neighbours' estimate (leave one out): a
-// ratio error that jumps between sizes (a protocol that wins at small sizes only) keeps the
-// spread wide rather than hiding an arm where it is better. Decisions still need each context's
-// own samples.
+// cell has been measured at one size only. tau is at least kShareTau and grows to the scatter
+// the points leave around their neighbours' estimate (leave one out): a ratio error that jumps
+// between sizes (a protocol that wins at small sizes only) keeps the spread wide rather than
+// hiding an arm where it is better. Decisions still need each context's own samples.
 void BanditPolicy::refreshGroup(ShareGroup& g) {
   constexpr double kLength = 1.0;    // kernel length in units of log2 size
   constexpr double kShareTau = 0.1;  // sizes differ by more than noise at least this much
