@@ -44,7 +44,6 @@ struct BanditPolicy::ContextState {
   int grantProbes = 0;      // probes granted: exploreBudget, or one if the global budget allows
                             // no more
   int callsSinceGrant = 0;  // noteCall()s since the grant (PolicyConfig::grantExpiryCalls)
-  uint64_t grantClock = 0;  // the group's sample clock at the grant (kFirstProbeHold)
   uint16_t generation = 0;
   // The expected extra time of the granted probes not seen yet, held against the global budget.
   double reserveEach = 0;
@@ -147,7 +146,7 @@ void BanditPolicy::setShareKey(int ctx, int group, double logSize) {
   auto it = std::find_if(groups_.begin(), groups_.end(),
                          [&](const ShareGroup& g) { return g.key == group; });
   if (it == groups_.end()) {
-    groups_.push_back(ShareGroup{group, {}, 0});
+    groups_.push_back(ShareGroup{group, {}});
     it = groups_.end() - 1;
   }
   it->members.push_back(ctx);
@@ -234,21 +233,6 @@ void BanditPolicy::refreshShared() {
   for (ShareGroup& g : groups_) refreshGroup(g);
 }
 
-// A context waits to probe an arm nobody in its group has measured while another context of
-// the group holds a grant for it, not yet played: the first result may settle it for all sizes.
-bool BanditPolicy::firstProbeHeld(int ctx, const ContextState& s, int cell) const {
-  if (s.group < 0 || s.sharedSeen[cell]) return false;
-  const ShareGroup& g = groups_[s.group];
-  for (int other : g.members) {
-    const ContextState& p = *contexts_[other];
-    if (other != ctx && p.probeCell == cell && p.probesSeen == 0 && p.reserveLeft > 0 &&
-        g.samples - p.grantClock < uint64_t(kFirstProbeHold)) {
-      return true;
-    }
-  }
-  return false;
-}
-
 bool BanditPolicy::hasPrior(int ctx) const { return state(ctx) != nullptr; }
 
 int BanditPolicy::defaultCell(int ctx) const {
@@ -279,7 +263,7 @@ double BanditPolicy::noiseSigma(const ContextState& s) const {
   return std::max(sigma, config_.noiseFloor);
 }
 
-void BanditPolicy::posterior(const ContextState& s, double sigmaObs, double* mean,
+void BanditPolicy::posterior(const ContextState& s, double sigmaObs, bool narrowed, double* mean,
                              double* var) const {
   // Calibrate the model's absolute level on the best-measured of the default and the incumbent.
   auto logPrior = [&](int c) {
@@ -307,7 +291,7 @@ void BanditPolicy::posterior(const ContextState& s, double sigmaObs, double* mea
     if (s.prior[c] < 0) continue;
     // Where the group's sizes predict this arm's ratio error more tightly, that spread holds.
     double priorVar = sigmaPrior * sigmaPrior;
-    if (s.sharedVar[c] > 0) priorVar = std::min(priorVar, double(s.sharedVar[c]));
+    if (narrowed && s.sharedVar[c] > 0) priorVar = std::min(priorVar, double(s.sharedVar[c]));
     priorVar = std::max(priorVar, miss * miss);
     const double priorPrecision = 1.0 / priorVar;
     double precision = priorPrecision + s.arms[c].n * obsPrecision;
@@ -331,7 +315,6 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
   const double raw = std::log(timeUs);
   ArmStats& a = s->arms[cell];
   observedUs_ += timeUs;
-  if (s->group >= 0) ++groups_[s->group].samples;
   if (++sinceShare_ >= kShareEvery) {
     sinceShare_ = 0;
     refreshShared();
@@ -396,9 +379,6 @@ int BanditPolicy::probesThatPay(int c, int I, const double* mean, const double* 
   // is small, and one probe already shows whether an arm the model placed above is any good.
   *each = std::max(0.0, std::exp(mu) - 1) * std::exp(mean[I]);
   const double left = config_.probeBudget * observedUs_ - probeCostUs_ - probeReservedUs_;
-  // An arm already expected faster costs nothing expected: it is probed even when earlier
-  // probes overdrew the budget (what its probes really cost is charged when measured).
-  if (*each <= 0) return probes;
   return probes * *each <= left ? probes : *each <= left ? 1 : 0;
 }
 
@@ -438,7 +418,9 @@ ContextDecision BanditPolicy::decide(int ctx) {
 
   const double sigmaObs = noiseSigma(*s);
   double mean[kNumCells], var[kNumCells];
-  posterior(*s, sigmaObs, mean, var);
+  // A switch rests on this context's own samples and the model's own spread: what other sizes
+  // vouch for may choose what to probe, never make a switch confident.
+  posterior(*s, sigmaObs, false, mean, var);
   const double gainLog = std::log(1 - config_.minGain);
 
   // Exploitation: switch only to an arm confidently better than the incumbent.
@@ -460,6 +442,7 @@ ContextDecision BanditPolicy::decide(int ctx) {
   ContextDecision d;
   d.primary = int8_t(I == D ? -1 : I);
   if (!config_.explore) return d;
+  posterior(*s, sigmaObs, true, mean, var);
   // Exploration: among the arms whose optimistic estimate beats the incumbent, the most
   // optimistic one whose probe pays for itself and fits the budget; a grant not used up yet
   // continues while its arm stays plausible.
@@ -482,15 +465,11 @@ ContextDecision BanditPolicy::decide(int ctx) {
     int candidateProbes = budget;
     for (int c = 0; c < kNumCells; ++c) {
       if (!plausible(c)) continue;
-      // Arms already expected better come first: confirming one ends the context's loss.
-      const double key = optimistic(c) - (mean[c] < limit ? 100.0 : 0.0);
-      if (key >= bestLcb) continue;
-      // An arm not clearly better waits for a probe of it elsewhere in the group.
-      if (mean[c] >= limit && firstProbeHeld(ctx, *s, c)) continue;
+      if (optimistic(c) >= bestLcb) continue;
       double each;
       const int probes = probesThatPay(c, I, mean, var, budget, &each);
       if (probes > 0) {
-        bestLcb = key;
+        bestLcb = optimistic(c);
         candidate = c;
         candidateEach = each;
         candidateProbes = probes;
@@ -501,7 +480,6 @@ ContextDecision BanditPolicy::decide(int ctx) {
     s->probeCell = candidate;
     s->probesSeen = 0;
     s->callsSinceGrant = 0;
-    s->grantClock = s->group >= 0 ? groups_[s->group].samples : 0;
     s->reserveEach = candidateEach;
     s->grantProbes = candidateProbes;
     s->reserveLeft = candidateProbes;

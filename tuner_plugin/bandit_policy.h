@@ -20,9 +20,8 @@
 //  - Exploration, bounded: only arms whose optimistic estimate (posterior mean - exploreZ sd)
 //    beats the incumbent by minGain are probed, the most promising first, with a small
 //    per-decision budget and at most maxExploreSamples samples per arm; an arm the prior places
-//    far above the incumbent is never probed. Arms whose estimate is already better than the
-//    incumbent come first (confirming one ends the context's loss), and a grant the global
-//    budget cannot pay in full is one probe (a first probe settles most of what a far arm is).
+//    far above the incumbent is never probed. A grant the global budget cannot pay in full is
+//    one probe (a first probe settles most of what a far arm is).
 //    A probed arm that turns out worse leaves the candidate set after one or two samples, so
 //    the regret of learning is bounded by a few samples per plausible arm.
 //  - Exploration pays for itself: a probe is granted only when its expected gain exceeds its
@@ -111,12 +110,9 @@ class BanditPolicy {
   // model of the cost model's ratio error over logSize, refreshed every kShareEvery samples and
   // whenever an arm is measured for the first time in the group; its prediction is each
   // context's prior shift, and its predictive spread the prior's spread where that is narrower
-  // (sizes next to ones where the model was checked need no probe to learn the same again).
-  // While one context of a group probes an arm nobody in the group has measured yet, the
-  // others wait for that result (kFirstProbeHold group samples at most) before probing it,
-  // unless it looks clearly better. Group -1 (the default): no sharing.
+  // (sizes next to ones where the model was checked need no probe to learn the same again);
+  // a switch is judged without that narrowing. Group -1 (the default): no sharing.
   static constexpr int kShareEvery = 64;
-  static constexpr int kFirstProbeHold = 256;
   void setShareKey(int ctx, int group, double logSize);
   // The correction this context's measurements suggest for another scale (0 where an arm or the
   // default has fewer than minSamples samples); false when nothing is known.
@@ -152,18 +148,18 @@ class BanditPolicy {
   struct ShareGroup {
     int key = -1;
     std::vector<int> members;
-    uint64_t samples = 0;  // samples observed in the group: the clock of kFirstProbeHold
   };
   ContextState* state(int ctx) const;
   void refreshGroup(ShareGroup& g);
-  bool firstProbeHeld(int ctx, const ContextState& s, int cell) const;
   double noiseSigma(const ContextState& s) const;
   void releaseReserve(ContextState* s);
   void refreshShared();
   // How many of `probes` probes of c pay for themselves and fit the budget (`probes`, 1 or 0).
   int probesThatPay(int c, int I, const double* mean, const double* var, int probes,
                     double* each) const;
-  void posterior(const ContextState& s, double sigmaObs, double* mean, double* var) const;
+  // narrowed: the group's shared spread narrows the prior's (for exploration only).
+  void posterior(const ContextState& s, double sigmaObs, bool narrowed, double* mean,
+                 double* var) const;
 
   PolicyConfig config_;
   std::vector<std::unique_ptr<ContextState>> contexts_;

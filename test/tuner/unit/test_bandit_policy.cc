@@ -584,20 +584,3 @@ TEST_CASE("a grant the budget cannot pay in full is one probe", "[policy]") {
   CHECK(d.explore == cell(0, 2));
   CHECK(d.budget == 2);  // 1% of 40,000 us pays the whole grant
 }
-
-TEST_CASE("an arm already expected faster is probed even when earlier probes overdrew the budget",
-          "[policy]") {
-  Context c;
-  c.arm(cell(1, 2), 100, 100);  // default
-  c.arm(cell(1, 1), 101, 90);   // the model believes it 1% slower; 10% faster
-  c.arm(cell(0, 2), 102, 2000);
-  BanditPolicy p(PolicyConfig{});  // 1% budget
-  REQUIRE(p.setPrior(kCtx, c.prior));
-  for (int i = 0; i < 1000; ++i) p.observe(kCtx, cell(1, 2), 100);
-  p.observe(kCtx, cell(0, 2), 2000);  // a probe 1,900 us over: the 1,000 us budget is overdrawn
-  REQUIRE(p.probeCostUs() > 0.01 * p.observedUs());
-  p.observe(kCtx, cell(1, 1), 90);
-  p.observe(kCtx, cell(1, 1), 91);
-  const ContextDecision d = p.decide(kCtx);
-  CHECK(d.explore == cell(1, 1));  // its expected extra time is none
-}
