@@ -35,6 +35,7 @@
 #include "bench/demo/report.h"
 #include "bench/top/prom_files.h"
 #include "bench/top/top_model.h"
+#include "common/abi/nccl_abi.h"
 #include "common/clock.h"
 
 namespace autopilot::demo {
@@ -69,6 +70,10 @@ struct DemoOptions {
   int repeat = 1;
   std::string sizes = "262144,1048576,4194304";
   std::string mode = "both";
+  std::string scenario = "faults";  // or "mistuned"
+  double treeBwFactor = 1.0;        // the declared topology (DeclaredTopology::treeBwFactor)
+  std::string force;                // --force ALGO/PROTO: every call runs that arm (static mode)
+  int forcedCell = -1;
   std::string outDir = "demo-out";
   std::string json;
   bool quick = false;
@@ -89,8 +94,14 @@ int secondFaultRail(const DemoOptions& o) { return (kFaultRail + 1) % o.rails; }
 // iterations: connections are set up and the tuner takes its first measurements there. Each
 // later phase is one transition of the rails, in an order where every fault is repaired by a
 // later phase (so the static job, stopped by a failure, is restarted and measured again).
+//
+// The mistuned scenario keeps every rail healthy and declares a wrong topology instead (the
+// tree credited with kMistunedTreeFactor times the ring's bandwidth), so that NCCL's model picks
+// Tree for every all-reduce, about 1.4x slower than Ring on the mini-cluster: one long phase
+// shows the tuner, fed only by the profiler's measurements, finding Ring on every rank at once.
 std::vector<PhaseSpec> buildScenario(const DemoOptions& o) {
   const std::vector<int> full(size_t(o.rails), o.railMbit);
+  if (o.scenario == "mistuned") return {{"warm-up", full}, {"mistuned", full}};
   const size_t a = kFaultRail, b = size_t(secondFaultRail(o));
   auto with = [&](std::initializer_list<std::pair<size_t, int>> changes) {
     std::vector<int> m = full;
@@ -111,6 +122,14 @@ std::vector<PhaseSpec> buildScenario(const DemoOptions& o) {
       {"flapping", full, int(a)},
   };
 }
+
+// Three times the ring's bandwidth makes the model choose Tree for all-reduce at every size
+// from 16 KiB to 16 MiB on the demo's topology (at 2x it still picks Ring from 32 KiB to 4 MiB).
+constexpr double kMistunedTreeFactor = 3.0;
+// The mistuned phase's default length: time for the probe budget (1% of the time measured in
+// collectives) to pay the first probes of Ring, whose model places it 1.4x above Tree, and for
+// the samples a confident switch needs (README, "The mistuned scenario").
+constexpr double kMistunedPhaseSeconds = 40.0;
 
 constexpr int kWarmup = 0, kHealthy = 1;
 int numPhases(const DemoOptions& o) { return int(o.phases.size()); }
@@ -173,20 +192,31 @@ std::optional<int> parse(int argc, char** argv, DemoOptions* o) {
   args.addInt("--rails", o->rails, 2, 8, "rails (NICs) per rank");
   args.addInt("--rail-mbit", o->railMbit, 1, 1000000, "line rate of each rail, Mbit/s");
   args.addInt("--degraded-mbit", o->degradedMbit, 1, 1000000, "rate of the degraded rail, Mbit/s");
-  args.addReal("--phase-seconds", o->phaseSeconds, cli::Interval::positive(),
-               "length of each phase");
-  args.addReal("--warmup-seconds", o->warmupSeconds, cli::Interval::atLeast(0),
-               "warm-up before the compared phases");
+  cli::Opt phaseOpt = args.addReal("--phase-seconds", o->phaseSeconds, cli::Interval::positive(),
+                                   "length of each phase");
+  cli::Opt warmupOpt = args.addReal("--warmup-seconds", o->warmupSeconds, cli::Interval::atLeast(0),
+                                    "warm-up before the compared phases");
   args.addIntList("--sizes", o->sizes, 1, kMaxCollectiveBytes,
                   "collective sizes in bytes, comma-separated")
       .showDefault();
   args.addChoice("--mode", o->mode, {"both", "closed", "static"},
                  "closed loop, static configuration, or both");
+  args.addChoice("--scenario", o->scenario, {"faults", "mistuned"},
+                 "faults: the rail faults and repairs above; mistuned: healthy rails under a "
+                 "declared topology that makes NCCL's model choose Tree for all-reduce, about "
+                 "1.4x slower than Ring here, one phase (40 s, --quick 30 s) in which the tuner "
+                 "must find Ring")
+      .showDefault();
+  args.addChoice("--force", o->force,
+                 {"Tree/LL", "Tree/LL128", "Tree/Simple", "Ring/LL", "Ring/LL128", "Ring/Simple"},
+                 "with --mode static: run this arm wherever the collective has it, as NCCL_ALGO "
+                 "and NCCL_PROTO would (measures what each arm costs on the mini-cluster)");
   args.addInt("--repeat", o->repeat, 1, 20,
               "run the scenario this many times; figures are medians with their spread");
   args.addText("--out", o->outDir, "trace, plot, logs").typeName("DIR").showDefault();
   args.addText("--json", o->json, "the phase table as JSON").typeName("FILE");
-  args.addFlag("--quick", o->quick, "short run for tests (2.5 s phases, small sizes)");
+  args.addFlag("--quick", o->quick,
+               "short run for tests (faults: 2.5 s phases, small sizes; mistuned: a 30 s phase)");
   args.addFlag("--no-netns", o->noNetns,
                "loopback rails paced inside the plugin, faults simulated (as without root)");
   bool noPlot = false;
@@ -206,10 +236,31 @@ std::optional<int> parse(int argc, char** argv, DemoOptions* o) {
     return cli::kUsageError;
   }
   o->plot = !noPlot;
+  if (!o->force.empty()) {
+    if (o->mode != "static") {
+      std::fprintf(stderr,
+                   "autopilot demo: --force needs --mode static (it replaces NCCL's "
+                   "choice; the closed loop's tuner would be overridden)\n");
+      return cli::kUsageError;
+    }
+    const size_t slash = o->force.find('/');
+    const std::string algo = o->force.substr(0, slash), proto = o->force.substr(slash + 1);
+    o->forcedCell = (algo == "Tree" ? abi::kAlgoTree : abi::kAlgoRing) * abi::kNumProtocols +
+                    (proto == "LL"      ? abi::kProtoLL
+                     : proto == "LL128" ? abi::kProtoLL128
+                                        : abi::kProtoSimple);
+  }
+  if (o->scenario == "mistuned") {
+    o->treeBwFactor = kMistunedTreeFactor;
+    if (!phaseOpt.given()) o->phaseSeconds = o->quick ? 30.0 : kMistunedPhaseSeconds;
+    if (!warmupOpt.given()) o->warmupSeconds = 1.0;
+  }
   if (o->quick) {
-    o->phaseSeconds = std::min(o->phaseSeconds, 2.5);
     o->warmupSeconds = std::min(o->warmupSeconds, 1.0);
-    o->sizes = "65536,524288";
+    if (o->scenario == "faults") {
+      o->phaseSeconds = std::min(o->phaseSeconds, 2.5);
+      o->sizes = "65536,524288";
+    }
   }
   // A job that completes nothing for this long has stopped (TCP's retransmission backoff alone
   // can hold a slow rail for seconds; that is slowness, not a stop). Live jobs' longest gaps
@@ -356,8 +407,9 @@ std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* c
     env["NCCL_AUTOPILOT_FAULT_FILE"] = faults.planPath();
   }
   // The tuner's switch points are counted in calls; this workload calls it ~25 times a second
-  // (NCCL jobs: thousands), so the lead between a policy change and its effect is scaled down.
-  env["NCCL_AUTOPILOT_TUNER_SWAP_LEAD"] = "8";
+  // (NCCL jobs: thousands), so the lead between a policy change and its effect is scaled down;
+  // the mistuned scenario's all-reduces of up to 4 MiB come about 8 times a second.
+  env["NCCL_AUTOPILOT_TUNER_SWAP_LEAD"] = o.scenario == "mistuned" ? "2" : "8";
   if (!closedLoop) {
     // What stock NCCL with an equal-split multi-rail transport does: NCCL's own choices,
     // equal split over the rails, no failover.
@@ -425,6 +477,9 @@ class Scenario {
     spec.commId = std::random_device{}() | (uint64_t(std::random_device{}()) << 32) | 1;
     spec.rails = o_.rails;
     spec.railMbit = o_.railMbit;
+    spec.treeBwFactor = o_.treeBwFactor;
+    spec.allReduceOnly = o_.scenario == "mistuned";
+    spec.forcedCell = o_.forcedCell;
     spec.sizes = o_.sizes;
     spec.cluster = cluster_;
     spec.slowRank = o_.slowRank;
@@ -613,6 +668,10 @@ struct PhaseRow {
   double maxGapMs = kNaN;        // longest wait between two completions
   double falseFailovers = kNaN;  // rails failed while none was down
   double closedMaxGapS = kNaN, staticMaxGapS = kNaN;
+  // Mistuned scenario: seconds from the phase's start until every size ran the tuner's arm for
+  // good (rank 0's last call on NCCL's choice), NaN when some size ended on NCCL's choice; and
+  // how many sizes ended on an arm of the tuner's.
+  double switchedAfterS = kNaN, sizesSwitched = kNaN, sizes = kNaN;
   double bytesLost = 0;
   double closedCalls = 0, closedChanged = 0, staticCalls = 0, staticChanged = 0;
   bool closedFailed = false, staticFailed = false, staticRestarted = false;
@@ -639,6 +698,18 @@ PhaseRow phaseRow(const DemoOptions& o, const ModeRecord* closed, const ModeReco
     row.closedChanged = double(st.tunerChanged);
     row.closedFailed = st.failed;
     if (st.failed) row.closedNote = st.failure;
+    if (o.scenario == "mistuned") {
+      row.sizes = row.sizesSwitched = 0;
+      double last = phaseStart(o, p);
+      for (const auto& [bytes, h] : closed->sizeHistory()) {
+        ++row.sizes;
+        if (h.lastWasNcclChoice) continue;
+        ++row.sizesSwitched;
+        last = std::max(last, h.lastNcclChoiceS);
+      }
+      if (row.sizes > 0 && row.sizesSwitched == row.sizes)
+        row.switchedAfterS = last - phaseStart(o, p);
+    }
   }
   if (stat) {
     const PhaseStats& st = stat->stats(name);
@@ -689,6 +760,8 @@ const FigureDef kFigures[] = {
     {"false_failovers", &PhaseRow::falseFailovers},
     {"closed_loop_max_gap_s", &PhaseRow::closedMaxGapS},
     {"static_max_gap_s", &PhaseRow::staticMaxGapS},
+    {"switched_after_s", &PhaseRow::switchedAfterS},
+    {"sizes_switched", &PhaseRow::sizesSwitched},
 };
 
 // Everything the runs of --repeat produced, per phase.
@@ -774,7 +847,8 @@ void writeJson(const std::string& path, const DemoOptions& o, const Results& res
                const ModeRecord* closed, const ModeRecord* stat) {
   std::ofstream f(path);
   Figure falseOnes = res.falseFailoverTotal();
-  f << "{\n  \"ranks\": " << o.ranks << ", \"rails\": " << o.rails
+  f << "{\n  \"scenario\": \"" << o.scenario << "\", \"tree_bw_factor\": " << o.treeBwFactor
+    << ",\n  \"ranks\": " << o.ranks << ", \"rails\": " << o.rails
     << ", \"rail_mbit\": " << o.railMbit << ", \"degraded_mbit\": " << o.degradedMbit
     << ", \"phase_seconds\": " << o.phaseSeconds << ", \"warmup_seconds\": " << o.warmupSeconds
     << ", \"stall_seconds\": " << o.stallSeconds << ", \"runs\": " << res.runs()
@@ -812,6 +886,16 @@ void writeJson(const std::string& path, const DemoOptions& o, const Results& res
       }
       f << "}";
     }
+    // Mistuned scenario: the arm each size ended on in the last run (rank 0).
+    if (o.scenario == "mistuned" && closed) {
+      f << ", \"closed_loop_final_arms\": {";
+      bool firstArm = true;
+      for (const auto& [bytes, h] : closed->sizeHistory()) {
+        f << (firstArm ? "" : ", ") << "\"" << bytes << "\": \"" << h.lastArm << "\"";
+        firstArm = false;
+      }
+      f << "}";
+    }
     f << ", \"spread\": {";
     bool first = true;
     for (const FigureDef& d : kFigures) {
@@ -842,9 +926,9 @@ with open(sys.argv[1]) as f:
 fig, ax = plt.subplots(figsize=(10, 4.5))
 for mode, (t, v) in data.items():
     ax.plot(t, v, label=mode, linewidth=1.6)
-for t, label in events:
+for i, (t, label) in enumerate(events):
     ax.axvline(t, color="grey", linestyle="--", linewidth=0.8)
-    ax.text(t + 0.1, ax.get_ylim()[1] * 0.95, label, fontsize=8, va="top")
+    ax.text(t + 0.1, ax.get_ylim()[1] * (0.95 - 0.07 * (i % 4)), label, fontsize=8, va="top")
 ax.set_xlabel("time (s)"); ax.set_ylabel("bus bandwidth (Gbit/s)")
 ax.set_title("nccl-autopilot demo: closed loop vs static")
 ax.legend(loc="lower left"); fig.tight_layout(); fig.savefig(sys.argv[2], dpi=110)
@@ -858,6 +942,13 @@ void writePlot(const DemoOptions& o, const std::vector<const ModeRecord*>& recor
   }
   for (int p = kHealthy; p < numPhases(o); ++p) {
     f << "event," << phaseStart(o, p) << "," << phaseName(o, p) << "\n";
+  }
+  // Mistuned scenario: where the closed loop left NCCL's choice for good, per size.
+  if (o.scenario == "mistuned" && !records.empty() && records[0]->mode() == "closed-loop") {
+    for (const auto& [bytes, h] : records[0]->sizeHistory()) {
+      if (h.lastWasNcclChoice || h.lastNcclChoiceS < 0) continue;
+      f << "event," << h.lastNcclChoiceS << "," << (bytes >> 10) << "K: " << h.lastArm << "\n";
+    }
   }
   f.close();
   std::string script = o.outDir + "/plot_demo.py";
@@ -910,8 +1001,8 @@ void printTables(const DemoOptions& o, const Results& res, bool withClosed) {
                 falseOnes.has() ? show(falseOnes, "%.0f", n).c_str() : "- (a rail is down)");
   }
   double healthyEff = res.figure(kHealthy, &PhaseRow::efficiency).median;
-  std::printf("healthy phase at %.2f of the rails' capacity: %s\n", healthyEff,
-              healthyEff >= 0.8 ? "rail-bound" : "not rail-bound");
+  std::printf("%s phase at %.2f of the rails' capacity: %s\n", phaseName(o, kHealthy).c_str(),
+              healthyEff, healthyEff >= 0.8 ? "rail-bound" : "not rail-bound");
   std::printf("false failovers (a rail failed while none was down), warm-up included: %s\n",
               show(res.falseFailoverTotal(), "%.0f", n).c_str());
 }
@@ -996,6 +1087,35 @@ void printTargets(const DemoOptions& o, const Results& res) {
   std::printf("  %d of %zu targets met\n", met, targets.size());
 }
 
+// The mistuned scenario's targets: the tuner, fed only by the profiler's measurements, leaves
+// NCCL's (wrong) choice at every size, on every rank at once, and the phase shows the gain.
+void printMistunedTargets(const DemoOptions& o, const Results& res) {
+  const int p = kHealthy;  // the one phase after the warm-up
+  const Figure speedup = res.figure(p, &PhaseRow::speedup);
+  const Figure switched = res.figure(p, &PhaseRow::sizesSwitched);
+  const Figure sizes = res.figure(p, &PhaseRow::sizes);
+  const Figure after = res.figure(p, &PhaseRow::switchedAfterS);
+  const int n = res.runs();
+  double lost = res.sum(p, &PhaseRow::bytesLost);
+  std::printf("\ntargets (closed loop, medians over %d run%s):\n", n, n > 1 ? "s" : "");
+  auto line = [](const std::string& what, const std::string& value, const char* goal, bool met) {
+    std::printf("  %-58s %12s  target %-10s %s\n", what.c_str(), value.c_str(), goal,
+                met ? "met" : "NOT met");
+    return int(met);
+  };
+  int met = 0;
+  met += line("mistuned: closed loop / static", show(speedup, "%.2fx", 1), ">= 1.2x",
+              speedup.has() && speedup.median >= 1.2);
+  met += line("sizes whose all-reduce left NCCL's choice for good",
+              show(switched, "%.0f", 1) + " of " + show(sizes, "%.0f", 1), "all",
+              switched.has() && switched.lo == sizes.median && sizes.median > 0);
+  met += line("identical decisions on every rank", res.identical() ? "yes" : "no", "yes",
+              res.identical());
+  met += line("bytes lost, all runs", show(Figure{lost, lost, lost}, "%.0f", 1), "0", lost == 0);
+  std::printf("  %d of 4 targets met; every size on the tuner's arm %s s into the %.0f s phase\n",
+              met, show(after, "%.1f", n).c_str(), o.phaseSeconds);
+}
+
 void printDetails(const DemoOptions& o, const ModeRecord& r, int runs) {
   std::printf("\n%s: latency per size (median us) and decisions per phase%s\n", r.mode().c_str(),
               runs > 1 ? " (last run)" : "");
@@ -1050,6 +1170,13 @@ int cmdDemo(int argc, char** argv) {
     std::printf("  %-15s %s\n", phaseName(o, p).c_str(),
                 faults.describe(o.phases[size_t(p)]).c_str());
   }
+  if (o.scenario == "mistuned") {
+    std::printf(
+        "  declared topology: the tree credited with %.0fx the ring's bandwidth, so NCCL's model\n"
+        "  picks Tree for every all-reduce (about 1.4x slower than Ring here); the workload is\n"
+        "  all-reduce alone\n",
+        o.treeBwFactor);
+  }
   std::unique_ptr<ModeRecord> closed, stat;
   Results results(o);
   struct sigaction sa {};
@@ -1074,7 +1201,8 @@ int cmdDemo(int argc, char** argv) {
   }
 
   printTables(o, results, closed != nullptr);
-  if (closed) printTargets(o, results);
+  if (closed && o.scenario == "faults") printTargets(o, results);
+  if (closed && stat && o.scenario == "mistuned") printMistunedTargets(o, results);
   for (const ModeRecord* r : {closed.get(), stat.get()}) {
     if (r) printDetails(o, *r, results.runs());
   }

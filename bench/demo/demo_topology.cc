@@ -17,8 +17,9 @@ tuner::model::Topology modelTopology(const DeclaredTopology& t) {
   for (int algo : {abi::kAlgoRing, abi::kAlgoTree}) {
     m::GraphInfo& g = topo.graphs[algo];
     g.nCh = 2;
-    g.bwIntra = nicGBps / 2;  // per channel
-    g.bwInter = nicGBps / 2;
+    const double factor = algo == abi::kAlgoTree ? t.treeBwFactor : 1.0;
+    g.bwIntra = nicGBps / 2 * factor;  // per channel
+    g.bwInter = nicGBps / 2 * factor;
     g.typeIntra = m::kPathPix;
     g.typeInter = m::kPathPix;
   }

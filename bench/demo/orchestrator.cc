@@ -66,11 +66,32 @@ Job::Job(const JobSpec& spec)
                   fd = std::to_string(sv[1]), comm = std::to_string(spec_.commId),
                   rails = std::to_string(spec_.rails), mbit = std::to_string(spec_.railMbit);
       std::string delay = std::to_string(r == spec_.slowRank ? spec_.slowMs : 0.0);
-      const char* argv[] = {exe.c_str(),   "demo-rank",   "--rank",  rank.c_str(),
-                            "--nranks",    n.c_str(),     "--fd",    fd.c_str(),
-                            "--comm-id",   comm.c_str(),  "--rails", rails.c_str(),
-                            "--rail-mbit", mbit.c_str(),  "--sizes", spec_.sizes.c_str(),
-                            "--delay-ms",  delay.c_str(), nullptr};
+      std::string tree = std::to_string(spec_.treeBwFactor);
+      std::string forced = std::to_string(spec_.forcedCell);
+      const char* argv[] = {exe.c_str(),
+                            "demo-rank",
+                            "--rank",
+                            rank.c_str(),
+                            "--nranks",
+                            n.c_str(),
+                            "--fd",
+                            fd.c_str(),
+                            "--comm-id",
+                            comm.c_str(),
+                            "--rails",
+                            rails.c_str(),
+                            "--rail-mbit",
+                            mbit.c_str(),
+                            "--tree-bw-factor",
+                            tree.c_str(),
+                            "--sizes",
+                            spec_.sizes.c_str(),
+                            "--delay-ms",
+                            delay.c_str(),
+                            "--force-cell",
+                            forced.c_str(),
+                            spec_.allReduceOnly ? "--all-reduce-only" : nullptr,
+                            nullptr};
       execv(exe.c_str(), const_cast<char* const*>(argv));
       _exit(127);
     }

@@ -21,7 +21,10 @@ struct JobSpec {
   uint64_t commId = 0;
   int rails = 3;
   int railMbit = 250;
+  double treeBwFactor = 1.0;               // the declared topology (DeclaredTopology)
   std::string sizes;                       // comma-separated bytes
+  bool allReduceOnly = false;              // the workload: all-reduce alone, or four collectives
+  int forcedCell = -1;                     // every rank runs this cell where it can (-1: none)
   std::map<std::string, std::string> env;  // added to each rank's environment
   const VethCluster* cluster = nullptr;    // NULL: every rank on the loopback rails
   std::string logDir;                      // each rank's stderr goes to rank<N>.log here

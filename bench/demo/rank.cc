@@ -41,6 +41,8 @@ struct RankOptions {
   DeclaredTopology topology;
   std::vector<size_t> sizes;
   double delayMs = 0;  // a straggler's late start before each collective
+  bool allReduceOnly = false;
+  int forcedCell = -1;  // --force: this cell where the collective supports it (as NCCL_ALGO/PROTO)
 };
 
 std::vector<size_t> parseSizes(const std::string& list) {
@@ -119,7 +121,7 @@ class Rank {
         },
         30000);
 
-    Workload workload(o_.nRanks, o_.sizes);
+    Workload workload(o_.nRanks, o_.sizes, o_.allReduceOnly);
     std::vector<float> data(workload.maxElements());
     CollectiveEngine engine(transport);
     transport.registerRegion(data.data(), data.size() * sizeof(float));
@@ -154,6 +156,10 @@ class Rank {
                            abi::kNumProtocols, 0, &nChannels);
       }
       int cell = tuner::model::ncclChoice(&table[0][0]);
+      if (o_.forcedCell >= 0 &&
+          CollectiveEngine::supports(item.kind, Algorithm(o_.forcedCell / abi::kNumProtocols))) {
+        cell = o_.forcedCell;
+      }
       if (cell < 0) {
         fatal("no algorithm/protocol left in the cost table (NCCL would fail the collective)");
         return 3;
@@ -248,8 +254,15 @@ int cmdDemoRank(int argc, char** argv) {
       .required();
   args.addInt("--rails", o.topology.rails, 1, 1 << 10, "rails per rank");
   args.addInt("--rail-mbit", o.topology.railMbit, 1, 1 << 30, "rate of each rail, Mbit/s");
+  args.addReal("--tree-bw-factor", o.topology.treeBwFactor, cli::Interval::positive(),
+               "declared tree bandwidth per channel as a multiple of the ring's");
   args.addIntList("--sizes", sizes, 1, ~uint64_t(0), "collective sizes in bytes, comma-separated")
       .required();
+  args.addInt("--force-cell", o.forcedCell, -1,
+              abi::kAlgoRing * abi::kNumProtocols + abi::kProtoSimple,
+              "run this cell (algorithm * 3 + protocol) wherever the collective has it");
+  args.addFlag("--all-reduce-only", o.allReduceOnly,
+               "run all-reduce alone (a data-parallel job's gradients), not the four collectives");
   args.addReal("--delay-ms", o.delayMs, cli::Interval::closed(0, 10000),
                "wait this long before each collective (a straggler)");
   if (std::optional<int> rc = args.parse(argc, argv)) return *rc;

@@ -70,7 +70,13 @@ void ModeRecord::add(const wire::Iteration& it, uint64_t t0Ns, double phaseOffse
   std::string arm =
       std::string(algorithmName(Algorithm(it.algo))) + "/" + protocolByIndex(it.proto).name;
   ++st.decisions[arm];
-  if (it.algo * abi::kNumProtocols + it.proto != it.ncclCell) ++st.tunerChanged;
+  const bool ncclChoice = it.algo * abi::kNumProtocols + it.proto == it.ncclCell;
+  if (!ncclChoice) ++st.tunerChanged;
+  SizeHistory& h = sizes_[it.tunerBytes];
+  if (h.firstS < 0) h.firstS = s;
+  if (ncclChoice) h.lastNcclChoiceS = s;
+  h.lastArm = arm;
+  h.lastWasNcclChoice = ncclChoice;
   if (lastCompletionS_ >= 0) st.maxGapS = std::max(st.maxGapS, s - lastCompletionS_);
   lastCompletionS_ = s;
   completions_.emplace_back(s, double(it.busBytes));

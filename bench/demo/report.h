@@ -61,6 +61,15 @@ class ModeRecord {
   uint64_t decisionsCompared() const { return compared_; }
   // Throughput over time for the plot: (seconds, Gbit/s) in `binS` bins.
   std::vector<std::pair<double, double>> timeline(double binS) const;
+  // Per size, what rank 0's calls ran: the last call on NCCL's own choice and the arm of the
+  // last call (the closed loop's learned switch, when the tuner made one).
+  struct SizeHistory {
+    double lastNcclChoiceS = -1;  // scenario time; -1: never ran NCCL's choice
+    double firstS = -1;
+    std::string lastArm;
+    bool lastWasNcclChoice = false;
+  };
+  const std::map<uint64_t, SizeHistory>& sizeHistory() const { return sizes_; }
   // How long after its start phase `phase` took to settle: the end of the first `windowS`
   // window (sliding in steps of a tenth of it) that carried at least `fraction` of the phase's
   // steady throughput, taken as its second half's. -1 when the phase carried nothing.
@@ -77,6 +86,7 @@ class ModeRecord {
   uint64_t mismatches_ = 0;
   std::vector<std::pair<double, double>> completions_;  // (seconds, bus bytes), rank 0
   double lastCompletionS_ = -1;
+  std::map<uint64_t, SizeHistory> sizes_;  // by tuner-visible size
 };
 
 }  // namespace autopilot::demo

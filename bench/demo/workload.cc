@@ -10,9 +10,10 @@ inline float value(uint64_t iteration, int rank, size_t i) {
 }
 }  // namespace
 
-Workload::Workload(int nRanks, std::vector<size_t> sizes) : nRanks_(nRanks) {
-  const CollectiveKind kinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
-                                  CollectiveKind::kReduceScatter, CollectiveKind::kBroadcast};
+Workload::Workload(int nRanks, std::vector<size_t> sizes, bool allReduceOnly) : nRanks_(nRanks) {
+  std::vector<CollectiveKind> kinds = {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
+                                       CollectiveKind::kReduceScatter, CollectiveKind::kBroadcast};
+  if (allReduceOnly) kinds.resize(1);
   for (size_t bytes : sizes) {
     for (CollectiveKind k : kinds) {
       size_t count = bytes / sizeof(float);

@@ -18,8 +18,9 @@ struct WorkItem {
 
 class Workload {
  public:
-  // sizes in bytes of the tuner-visible operation; every collective kind at every size.
-  Workload(int nRanks, std::vector<size_t> sizes);
+  // sizes in bytes of the tuner-visible operation; every collective kind at every size, or
+  // all-reduce alone (a data-parallel job's gradient reduction).
+  Workload(int nRanks, std::vector<size_t> sizes, bool allReduceOnly = false);
   const WorkItem& at(uint64_t iteration) const { return items_[iteration % items_.size()]; }
   size_t maxElements() const { return maxElements_; }
   size_t contexts() const { return items_.size(); }
