@@ -114,23 +114,46 @@ bool BanditPolicy::setPriorCorrection(int ctx, const float correction[kNumCells]
   return true;
 }
 
-bool BanditPolicy::learnedCorrection(int ctx, float correction[kNumCells]) const {
-  const ContextState* s = state(ctx);
-  if (s == nullptr || s->defaultCell < 0) return false;
-  const int D = s->defaultCell;
+namespace {
+// log(measured / predicted) per cell relative to NCCL's choice D, where both have minSamples.
+bool correctionFrom(const float* prior, const BanditPolicy::ArmStats* arms, int D, int minSamples,
+                    float* correction) {
   bool any = false;
   for (int c = 0; c < kNumCells; ++c) {
     correction[c] = 0;
-    if (s->prior[c] < 0 || s->arms[c].n < config_.minSamples || s->arms[D].n < config_.minSamples) {
-      continue;
-    }
-    double measured = s->arms[c].mean - s->arms[D].mean;
-    double predicted = std::log(std::max(double(s->prior[c]), kMinPriorUs)) -
-                       std::log(std::max(double(s->prior[D]), kMinPriorUs));
+    if (D < 0 || prior[c] < 0 || arms[c].n < minSamples || arms[D].n < minSamples) continue;
+    double measured = arms[c].mean - arms[D].mean;
+    double predicted = std::log(std::max(double(prior[c]), kMinPriorUs)) -
+                       std::log(std::max(double(prior[D]), kMinPriorUs));
     correction[c] = float(measured - predicted);
     any = true;
   }
   return any;
+}
+}  // namespace
+
+bool BanditPolicy::learnedCorrection(int ctx, float correction[kNumCells]) const {
+  const ContextState* s = state(ctx);
+  if (s == nullptr || s->defaultCell < 0) return false;
+  return correctionFrom(s->prior, s->arms, s->defaultCell, config_.minSamples, correction);
+}
+
+bool BanditPolicy::correctionOf(const ContextRecord& r, int minSamples,
+                                float correction[kNumCells]) {
+  for (int c = 0; c < kNumCells; ++c) {
+    const ArmStats& a = r.arms[c];
+    // A record from a file: only finite, bounded values count (the parser checks them too).
+    if (!(a.n >= 0) || !std::isfinite(a.mean) || !std::isfinite(a.var)) {
+      for (int k = 0; k < kNumCells; ++k) correction[k] = 0;
+      return false;
+    }
+  }
+  return correctionFrom(r.prior, r.arms, ncclChoice(r.prior), minSamples, correction);
+}
+
+float BanditPolicy::priorCorrection(int ctx, int cell) const {
+  const ContextState* s = state(ctx);
+  return s != nullptr && validCell(cell) ? s->correction[cell] : 0.0f;
 }
 
 void BanditPolicy::setShareKey(int ctx, int group, double logSize) {

@@ -117,6 +117,10 @@ class BanditPolicy {
   // The correction this context's measurements suggest for another scale (0 where an arm or the
   // default has fewer than minSamples samples); false when nothing is known.
   bool learnedCorrection(int ctx, float correction[kNumCells]) const;
+  // The same for a saved context (a tuning file's record of another scale).
+  static bool correctionOf(const ContextRecord& r, int minSamples, float correction[kNumCells]);
+  // The prior correction in force for `ctx` and `cell` (0 where none was set).
+  float priorCorrection(int ctx, int cell) const;
 
   // A measured time of `cell` in `ctx` (one clock per context: the caller filters).
   void observe(int ctx, int cell, double timeUs);

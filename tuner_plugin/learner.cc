@@ -31,6 +31,20 @@ void Learner::restore(const std::vector<BanditPolicy::ContextRecord>& records, d
   }
 }
 
+size_t Learner::addOtherScale(const std::vector<BanditPolicy::ContextRecord>& records) {
+  size_t n = 0;
+  for (const auto& r : records) {
+    std::array<float, kNumCells> correction;
+    if (r.ctx < 0 || r.ctx >= kNumContexts ||
+        !BanditPolicy::correctionOf(r, policy_.config().minSamples, correction.data())) {
+      continue;
+    }
+    ++n;
+    otherScale_.emplace(r.ctx, correction);  // a nearer scale's, added first, stays
+  }
+  return n;
+}
+
 void Learner::reopenFor(int func, uint64_t nBytes) {
   for (int ctx = 0; ctx < kNumContexts; ++ctx) {
     if (!live_[ctx]) continue;
@@ -50,15 +64,26 @@ bool Learner::step() {
     for (size_t i = 0; i < n; ++i) {
       int ctx = ctxs[i];
       auto it = restored_.find(ctx);
+      bool ownState = false;
       if (it != restored_.end()) {
         if (samePrior(it->second.prior, tables[i]) && policy_.restore(it->second, restoreCap_)) {
           ++stats_.restoredUsed;
+          ownState = true;
         } else {
           ++stats_.restoredDiscarded;
         }
         restored_.erase(it);
       }
       policy_.setPrior(ctx, tables[i]);
+      // Another scale's corrections only where this scale has nothing of its own: its own
+      // measurements already say what the model gets wrong here.
+      auto other = otherScale_.find(ctx);
+      if (other != otherScale_.end()) {
+        if (!ownState && policy_.setPriorCorrection(ctx, other->second.data())) {
+          ++stats_.seededFromOtherScale;
+        }
+        otherScale_.erase(other);
+      }
       // Sizes of one collective and numPipeOps bucket share what they learn (the cells mean
       // the same arms); the size bucket is log2 of the size.
       policy_.setShareKey(ctx, contextFunc(ctx) * kPipeBuckets + contextPipeBucket(ctx),

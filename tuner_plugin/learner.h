@@ -9,6 +9,7 @@
 // The arm is the (algorithm, protocol) the profiler says NCCL ran.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -33,7 +34,8 @@ class Learner {
     uint64_t attributed = 0;  // matched to a call and observed
     uint64_t shifts = 0;
     uint64_t restoredUsed = 0;
-    uint64_t restoredDiscarded = 0;  // saved for another topology / NCCL version
+    uint64_t restoredDiscarded = 0;     // saved for another topology / NCCL version
+    uint64_t seededFromOtherScale = 0;  // contexts whose prior another scale's results corrected
   };
 
   Learner(TunerComm* comm, const PolicyConfig& config);
@@ -42,6 +44,11 @@ class Learner {
   // table NCCL passes for it equals the saved one: the table is a function of topology and NCCL
   // version, so a mismatch means the file is from elsewhere and that context starts fresh.
   void restore(const std::vector<BanditPolicy::ContextRecord>& records, double maxSamples);
+  // Results of the same system at another scale (call nearest scale first): a context with no
+  // saved state of its own gets the learned corrections of the same context there (same
+  // collective, size bucket and numPipeOps bucket) as its prior's correction. Returns how many
+  // contexts of `records` hold one.
+  size_t addOtherScale(const std::vector<BanditPolicy::ContextRecord>& records);
 
   // One round: returns true when the desired table changed.
   bool step();
@@ -61,6 +68,7 @@ class Learner {
   std::vector<uint8_t> live_;   // contexts whose live prior the policy has
   std::vector<uint8_t> dirty_;  // contexts whose decision may have changed since the last step
   std::map<int, BanditPolicy::ContextRecord> restored_;
+  std::map<int, std::array<float, kNumCells>> otherScale_;  // by context: the nearest scale's
   double restoreCap_ = 0;
   DecisionTable desired_;
   Stats stats_;

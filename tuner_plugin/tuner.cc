@@ -128,11 +128,25 @@ class TunerRuntime final : public ServiceClient {
     const std::string& path = gTuningFile.get();
     if (path.empty() || rank_ > 0) return;  // only a potential leader's file matters
     std::vector<BanditPolicy::ContextRecord> records;
+    std::vector<OtherScale> others;
     std::string why;
-    if (tuner::loadTuningFile(path, key_, &records, &why)) {
+    const bool own = tuner::loadTuningFile(path, key_, &records, &why, &others);
+    for (const OtherScale& o : others) {
+      size_t n = learner_.addOtherScale(o.records);
+      if (n > 0) {
+        AP_INFO(kFlags,
+                "tuner: comm 0x%llx: %zu contexts learned at nRanks %d nNodes %d (%s) seed the "
+                "priors of this scale's new contexts (exploration only)",
+                ull(commId_), n, o.nRanks, o.nNodes, path.c_str());
+      }
+    }
+    if (own) {
       learner_.restore(records, 4);
       AP_INFO(kFlags, "tuner: comm 0x%llx: loaded %zu learned contexts from %s", ull(commId_),
               records.size(), path.c_str());
+    } else if (!others.empty()) {
+      AP_INFO(kFlags, "tuner: comm 0x%llx: no results of this scale in %s", ull(commId_),
+              path.c_str());
     } else if (access(path.c_str(), F_OK) == 0) {
       AP_WARN(kFlags, "tuner: comm 0x%llx: tuning file ignored: %s", ull(commId_), why.c_str());
     }
@@ -165,7 +179,7 @@ class TunerRuntime final : public ServiceClient {
         "strangers rejected; %llu measurements, %llu attributed (%llu past a repeated question; "
         "not: %llu in aggregates, "
         "%llu realigned, %llu without a recorded call, %llu other clock, %llu unusable); %llu "
-        "saved contexts used, %llu discarded",
+        "saved contexts used, %llu discarded, %llu seeded from another scale",
         ull(commId_), rank_, coordinator_.describe().c_str(), comm_.appliedVersion(),
         ull(s.applied), ull(s.dropped),
         s.applied ? double(s.latencySumNs) / s.applied / 1000.0 : 0.0,
@@ -173,7 +187,7 @@ class TunerRuntime final : public ServiceClient {
         ull(c.commits), ull(c.aborts), ull(c.strangersRejected), ull(l.samples), ull(l.attributed),
         ull(m.repeatsSkipped), ull(m.aggregateParts), ull(m.realigned),
         ull(m.notRecorded + m.noCall), ull(m.otherClock), ull(m.badSample), ull(l.restoredUsed),
-        ull(l.restoredDiscarded));
+        ull(l.restoredDiscarded), ull(l.seededFromOtherScale));
   }
 
   // ServiceClient, on the service thread.

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -44,8 +45,26 @@ std::string checksum(const std::vector<std::string>& lines) {
 
 struct Section {
   std::string keyHex;
+  std::string systemHex;  // empty in files written before sections named their system
+  long nRanks = 0, nNodes = 0;
   std::vector<std::string> lines;  // "section ..." up to, not including, "end"
 };
+
+// "section KEYHEX abi A nranks R nnodes N [system S]": the fields after the key, as far as they
+// parse (the checksum already vouches for the line; a field missing or malformed is left out).
+void parseSectionLine(const std::string& line, Section* s) {
+  std::istringstream ls(line.substr(8));
+  ls >> s->keyHex;
+  std::string name, value;
+  while (ls >> name >> value) {
+    char* end = nullptr;
+    long v = std::strtol(value.c_str(), &end, 10);
+    bool number = end != value.c_str() && *end == '\0' && v > 0 && v < (1L << 30);
+    if (name == "nranks" && number) s->nRanks = v;
+    if (name == "nnodes" && number) s->nNodes = v;
+    if (name == "system") s->systemHex = value;
+  }
+}
 
 // Splits a file into checksum-valid sections; invalid ones are counted and skipped.
 bool readSections(const std::string& path, std::vector<Section>* sections, int* corrupt,
@@ -65,8 +84,7 @@ bool readSections(const std::string& path, std::vector<Section>* sections, int* 
     if (line.rfind("section ", 0) == 0) {
       if (inSection) ++*corrupt;  // the previous section never ended
       current = Section{};
-      std::istringstream ls(line.substr(8));
-      ls >> current.keyHex;
+      parseSectionLine(line, &current);
       current.lines.push_back(line);
       inSection = true;
     } else if (line.rfind("end ", 0) == 0 && inSection) {
@@ -157,8 +175,8 @@ bool parseRecords(const Section& s, std::vector<BanditPolicy::ContextRecord>* ou
 void formatSection(const TuningKey& key, const std::vector<BanditPolicy::ContextRecord>& records,
                    std::vector<std::string>* lines) {
   char buf[512];
-  std::snprintf(buf, sizeof(buf), "section %s abi %d nranks %d nnodes %d", key.hex().c_str(),
-                key.abiVersion, key.nRanks, key.nNodes);
+  std::snprintf(buf, sizeof(buf), "section %s abi %d nranks %d nnodes %d system %s",
+                key.hex().c_str(), key.abiVersion, key.nRanks, key.nNodes, key.systemHex().c_str());
   lines->push_back(buf);
   for (const auto& r : records) {
     std::string l = "ctx " + std::to_string(r.ctx) + " incumbent " + std::to_string(r.incumbent);
@@ -192,12 +210,41 @@ std::string TuningKey::hex() const {
   return hexOf(d.data(), 16);
 }
 
+std::string TuningKey::systemHex() const {
+  Sha256 h;
+  const char tag[] = "system";  // never equal to a key's hash input
+  h.update(tag, sizeof(tag));
+  h.update(&abiVersion, sizeof(abiVersion));
+  if (haveConstants) h.update(&constants, sizeof(constants));
+  Digest d = h.finish();
+  return hexOf(d.data(), 16);
+}
+
 bool loadTuningFile(const std::string& path, const TuningKey& key,
-                    std::vector<BanditPolicy::ContextRecord>* records, std::string* why) {
+                    std::vector<BanditPolicy::ContextRecord>* records, std::string* why,
+                    std::vector<OtherScale>* others) {
   std::vector<Section> sections;
   int corrupt = 0;
   if (!readSections(path, &sections, &corrupt, why)) return false;
   const std::string want = key.hex();
+  if (others != nullptr) {
+    const std::string system = key.systemHex();
+    for (const Section& s : sections) {
+      if (s.keyHex == want || s.systemHex != system || s.nRanks <= 0 || s.nNodes <= 0) continue;
+      OtherScale o;
+      o.nRanks = int(s.nRanks);
+      o.nNodes = int(s.nNodes);
+      std::string ignored;
+      if (parseRecords(s, &o.records, &ignored)) others->push_back(std::move(o));
+    }
+    auto distance = [&](const OtherScale& o) {
+      return std::make_pair(std::fabs(std::log2(double(o.nRanks) / std::max(key.nRanks, 1))),
+                            std::fabs(std::log2(double(o.nNodes) / std::max(key.nNodes, 1))));
+    };
+    std::stable_sort(others->begin(), others->end(), [&](const OtherScale& a, const OtherScale& b) {
+      return distance(a) < distance(b);
+    });
+  }
   for (const Section& s : sections) {
     if (s.keyHex != want) continue;
     std::vector<BanditPolicy::ContextRecord> parsed;

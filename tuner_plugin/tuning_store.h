@@ -12,9 +12,18 @@
 // section, or one of another key, is ignored with a warning. Writes are atomic (temporary file
 // + rename) under an advisory lock, and keep the other keys' sections.
 //
+// Other scales. The same system at another (nRanks, nNodes) has a section of its own. Its learned
+// corrections (log measured / predicted per arm, relative to NCCL's choice: what the model got
+// wrong there) seed the prior of a context that has no saved state of its own. They change which
+// arms look worth a probe, never a decision: NCCL's choice stays the default and a switch needs
+// this scale's own samples. "The same system" is what the key holds apart from the scale: the
+// ABI version and NCCL's constants (its version), the NVLink-domain shape left out since it
+// follows nRanks. Sections of the same NCCL version on different machines are therefore taken
+// for one system at two scales: one file per system keeps them apart.
+//
 // Format (text, one record per line):
 //   nccl-autopilot tuning 1
-//   section KEYHEX abi 5 nranks 8 nnodes 1
+//   section KEYHEX abi 5 nranks 8 nnodes 1 system SYSTEMHEX   (system: absent in older files)
 //   ctx CTX incumbent CELL prior V0 ... V20
 //   arm CELL N MEAN VAR          (per arm with samples, after its ctx line)
 //   end SHA256HEX                (of the section's lines, from "section" on)
@@ -36,13 +45,24 @@ struct TuningKey {
   abi::NvlDomainInfoV5 nvlDomain{0, 0, 0};
   bool haveConstants = false;
   abi::TunerConstantsV5 constants{};
-  std::string hex() const;  // stable identifier of the key
+  std::string hex() const;        // stable identifier of the key
+  std::string systemHex() const;  // the same without the scale (nRanks, nNodes, NVLink domains)
+};
+
+// A section of the same system at another scale.
+struct OtherScale {
+  int nRanks = 0;
+  int nNodes = 0;
+  std::vector<BanditPolicy::ContextRecord> records;
 };
 
 // Loads the section for `key`. Returns false with *why when the file is missing, unreadable,
 // corrupt, or has no section for this key (the caller warns and starts fresh).
+// `others` (optional) receives the valid sections of the same system at other scales, the
+// nearest scale first (log2 distance in nRanks, then nNodes), whether or not `key` has one.
 bool loadTuningFile(const std::string& path, const TuningKey& key,
-                    std::vector<BanditPolicy::ContextRecord>* records, std::string* why);
+                    std::vector<BanditPolicy::ContextRecord>* records, std::string* why,
+                    std::vector<OtherScale>* others = nullptr);
 
 // Writes (replaces) the section for `key`, keeping every other valid section.
 bool saveTuningFile(const std::string& path, const TuningKey& key,

@@ -208,6 +208,26 @@ TEST_CASE("a second job starts from the tuning file the first one saved", "[tune
     CHECK(n < 100000);  // a few milliseconds of the leader's first rounds
   }
   {
+    // Another scale of the same system (two ranks): the file's results seed its priors (logged
+    // at load; the rank waits for a peer that never comes, so it never proposes anything).
+    Env env;
+    env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", dir);
+    env.set("NCCL_AUTOPILOT_TUNER_JOIN_TIMEOUT_MS", "200");
+    env.set("NCCL_AUTOPILOT_TUNING_FILE", file);
+    LogCapture::clear();
+    PluginHost host(options());
+    REQUIRE(host.loadProfiler());
+    REQUIRE(host.loadTuner());
+    CommSession::Config cfg = oneRank(0x7007);
+    cfg.nRanks = 2;
+    cfg.nvlDomain = {1, 2, 2};
+    CommSession session(host, cfg);
+    REQUIRE(session.init() == abi::kSuccess);
+    CHECK(LogCapture::count(abi::kLogInfo, "learned at nRanks 1 nNodes 1") == 1);
+    CHECK(LogCapture::count(abi::kLogInfo, "no results of this scale") == 1);
+    CHECK(LogCapture::count(abi::kLogWarn, "tuning file ignored") == 0);
+  }
+  {
     // A garbled file: a warning, and NCCL's choices.
     std::ofstream(file) << "nccl-autopilot tuning 1\nsection zz\nctx 1 2 3\nend 00\n";
     Env env;

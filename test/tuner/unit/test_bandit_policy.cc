@@ -431,6 +431,15 @@ TEST_CASE("a correction from another scale moves the prior, never the decision",
   REQUIRE(p.learnedCorrection(kCtx, learned));
   CHECK(learned[cell(0, 2)] == Approx(std::log(60.0 / 300.0)).margin(0.05));
   CHECK(learned[cell(1, 2)] == 0);
+  // What a tuning file saves gives the same correction (how another scale reads it).
+  float saved[kNumCells];
+  auto records = p.snapshot();
+  REQUIRE(records.size() == 1);
+  REQUIRE(BanditPolicy::correctionOf(records[0], cfg.minSamples, saved));
+  for (int c = 0; c < kNumCells; ++c) CHECK(saved[c] == learned[c]);
+  // A record with too few samples of the default holds none.
+  records[0].arms[p.defaultCell(kCtx)].n = 1;
+  CHECK_FALSE(BanditPolicy::correctionOf(records[0], cfg.minSamples, saved));
 }
 
 TEST_CASE("what one size learns moves the prior of its neighbours (sharing across sizes)",

@@ -2,6 +2,7 @@
 // from the measurement bus, attributed by sequence number (common/measurement_matcher.h). The
 // cases are the ones a search on (function, bytes) got wrong or could not tell apart.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 
 #include "common/abi/nccl_abi.h"
@@ -135,4 +136,44 @@ TEST_CASE("learner: each shift notice re-opens its contexts; dropped notices re-
   CHECK(f.learner.stats().shifts == 1 + bus::MeasurementBus::kShiftCapacity + 3);
   f.learner.step();  // nothing new
   CHECK(f.learner.stats().shifts == 1 + bus::MeasurementBus::kShiftCapacity + 3);
+}
+
+TEST_CASE(
+    "learner: another scale's corrections seed a new context's prior, never one that has "
+    "its own saved state",
+    "[learner][transfer]") {
+  Fixture f;
+  constexpr int kTreeSimple = abi::kAlgoTree * abi::kNumProtocols + abi::kProtoSimple;
+  auto record = [&](uint64_t nBytes) {
+    BanditPolicy::ContextRecord r;
+    r.ctx = contextIndex(abi::kFuncAllReduce, nBytes, 1);
+    for (float& v : r.prior) v = -1.0f;
+    r.prior[kRingSimple] = 100.0f;  // the table Fixture::call passes
+    r.prior[kTreeSimple] = 150.0f;
+    r.incumbent = kTreeSimple;
+    // Measured there: Tree twice as fast as Ring, where the model said 1.5x slower.
+    r.arms[kRingSimple] = {5, std::log(100.0), 0.001};
+    r.arms[kTreeSimple] = {5, std::log(50.0), 0.001};
+    return r;
+  };
+  const int fresh = contextIndex(abi::kFuncAllReduce, 1 << 20, 1);
+  const int saved = contextIndex(abi::kFuncAllReduce, 4 << 20, 1);
+  const int unseen = contextIndex(abi::kFuncAllReduce, 16 << 20, 1);
+  // This scale's own file holds the 4 MiB context; another scale holds 1 and 4 MiB.
+  f.learner.restore({record(4 << 20)}, 4);
+  CHECK(f.learner.addOtherScale({record(1 << 20), record(4 << 20)}) == 2);
+  f.call(abi::kFuncAllReduce, 1 << 20, 1);
+  f.call(abi::kFuncAllReduce, 4 << 20, 1);
+  f.call(abi::kFuncAllReduce, 16 << 20, 1);
+  f.learner.step();
+  const double expected = std::log(50.0 / 100.0) - std::log(150.0 / 100.0);
+  CHECK(f.learner.policy().priorCorrection(fresh, kTreeSimple) == Approx(expected).margin(1e-5));
+  CHECK(f.learner.policy().priorCorrection(fresh, kRingSimple) == 0);
+  // Its own measurements say what the model gets wrong at this scale: no transfer there.
+  CHECK(f.learner.policy().priorCorrection(saved, kTreeSimple) == 0);
+  CHECK(f.learner.policy().priorCorrection(unseen, kTreeSimple) == 0);
+  CHECK(f.learner.stats().restoredUsed == 1);
+  CHECK(f.learner.stats().seededFromOtherScale == 1);
+  // The decision is still NCCL's own until this context measures anything.
+  CHECK(f.learner.desired().entries[fresh].untouched());
 }

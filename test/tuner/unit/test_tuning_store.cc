@@ -90,6 +90,39 @@ TEST_CASE("tuning file round trip; other keys are kept and ignored", "[store]") 
   unlink(path.c_str());
 }
 
+TEST_CASE("another scale of the same system is found, nearest first; another system is not",
+          "[store]") {
+  std::string path = tempFile();
+  std::string why;
+  TuningKey two = key(2), four = key(4), sixteen = key(16), otherNccl = key(8);
+  otherNccl.constants.baseLatencies[0][0] = 7.0;  // another NCCL version
+  REQUIRE(saveTuningFile(path, sixteen, {records()[0]}, &why));
+  REQUIRE(saveTuningFile(path, two, records(), &why));
+  REQUIRE(saveTuningFile(path, otherNccl, records(), &why));
+  std::vector<BanditPolicy::ContextRecord> got;
+  std::vector<OtherScale> others;
+  // No section of its own at 8 ranks: the other scales come back anyway, nearest first (16
+  // ranks: a factor 2 away; 2 ranks: a factor 4).
+  CHECK_FALSE(loadTuningFile(path, key(8), &got, &why, &others));
+  REQUIRE(others.size() == 2);
+  CHECK(others[0].nRanks == 16);
+  CHECK(others[0].records.size() == 1);
+  CHECK(others[1].nRanks == 2);
+  CHECK(others[1].records.size() == 2);
+  CHECK(others[1].records[1].arms[5].mean == 3.25);
+  // With a section of its own, that one is the result and not among the others.
+  others.clear();
+  REQUIRE(saveTuningFile(path, four, records(), &why));
+  REQUIRE(loadTuningFile(path, four, &got, &why, &others));
+  CHECK(got.size() == 2);
+  REQUIRE(others.size() == 2);
+  CHECK(others[0].nRanks == 2);  // log2 distance 1, before 16 (distance 2)
+  CHECK(others[1].nRanks == 16);
+  // Another NCCL version's sections are never taken for another scale.
+  for (const OtherScale& o : others) CHECK(o.nRanks != 8);
+  unlink(path.c_str());
+}
+
 TEST_CASE("a tampered or truncated tuning file is ignored with a reason", "[store]") {
   std::string path = tempFile();
   std::string why;
