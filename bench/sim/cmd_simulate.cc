@@ -562,6 +562,7 @@ int cmdSimulate(int argc, char** argv) {
     demo.nicBytesPerSec = 250e6 / 8;
     demo.nicLatencyS = 50e-6;
     demo.railOptimized = true;
+    demo.rdma = false;  // the demo's rails are TCP over veth
     demo.topoText =
         "{\"nodes\": 4, \"gpus_per_node\": 1, \"nics_per_node\": 3, \"nic_gbps\": 0.25}";
     struct DemoPhase {

@@ -206,6 +206,8 @@ Conn* makeConn(int src, int dst, int comm) {
       W->spec.policy == PolicyKind::kOurs ? StripingPolicy::kMeasured : StripingPolicy::kEqualSplit;
   sc.initialBandwidth = W->spec.fabric.nicBytesPerSec;
   sc.maxBandwidth = W->spec.fabric.nicBytesPerSec * 4;
+  // As the ibverbs transport does; the TCP transport leaves it off.
+  if (W->spec.fabric.rdma) sc.loneSampleMinBytes = RailStriper::kRdmaLoneSampleMinBytes;
   if (W->spec.windowBytes > 0) {
     sc.windowBytes = W->spec.windowBytes;
     sc.startWindowBytes = std::max<uint64_t>(sc.startWindowBytes, W->spec.windowBytes / 4);

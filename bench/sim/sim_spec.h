@@ -24,6 +24,9 @@ struct FabricSpec {
   double nvlinkBytesPerSec = 450e9;  // per GPU, NVLink inside a node
   double nvlinkLatencyS = 1e-6;
   int sm = 90;
+  // RDMA NICs (the ibverbs transport's striper settings: a large chunk sent alone measures its
+  // rail); false: TCP, as the demo's mini-cluster (such a chunk may be slowed by slow start).
+  bool rdma = true;
   std::string topoText;  // the document (cost-model prior for the tuner)
 };
 

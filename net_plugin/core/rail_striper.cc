@@ -35,6 +35,7 @@ void RailStriper::setBandwidth(int rail, double bytesPerSec) {
   r.bandwidth = r.sustained = clampBandwidth(bytesPerSec);
   r.burstCredit = double(config_.burstBytes);
   r.sampleBytes = r.sampleNs = 0;
+  r.sampleMinChunk = UINT64_MAX;
   r.samples = 0;
   r.outside = r.distinct = r.checking = false;
 }
@@ -238,6 +239,7 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   r.sampleNs += sinceMarkNs;
   r.busyMarkNs = nowNs;
   r.sampleBytes += bytes;
+  r.sampleMinChunk = std::min(r.sampleMinChunk, bytes);
   if (r.sampleNs >= config_.sampleMinNs) {
     double sample = clampBandwidth(double(r.sampleBytes) * 1e9 / double(r.sampleNs));
     double alpha = r.samples == 0                                           ? 1.0
@@ -245,7 +247,11 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
                                                                             : config_.ewmaAlpha;
     const double peerMedian = knownPeers().median;
     double next = alpha * sample + (1 - alpha) * r.bandwidth;
-    if (!r.pipelined) {
+    // Chunks large enough for their latency not to count (loneSampleMinBytes) measure bandwidth
+    // one at a time too.
+    const bool bandwidthBound =
+        config_.loneSampleMinBytes > 0 && r.sampleMinChunk >= config_.loneSampleMinBytes;
+    if (!r.pipelined && !bandwidthBound) {
       // Latency-bound: one chunk at a time measures the path's burst speed (a shaper's bucket,
       // an idle queue), more than the rail sustains. It may lift the rail to its measured
       // peers' level, not above: ratcheted up by bursts, one equal rail would look faster than
@@ -289,6 +295,7 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
     if (r.pipelined) r.afterIdle = false;
     r.pipelined = r.measuredChunks >= 2;
     r.sampleBytes = r.sampleNs = 0;
+    r.sampleMinChunk = UINT64_MAX;
     if (r.samples == 0) r.firstSampleNs = nowNs;
     ++r.samples;
   }
@@ -339,6 +346,7 @@ void RailStriper::onRailLost(int rail) {
   r.afterIdle = true;
   r.checking = false;
   r.sampleBytes = r.sampleNs = 0;
+  r.sampleMinChunk = UINT64_MAX;
 }
 
 }  // namespace autopilot::net::core

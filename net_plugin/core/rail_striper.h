@@ -13,7 +13,10 @@
 // and the first measurement replaces the guess. A sample taken while the rail never held two
 // measurable chunks at once is bounded by latency rather than bandwidth: it may raise the estimate
 // but not lower it (otherwise a rail given a small share would measure itself slow and keep its
-// small share), and not above the median of the other measured rails (bursts would ratchet it up).
+// small share), and not above the median of the other measured rails (bursts would ratchet it up);
+// unless every chunk of it was at least `loneSampleMinBytes`, which RDMA transports set: there a
+// large chunk's time is its bytes over the rate, and a job that sends one chunk per rail per step
+// would otherwise never see a slow rail.
 // On a degraded rail (measured slower than its peers for `bandHoldNs`, or below the band under its
 // fastest peer: two degraded rails of three are the median, inside the band), a fast sample taken
 // one chunk at a time, or after the rail idled, may be a burst its shaper saved up meanwhile (a
@@ -102,7 +105,15 @@ class RailStriper {
     // its fastest peer, nor leaves the band early (a fresh connection's first samples are low:
     // TCP's slow start).
     uint64_t settleNs = 300'000'000;
+    // A sample whose chunks were all at least this large measures bandwidth even when the rail
+    // held them one at a time, and may lower the estimate (0: never). Right where a lone chunk's
+    // time is its bytes over the line rate plus a small fixed latency, as on RDMA
+    // (kRdmaLoneSampleMinBytes); wrong on TCP, where a rail that idled restarts in slow start.
+    uint64_t loneSampleMinBytes = 0;
   };
+  // 1 MiB at 400 Gbit/s takes 21 us on the wire: a few microseconds of completion latency are a
+  // small part of it. Used by the ibverbs transport and the simulator's RDMA fabric.
+  static constexpr uint64_t kRdmaLoneSampleMinBytes = 1u << 20;
 
   RailStriper() : RailStriper(Config{}) {}
   explicit RailStriper(const Config& config);
@@ -149,6 +160,7 @@ class RailStriper {
     uint64_t busyMarkNs = 0;        // start of the busy time not yet accounted
     uint64_t sampleBytes = 0;
     uint64_t sampleNs = 0;
+    uint64_t sampleMinChunk = UINT64_MAX;  // the smallest chunk in the sample
     uint64_t lastAssignedNs = 0;
     uint64_t idleSinceNs = 0;  // when the rail last ran out of measurable chunks
     bool afterIdle = true;     // the current sample began after the rail idled (see onAssigned)

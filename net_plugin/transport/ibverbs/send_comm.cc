@@ -46,6 +46,8 @@ core::CommConfig fittedConfig(const SendCommSetup& setup) {
   config.chunks.maxChunkBytes = std::min<uint64_t>(config.chunks.maxChunkBytes, maxMessage);
   config.chunks.minChunkBytes = std::min(config.chunks.minChunkBytes, config.chunks.maxChunkBytes);
   config.health.failure.stallTimeoutNs = stallTimeoutNs(config.health.failure.stallTimeoutNs);
+  // No slow start on RDMA: a large chunk measures the rail's rate even when it went alone.
+  config.striper.loneSampleMinBytes = core::RailStriper::kRdmaLoneSampleMinBytes;
   return config;
 }
 
