@@ -238,8 +238,8 @@ bool loadTuningFile(const std::string& path, const TuningKey& key,
       if (parseRecords(s, &o.records, &ignored)) others->push_back(std::move(o));
     }
     auto distance = [&](const OtherScale& o) {
-      return std::make_pair(std::fabs(std::log2(double(o.nRanks) / std::max(key.nRanks, 1))),
-                            std::fabs(std::log2(double(o.nNodes) / std::max(key.nNodes, 1))));
+      return std::make_pair(std::fabs(std::log(double(o.nRanks) / std::max(key.nRanks, 1))),
+                            std::fabs(std::log(double(o.nNodes) / std::max(key.nNodes, 1))));
     };
     std::stable_sort(others->begin(), others->end(), [&](const OtherScale& a, const OtherScale& b) {
       return distance(a) < distance(b);

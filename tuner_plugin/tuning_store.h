@@ -59,7 +59,8 @@ struct OtherScale {
 // Loads the section for `key`. Returns false with *why when the file is missing, unreadable,
 // corrupt, or has no section for this key (the caller warns and starts fresh).
 // `others` (optional) receives the valid sections of the same system at other scales, the
-// nearest scale first (log2 distance in nRanks, then nNodes), whether or not `key` has one.
+// nearest scale first (the ratio of nRanks, then of nNodes, on a log scale), whether or not `key`
+// has one.
 bool loadTuningFile(const std::string& path, const TuningKey& key,
                     std::vector<BanditPolicy::ContextRecord>* records, std::string* why,
                     std::vector<OtherScale>* others = nullptr);
