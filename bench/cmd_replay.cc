@@ -153,7 +153,8 @@ int cmdReplay(int argc, char** argv) {
       .typeName("A.csv");
   args.addText("--score", scorePath, "see --train").typeName("B.csv");
   args.addFlag("--check", check, "fail unless the targets below hold");
-  args.addFlag("--per-context", perContext, "one line per context");
+  args.addFlag("--per-context", perContext,
+               "one line per context (with its regret, probes and when it settled)");
   args.footer(
       "A row whose system ends with \"; channels forced to N\" (N in 1..64) is the arm (algo,\n"
       "proto, N channels) of the system named without that suffix.\n"
@@ -205,10 +206,11 @@ int cmdReplay(int argc, char** argv) {
     if (perContext) {
       for (const auto& c : r.contexts) {
         std::printf(
-            "    %-58s arms %d  default %-14s %6s  best %-24s learned %-24s %6s (mean %s)\n",
+            "    %-58s arms %d  default %-14s %6s  best %-24s learned %-24s %6s (mean %s)  "
+            "regret %5.2f%%  probes %5.1f  final arm from call %5.1f\n",
             c.label.c_str(), c.arms, c.defaultArm.c_str(), pct(c.defaultLoss).c_str(),
             c.bestArm.c_str(), c.learnedArm.c_str(), pct(c.learnedLoss).c_str(),
-            pct(c.learnedLossMean).c_str());
+            pct(c.learnedLossMean).c_str(), c.regretPct, c.probes, c.settledCall);
       }
     }
     allDefault.insert(allDefault.end(), r.defaultLosses.begin(), r.defaultLosses.end());

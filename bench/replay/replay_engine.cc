@@ -359,6 +359,7 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
   const int nCtx = int(contexts.size());
   std::vector<double> worstLearned(nCtx, 0), sumLearned(nCtx, 0);
   std::vector<int> worstArm(nCtx, 0);
+  std::vector<double> ctxRegret(nCtx, 0), ctxProbes(nCtx, 0), ctxSettled(nCtx, 0);
   double regretSum = 0, defaultRegretSum = 0;
   for (int run = 0; run < options.runs; ++run) {
     std::mt19937_64 rng(options.seed * 1000003 + run);
@@ -368,6 +369,8 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     tuner::ExplorationCounters counters;
     counters.reset();
     double spent = 0, bestSpent = 0, defaultSpent = 0;
+    std::vector<double> ctxSpent(nCtx, 0);
+    std::vector<int> lastIncumbent(nCtx, -1), settled(nCtx, 0);
     for (int i = 0; i < nCtx; ++i) {
       policy.setPrior(i, contexts[i].table);
       if (options.shareAcrossSizes) {
@@ -398,14 +401,25 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
           arm.samples[rng() % arm.samples.size()] * std::exp(out->noiseSigma * n01(rng));
       if (learns) policy.observe(i, cell, sample);
       spent += arm.truth;
+      ctxSpent[i] += arm.truth;
+      if (cell != policy.incumbent(i)) ctxProbes[i] += 1;
       bestSpent += c.arms[c.bestArm].truth;
       defaultSpent += c.arms[c.defaultArm].truth;
       ContextDecision next = learns ? policy.decide(i) : ContextDecision{};
+      if (policy.incumbent(i) != lastIncumbent[i]) {
+        lastIncumbent[i] = policy.incumbent(i);
+        settled[i] = int(k / nCtx) + 1;
+      }
       if (next != decision[i]) {
         decision[i] = next;  // as in the plugin: counting restarts where an entry changed
         counters.calls[i] = 0;
         counters.explored[i] = 0;
       }
+    }
+    for (int i = 0; i < nCtx; ++i) {
+      const ReplayContext& c = contexts[i];
+      ctxRegret[i] += ctxSpent[i] / (options.callsPerContext * c.arms[c.bestArm].truth) - 1;
+      ctxSettled[i] += settled[i];
     }
     if (bestSpent > 0) {
       regretSum += spent / bestSpent - 1;
@@ -445,6 +459,9 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     r.defaultLoss = c.arms[c.defaultArm].truth / c.arms[c.bestArm].truth - 1;
     r.learnedLoss = worstLearned[i];
     r.learnedLossMean = sumLearned[i] / std::max(options.runs, 1);
+    r.regretPct = 100 * ctxRegret[i] / std::max(options.runs, 1);
+    r.probes = ctxProbes[i] / std::max(options.runs, 1);
+    r.settledCall = ctxSettled[i] / std::max(options.runs, 1);
     out->defaultLosses.push_back(r.defaultLoss);
     out->learnedLosses.push_back(r.learnedLoss);
     out->contexts.push_back(r);

@@ -63,6 +63,12 @@ struct ContextResult {
   double defaultLoss = 0;
   double learnedLoss = 0;      // worst over runs
   double learnedLossMean = 0;  // mean over runs
+  // While learning, means over runs: the extra time vs always-best (%; a file's regret weighs
+  // its contexts by their time), the calls played off the incumbent of the moment (probes), and
+  // the call from which the final incumbent was in force (1: NCCL's choice throughout).
+  double regretPct = 0;
+  double probes = 0;
+  double settledCall = 0;
 };
 
 struct FileResult {
