@@ -71,7 +71,8 @@ struct JobStopped {};
 struct World {
   RunSpec spec;
   int nodes = 0, nics = 0;
-  std::vector<sg4::Host*> nicHost;  // node * nics + r
+  std::vector<sg4::Host*> nicHost;        // node * nics + r
+  std::vector<sg4::Mailbox*> nicMailbox;  // node * nics + r: what that NIC receives
   std::vector<sg4::SplitDuplexLink*> nicLink;
   std::vector<sg4::SplitDuplexLink*> uplink;  // per leaf
   std::vector<double> nicFactor;              // rate left per NIC (1 healthy, 0 down)
@@ -161,6 +162,32 @@ void buildPlatform() {
 }
 
 sg4::Host* anyHost() { return W->nicHost[0]; }
+
+// A transfer between two NICs. SimGrid's host-to-host comms (Comm::sendto_async) are detached,
+// and the engine keeps every detached comm in one list that it scans linearly at each
+// completion: with thousands of transfers in flight that scan was most of the wall time (a
+// 1,024-GPU run spent minutes in it). A mailbox comm is kept by the actors at its two ends
+// instead. The comm runs between the sender's host and the receiving actor's host, so the
+// sender moves to the source NIC's host first, and each NIC's mailbox has a permanent receiver
+// on the NIC's host (receiverActor) that starts every comm at once and drains what arrived.
+sg4::CommPtr startTransfer(int srcNode, int dstNode, int rail, uint64_t bytes) {
+  static int payload;  // comms carry no data: only their size is simulated
+  sg4::Host* from = W->nicHost[size_t(srcNode) * W->nics + rail];
+  if (sg4::this_actor::get_host() != from) sg4::this_actor::set_host(from);
+  W->transfers++;
+  return W->nicMailbox[size_t(dstNode) * W->nics + rail]->put_async(&payload, bytes);
+}
+
+void receiverActor(sg4::Mailbox* mailbox) {
+  mailbox->set_receiver(sg4::Actor::self());
+  for (;;) {
+    try {
+      mailbox->get<int>();
+    } catch (const simgrid::Exception&) {
+      // A transfer the sender cancelled (a failed rail's, or a restart's): nothing to drain.
+    }
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Connections.
@@ -345,9 +372,7 @@ void oursMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
       // this rail's. A silent peer leaves every rail to peerStallNs.
       for (int q = 0; q < W->nics; ++q) {
         if (q == r || !h.live(q)) continue;
-        sg4::CommPtr ping = sg4::Comm::sendto_async(W->nicHost[size_t(c.src) * W->nics + q],
-                                                    W->nicHost[size_t(c.dst) * W->nics + q], 64);
-        W->transfers++;
+        sg4::CommPtr ping = startTransfer(c.src, c.dst, q, 64);
         try {
           ping->wait_for(kPollS);
           t = nowNs();
@@ -450,9 +475,7 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       int r = s.pick(sz, t);
       if (r < 0) break;
       pending.pop_front();
-      sg4::CommPtr comm = sg4::Comm::sendto_async(W->nicHost[size_t(c.src) * W->nics + r],
-                                                  W->nicHost[size_t(c.dst) * W->nics + r], sz);
-      W->transfers++;
+      sg4::CommPtr comm = startTransfer(c.src, c.dst, r, sz);
       s.onAssigned(r, sz, t);
       if (c.health) c.health->failure(r).setOutstanding(true, t);
       if (railHeld(flights, r) == 0) c.lastProgressNs[r] = t;
@@ -473,9 +496,7 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       if (rep == f.repairs || !nicUp(c.src, f.rail) || !nicUp(c.dst, f.rail)) continue;
       double rem = std::max(1.0, f.comm->get_remaining());
       f.comm->cancel();
-      f.comm = sg4::Comm::sendto_async(W->nicHost[size_t(c.src) * W->nics + f.rail],
-                                       W->nicHost[size_t(c.dst) * W->nics + f.rail], uint64_t(rem));
-      W->transfers++;
+      f.comm = startTransfer(c.src, c.dst, f.rail, uint64_t(rem));
       f.lastRemaining = rem;
       f.repairs = rep;
       comms[i] = f.comm;
@@ -940,6 +961,14 @@ RunResult runOnce(const RunSpec& spec, void (*onStop)(const RunResult&)) {
     }
     sg4::ActorPtr a = sg4::Actor::create("fault", anyHost(), [f]() { faultActor(f); });
     a->daemonize();
+  }
+
+  W->nicMailbox.resize(W->nicHost.size());
+  for (size_t i = 0; i < W->nicHost.size(); ++i) {
+    W->nicMailbox[i] = sg4::Mailbox::by_name("nic" + std::to_string(i));
+    sg4::Actor::create("receiver", W->nicHost[i], [i]() {
+      receiverActor(W->nicMailbox[i]);
+    })->daemonize();
   }
 
   sg4::Actor::create("job", anyHost(), [&res, &spec]() {
