@@ -145,7 +145,17 @@ std::string serialize(const RunResult& r) {
                 r.recoveryS, (unsigned long long)r.transfers, (unsigned long long)r.railFailures,
                 (unsigned long long)r.railRejoins,
                 r.tunerChoice.empty() ? "-" : r.tunerChoice.c_str());
-  return buf;
+  std::string out = buf;
+  if (!r.windowBusBytes.empty()) {
+    out.pop_back();  // the newline
+    out += " windows=";
+    for (size_t i = 0; i < r.windowBusBytes.size(); ++i) {
+      std::snprintf(buf, sizeof(buf), "%s%.9g", i ? "," : "", r.windowBusBytes[i]);
+      out += buf;
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 RunResult deserialize(const std::string& s) {
@@ -181,6 +191,11 @@ RunResult deserialize(const std::string& s) {
       r.railRejoins = uint64_t(d);
     else if (k == "tuner")
       r.tunerChoice = v == "-" ? "" : v;
+    else if (k == "windows") {
+      std::stringstream ws(v);
+      std::string item;
+      while (std::getline(ws, item, ',')) r.windowBusBytes.push_back(std::atof(item.c_str()));
+    }
   }
   return r;
 }
@@ -275,6 +290,7 @@ struct Check {
   std::string name;
   double predicted = 0, measured = 0, error = 0, limit = 0;
   bool pass = false;
+  bool gates = true;  // a failure fails the command (and CTest sim_quick)
   std::string note;
 };
 
@@ -553,8 +569,12 @@ int cmdSimulate(int argc, char** argv) {
         }
       }
     }
-    // 2. The demo's mini-cluster: 4 hosts x 3 rails at 250 Mbit/s, rail 1 at 25 Mbit/s, then
-    //    down, then back; bus bandwidth of ring all-reduces at the demo's sizes.
+    // 2. The demo's mini-cluster as `autopilot demo` runs it (default scenario): 4 hosts x 3
+    //    rails at 250 Mbit/s, a 4 s warm-up, then 7 s phases, each one state of the rails
+    //    (rail 1 takes every fault, rail 2 is the second one degraded); ring all-reduces of the
+    //    demo's sizes in turn, bus bandwidth per phase. The closed loop runs the whole timeline
+    //    in one job, as the demo does. The static job stops where a rail goes down and, as in the
+    //    demo, is restarted at the next phase.
     FabricSpec demo;
     demo.nodes = 4;
     demo.gpusPerNode = 1;
@@ -565,57 +585,81 @@ int cmdSimulate(int argc, char** argv) {
     demo.rdma = false;  // the demo's rails are TCP over veth
     demo.topoText =
         "{\"nodes\": 4, \"gpus_per_node\": 1, \"nics_per_node\": 3, \"nic_gbps\": 0.25}";
+    constexpr double kStopped = -1, kNotCompared = -2;
     struct DemoPhase {
       const char* name;
-      PolicyKind policy;
-      double measuredGbps;  // README demo table, two runs (2026-11), mean; <0: stopped
-      std::vector<Fault> faults;
+      std::vector<double> rate;  // per rail, fraction of 250 Mbit/s (0: down)
+      bool flap;                 // rail 1 down, then up, every 1.5 s
+      // README demo table (`autopilot demo --repeat 3` as root, 2026-12-03): medians, Gbit/s.
+      double ours, statics;
     };
-    Fault degraded;
-    degraded.kind = FaultKind::kGray;
-    degraded.node = 0;
-    degraded.nic = 1;
-    degraded.factor = 0.1;
-    std::vector<Fault> deg;
-    for (int n = 0; n < 4; ++n) {
-      degraded.node = n;
-      deg.push_back(degraded);
-    }
-    std::vector<Fault> down;
-    Fault d;
-    d.kind = FaultKind::kDown;
-    d.nic = 1;
-    for (int n = 0; n < 4; ++n) {
-      d.node = n;
-      down.push_back(d);
-    }
-    std::vector<DemoPhase> phases = {
-        {"healthy", PolicyKind::kOurs, (0.472 + 0.500) / 2, {}},
-        {"healthy", PolicyKind::kStatic, (0.501 + 0.493) / 2, {}},
-        {"degraded", PolicyKind::kOurs, (0.235 + 0.180) / 2, deg},
-        {"degraded", PolicyKind::kStatic, 0.055, deg},
-        {"failed", PolicyKind::kOurs, (0.353 + 0.335) / 2, down},
-        {"failed", PolicyKind::kStatic, -1, down},
-        {"healed", PolicyKind::kOurs, (0.479 + 0.488) / 2, {}},
-        {"healed", PolicyKind::kStatic, (0.470 + 0.491) / 2, {}},
+    const std::vector<DemoPhase> phases = {
+        {"healthy", {1, 1, 1}, false, 0.569, 0.592},
+        {"degraded", {1, 0.1, 1}, false, 0.361, 0.070},
+        {"failed", {1, 0, 1}, false, 0.428, kStopped},
+        {"healed", {1, 1, 1}, false, 0.542, 0.574},
+        {"half-rate", {1, 0.5, 1}, false, 0.422, 0.342},
+        {"two-degraded", {1, 0.1, 0.1}, false, 0.176, 0.075},
+        {"failed+degraded", {1, 0, 0.1}, false, 0.217, kStopped},
+        {"healed+degraded", {1, 1, 0.1}, false, 0.388, 0.067},
+        // The static job stopped in 2 of 3 runs: no median to compare with.
+        {"flapping", {1, 1, 1}, true, 0.443, kNotCompared},
+    };
+    constexpr double kDemoWarmupS = 4, kDemoPhaseS = 7;
+    // The demo's stop verdict: nothing completed for max(6 s, a phase), and its next phase
+    // waits for the verdict. Here the next phase starts on time, so the verdict comes at 6 s,
+    // within the phase (a repair at its end would otherwise revive the stalled job). A stop
+    // counts in the phase where the stall began.
+    constexpr double kDemoStallS = 6.0;
+    // A demo run of the phases [first, phases.size()): rail states as faults at each phase's
+    // start, one window per phase (after the warm-up when `warmup`).
+    auto demoRun = [&](PolicyKind policy, size_t first, bool warmup) {
+      RunSpec s;
+      s.fabric = demo;
+      s.workload = WorkloadKind::kAllReduce;
+      s.algo = "ring";
+      s.policy = policy;
+      s.scenario.name = "demo";
+      s.chunksPerRail = 4;
+      s.pluginChunks = true;
+      s.cycleBytes = {256u << 10, 1u << 20, 4u << 20};
+      s.nccl.detectS = kDemoStallS;
+      double t = warmup ? kDemoWarmupS : 0;
+      s.windowEdgesS.push_back(t);
+      std::vector<double> rate(3, 1.0);
+      for (size_t p = first; p < phases.size(); ++p, t += kDemoPhaseS) {
+        s.windowEdgesS.push_back(t + kDemoPhaseS);
+        for (int r = 0; r < 3; ++r) {
+          const double want = phases[p].rate[size_t(r)];
+          if (want == rate[size_t(r)]) continue;
+          rate[size_t(r)] = want;
+          for (int n = 0; n < 4; ++n) {
+            Fault f;
+            f.kind = want > 0 ? FaultKind::kGray : FaultKind::kDown;
+            f.node = n;
+            f.nic = r;
+            f.factor = want;
+            f.onsetS = t;
+            s.scenario.faults.push_back(f);
+          }
+        }
+        if (phases[p].flap) {
+          for (int n = 0; n < 4; ++n) {
+            Fault f;
+            f.kind = FaultKind::kFlap;
+            f.node = n;
+            f.nic = 1;
+            f.onsetS = t;
+            f.durationS = 1.5;
+            f.periodS = 3.0;
+            s.scenario.faults.push_back(f);
+          }
+        }
+      }
+      return s;
     };
     size_t demoFirst = specs.size();
-    const uint64_t demoSizes[] = {256u << 10, 1u << 20, 4u << 20};
-    for (const DemoPhase& ph : phases) {
-      for (uint64_t bytes : demoSizes) {
-        RunSpec s;
-        s.fabric = demo;
-        s.workload = WorkloadKind::kAllReduce;
-        s.allReduceBytes = bytes;
-        s.algo = "ring";
-        s.policy = ph.policy;
-        s.scenario.name = ph.name;
-        s.scenario.faults = ph.faults;
-        s.chunksPerRail = 4;
-        s.pluginChunks = true;
-        specs.push_back(s);
-      }
-    }
+    specs.push_back(demoRun(PolicyKind::kOurs, 0, true));
     std::vector<RunResult> res = runAll(specs, o.jobs);
     for (size_t i = 0; i < predicted.size(); ++i) {
       Check c;
@@ -628,31 +672,58 @@ int cmdSimulate(int argc, char** argv) {
       c.note = "seconds, simulated (measured) vs formula (predicted)";
       checks.push_back(c);
     }
+    // The static segments: from the start, then from each phase after a stop.
+    std::vector<double> staticGbps(phases.size(), kStopped);
+    {
+      size_t first = 0;
+      bool warmup = true;
+      while (first < phases.size()) {
+        RunResult r = runAll({demoRun(PolicyKind::kStatic, first, warmup)}, 1)[0];
+        size_t p = first;
+        for (size_t w = 0; w < r.windowBusBytes.size() && p < phases.size(); ++w, ++p) {
+          const double end = (warmup ? kDemoWarmupS : 0) + kDemoPhaseS * double(w + 1);
+          if (r.stopped && r.stopAtS - kDemoStallS < end) break;
+          staticGbps[p] = r.windowBusBytes[w] * 8e-9 / kDemoPhaseS;
+        }
+        if (!r.ok || !r.stopped) break;
+        first = p + 1;  // restarted after the phase it stopped in
+        warmup = false;
+      }
+    }
+    const RunResult& ours = res[demoFirst];
     for (size_t p = 0; p < phases.size(); ++p) {
-      double bus = 0, time = 0;
-      bool stopped = false;
-      for (size_t k = 0; k < 3; ++k) {
-        const RunResult& r = res[demoFirst + p * 3 + k];
-        stopped = stopped || r.stopped || !r.ok;
-        bus += 2.0 * 3 / 4 * double(demoSizes[k]);
-        time += r.stepS;
+      for (PolicyKind policy : {PolicyKind::kOurs, PolicyKind::kStatic}) {
+        const bool isOurs = policy == PolicyKind::kOurs;
+        const double measured = isOurs ? phases[p].ours : phases[p].statics;
+        if (measured == kNotCompared) continue;
+        double predicted = kStopped;
+        if (isOurs && ours.ok && p < ours.windowBusBytes.size() &&
+            !(ours.stopped &&
+              ours.stopAtS - kDemoStallS < kDemoWarmupS + kDemoPhaseS * double(p + 1))) {
+          predicted = ours.windowBusBytes[p] * 8e-9 / kDemoPhaseS;
+        }
+        if (!isOurs) predicted = staticGbps[p];
+        Check c;
+        c.name = std::string("demo mini-cluster ") + phases[p].name + " (" + policyName(policy) +
+                 "), bus bandwidth Gbit/s";
+        c.predicted = predicted;
+        c.measured = measured;
+        c.limit = 0.15;
+        if (measured < 0 || predicted < 0) {
+          // Whether the job stops is no matter of degree: where the demo stopped, the
+          // simulation must stop, and nowhere else.
+          c.pass = (measured < 0) == (predicted < 0);
+          c.error = c.pass ? 0 : 1;
+          c.note = measured < 0 ? "stopped in the demo; the simulation must stop too"
+                                : "ran in the demo; the simulation must not stop";
+        } else {
+          c.gates = false;  // reported (README: where the flow model departs from TCP)
+          c.error = std::fabs(c.predicted - c.measured) / c.measured;
+          c.pass = c.error <= c.limit;
+          c.note = "demo figures: README demo table (median of 3 runs as root, 2026-12-03)";
+        }
+        checks.push_back(c);
       }
-      Check c;
-      c.name = std::string("demo mini-cluster ") + phases[p].name + " (" +
-               policyName(phases[p].policy) + "), bus bandwidth Gbit/s";
-      c.predicted = stopped ? -1 : bus * 8e-9 / time;
-      c.measured = phases[p].measuredGbps;
-      c.limit = 0.15;
-      if (phases[p].measuredGbps < 0 || stopped) {
-        c.pass = stopped == (phases[p].measuredGbps < 0);
-        c.error = c.pass ? 0 : 1;
-        c.note = "stopped in the demo; the simulation must stop too";
-      } else {
-        c.error = std::fabs(c.predicted - c.measured) / c.measured;
-        c.pass = c.error <= c.limit;
-        c.note = "demo figures: README demo table (two runs as root, 2026-11-30)";
-      }
-      checks.push_back(c);
     }
   }
 
@@ -711,8 +782,9 @@ int cmdSimulate(int argc, char** argv) {
       std::printf("  %-4s %-78s predicted %.6g measured %.6g error %.1f%% (limit %.0f%%)\n",
                   c.pass ? "ok" : "FAIL", c.name.c_str(), c.predicted, c.measured, 100 * c.error,
                   100 * c.limit);
-      // The alpha-beta checks gate; the demo comparison is reported (see docs/simulate.md).
-      if (!c.pass && c.limit < 0.1) failedChecks++;
+      // The alpha-beta checks and where jobs stop gate; the demo's throughputs are reported
+      // (docs/simulate.md).
+      if (!c.pass && c.gates) failedChecks++;
     }
   }
   std::printf("\nwall time %.1f s (shared 2-core machine)\n", wallTotal);

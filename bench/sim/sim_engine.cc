@@ -57,8 +57,7 @@ using net::core::RailMode;
 using net::core::RailStriper;
 using net::core::StripingPolicy;
 
-constexpr double kDeadRate =
-    1000.0;  // bytes/s of a link that is down (a trickle SimGrid can re-rate)
+constexpr double kDeadRate = 1.0;  // bytes/s of a link that is down (a trickle SimGrid can re-rate)
 constexpr double kProgressBytes =
     64 * 1024;  // bytes moved that count as progress (far above a dead link's trickle)
 constexpr double kPollS = 0.010;              // ours: how often a waiting sender checks its rails
@@ -79,6 +78,7 @@ struct World {
   std::vector<uint64_t> nicRepairs;           // times each NIC came back from down
   double uplinkRate = 0;
   uint64_t transfers = 0;
+  std::vector<double> windowBusBytes;  // RunSpec::windowEdgesS
   bool stopped = false;
   double stopAtS = 0;
   double firstDownS = -1;     // onset of the first down-type fault
@@ -287,6 +287,7 @@ void stopJob() {
     r.transfers = W->transfers;
     r.railFailures = W->railFailures;
     r.railRejoins = W->railRejoins;
+    r.windowBusBytes = W->windowBusBytes;
     gStopHook(r);  // does not return (the child reports and exits)
   }
   sg4::Actor::kill_all();
@@ -984,6 +985,23 @@ RunResult runOnce(const RunSpec& spec, void (*onStop)(const RunResult&)) {
           for (int n = 0; n < W->nodes; ++n)
             ring.conns.push_back(makeConn(n, (n + 1) % W->nodes, g));
           rings.push_back(ring);
+        }
+        if (!spec.cycleBytes.empty() && spec.windowEdgesS.size() >= 2) {
+          // The timeline: each collective's bus bytes count in the window it completes in.
+          const std::vector<double>& edges = spec.windowEdgesS;
+          W->windowBusBytes.assign(edges.size() - 1, 0.0);
+          const double n = double(W->nodes);
+          for (size_t i = 0; nowS() < edges.back(); ++i) {
+            uint64_t bytes = spec.cycleBytes[i % spec.cycleBytes.size()];
+            ringCollective(rings, bytes, spec.algo, spec.chunksPerRail);
+            const double t = nowS();
+            for (size_t w = 0; w + 1 < edges.size(); ++w) {
+              if (t >= edges[w] && t < edges[w + 1])
+                W->windowBusBytes[w] += (spec.algo == "ring" ? 2 : 1) * (n - 1) / n * double(bytes);
+            }
+          }
+          res.windowBusBytes = W->windowBusBytes;
+          return;
         }
         double t0 = nowS();
         ringCollective(rings, spec.allReduceBytes, spec.algo, spec.chunksPerRail);

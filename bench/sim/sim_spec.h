@@ -104,6 +104,11 @@ struct RunSpec {
                               // coarse runs need it above their chunk size
   bool pluginChunks = false;  // the plugin's own chunk sizes (64 KiB .. 1 MiB; small runs)
   double warmupS = 0;         // where faults with a random onset may start (set by the driver)
+  // kAllReduce as a timeline instead of one measured call: collectives of these sizes in turn
+  // until the last window edge; RunResult::windowBusBytes holds the bus bytes of those that
+  // completed in each window [edges[i], edges[i+1]) (the demo's phases).
+  std::vector<uint64_t> cycleBytes;
+  std::vector<double> windowEdgesS;
 };
 
 struct RunResult {
@@ -119,7 +124,8 @@ struct RunResult {
   uint64_t transfers = 0;  // simulated network transfers
   uint64_t railFailures = 0, railRejoins = 0;
   double wallS = 0;
-  std::string tunerChoice;  // what the tuner settled on for the DP all-reduce
+  std::string tunerChoice;             // what the tuner settled on for the DP all-reduce
+  std::vector<double> windowBusBytes;  // RunSpec::windowEdgesS; up to the stop when stopped
 };
 
 }  // namespace autopilot::sim
