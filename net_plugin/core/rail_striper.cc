@@ -38,6 +38,7 @@ void RailStriper::setBandwidth(int rail, double bytesPerSec) {
   r.sampleMinChunk = UINT64_MAX;
   r.samples = 0;
   r.outside = r.distinct = r.checking = false;
+  r.closedAtNs = UINT64_MAX;  // a new estimate: nothing to take again
 }
 
 bool RailStriper::usable(int rail, bool standbyPass) const {
@@ -212,23 +213,38 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   if (r.measuredChunks > 0) --r.measuredChunks;
   if (r.measuredInFlight == 0) r.idleSinceNs = nowNs;
   const uint64_t sinceMarkNs = nowNs > r.busyMarkNs ? nowNs - r.busyMarkNs : 0;
-  // The peers are looked at once per chunk at most, and only where they can matter.
-  Peers peers;
-  bool peersKnown = false;
-  auto knownPeers = [&]() -> const Peers& {
-    if (!peersKnown) peers = measuredPeers(rail);
-    peersKnown = true;
-    return peers;
-  };
+  // Completions reported at one instant are one batch: a poll that found several chunks done,
+  // or chunks that shared the rail and finished together. When a sample was taken at this
+  // instant, the rest of its batch belongs to it. Carried into the next sample instead, those
+  // bytes would count there as moved in no time and lift it far above what the rail carries
+  // (twice the line rate, in the simulator, where a message's chunks on one rail finish
+  // together). The sample is taken again, from the state it was taken from, with these bytes.
+  if (nowNs == r.closedAtNs && sinceMarkNs == 0) {
+    const Rail::Estimate& b = r.beforeClose;
+    r.bandwidth = b.bandwidth;
+    r.sustained = b.sustained;
+    r.burstCredit = b.burstCredit;
+    r.creditNs = b.creditNs;
+    r.sampleBytes = b.sampleBytes + bytes;
+    r.sampleNs = b.sampleNs;
+    r.sampleMinChunk = std::min(b.sampleMinChunk, bytes);
+    r.samples = b.samples;
+    r.firstSampleNs = b.firstSampleNs;
+    r.checking = b.checking;
+    r.afterIdle = b.afterIdle;
+    r.pipelined = b.pipelined;
+    takeSample(rail, nowNs, b.burstSpent);
+    return;
+  }
   // A degraded rail whose lone chunk came back fast may have healed, or its shaper may have
   // saved up a burst: it is checked (pick() keeps it busy, one chunk at a time) until a chunk
-  // comes back slow or it delivers more than a bucket could hold (below). One chunk decides,
+  // comes back slow or it delivers more than a bucket could hold (takeSample). One chunk decides,
   // not a sample: a probe of a healed rail takes far less than sampleMinNs.
   bool burstSpent = false;
   if (lone) {
     // The rail's own state first: most lone chunks are on rails that cannot be slow.
     const bool slowRail = r.samples > 0 && (r.distinct || !settling(r, nowNs)) &&
-                          isSlowRail(rail, knownPeers(), nowNs);
+                          isSlowRail(rail, measuredPeers(rail), nowNs);
     const bool fast =
         double(bytes) * 1e9 >= config_.slowRailRaise * r.sustained * double(sinceMarkNs);
     // A check that ends with a slow chunk measured a burst: the bucket ran dry.
@@ -241,66 +257,78 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   r.sampleBytes += bytes;
   r.sampleMinChunk = std::min(r.sampleMinChunk, bytes);
   if (r.sampleNs >= config_.sampleMinNs) {
-    double sample = clampBandwidth(double(r.sampleBytes) * 1e9 / double(r.sampleNs));
-    double alpha = r.samples == 0                                           ? 1.0
-                   : (sample > 2 * r.bandwidth || 2 * sample < r.bandwidth) ? config_.fastAlpha
-                                                                            : config_.ewmaAlpha;
-    const double peerMedian = knownPeers().median;
-    double next = alpha * sample + (1 - alpha) * r.bandwidth;
-    // Chunks large enough for their latency not to count (loneSampleMinBytes) measure bandwidth
-    // one at a time too.
-    const bool bandwidthBound =
-        config_.loneSampleMinBytes > 0 && r.sampleMinChunk >= config_.loneSampleMinBytes;
-    if (!r.pipelined && !bandwidthBound) {
-      // Latency-bound: one chunk at a time measures the path's burst speed (a shaper's bucket,
-      // an idle queue), more than the rail sustains. It may lift the rail to its measured
-      // peers' level, not above: ratcheted up by bursts, one equal rail would look faster than
-      // the others, take more chunks and hold every message back. It never lowers it.
-      if (r.samples != 0 && sample <= r.bandwidth) next = r.bandwidth;
-      if (peerMedian > 0) {
-        next = std::min(next, std::max(peerMedian, r.samples == 0 ? 0.0 : r.bandwidth));
-      }
+    takeSample(rail, nowNs, burstSpent);
+  } else if (burstSpent) {
+    // What the burst lifted goes: kept, it would bring the rail's next probe, and the next
+    // check with it, sooner than its real rate warrants.
+    r.bandwidth = std::min(r.bandwidth, r.sustained);
+  }
+}
+
+void RailStriper::takeSample(int rail, uint64_t nowNs, bool burstSpent) {
+  Rail& r = rails_[rail];
+  r.beforeClose = {r.bandwidth, r.sustained,      r.burstCredit, r.creditNs,      r.sampleBytes,
+                   r.sampleNs,  r.sampleMinChunk, r.samples,     r.firstSampleNs, r.checking,
+                   r.afterIdle, r.pipelined,      burstSpent};
+  r.closedAtNs = nowNs;
+  const Peers peers = measuredPeers(rail);
+  double sample = clampBandwidth(double(r.sampleBytes) * 1e9 / double(r.sampleNs));
+  double alpha = r.samples == 0                                           ? 1.0
+                 : (sample > 2 * r.bandwidth || 2 * sample < r.bandwidth) ? config_.fastAlpha
+                                                                          : config_.ewmaAlpha;
+  double next = alpha * sample + (1 - alpha) * r.bandwidth;
+  // Chunks large enough for their latency not to count (loneSampleMinBytes) measure bandwidth
+  // one at a time too.
+  const bool bandwidthBound =
+      config_.loneSampleMinBytes > 0 && r.sampleMinChunk >= config_.loneSampleMinBytes;
+  if (!r.pipelined && !bandwidthBound) {
+    // Latency-bound: one chunk at a time measures the path's burst speed (a shaper's bucket,
+    // an idle queue), more than the rail sustains. It may lift the rail to its measured
+    // peers' level, not above: ratcheted up by bursts, one equal rail would look faster than
+    // the others, take more chunks and hold every message back. It never lowers it.
+    if (r.samples != 0 && sample <= r.bandwidth) next = r.bandwidth;
+    if (peers.median > 0) {
+      next = std::min(next, std::max(peers.median, r.samples == 0 ? 0.0 : r.bandwidth));
     }
-    // A degraded rail (isSlowRail): a sample that one chunk at a time measured, or that began
-    // after the rail idled, may be a burst its shaper saved up meanwhile (two chunks fit a 128 KiB
-    // bucket as well as one). Such a sample lifts the estimate to slowRailRaise times what the rail
-    // sustained at most, as long as a bucket of burstBytes, refilled at that rate, could have
-    // delivered what it measured. Once no bucket could (a healed rail keeps delivering fast), the
-    // rail is faster now and the estimate follows. A pipelined sample taken while the rail kept
-    // busy is never capped: no idle time refilled a bucket, so it measures what the rail
-    // sustains.
-    const bool trusted = r.pipelined && !r.afterIdle;
-    if (!trusted && isSlowRail(rail, knownPeers(), nowNs)) {
-      // The bucket's tokens: refilled at the sustained rate since the last sample (capped at
-      // burstBytes), spent by every byte this sample delivered.
-      const double dt = double(nowNs - std::min(nowNs, r.creditNs)) * 1e-9;
-      r.burstCredit = std::min(double(config_.burstBytes), r.burstCredit + r.sustained * dt) -
-                      double(r.sampleBytes);
-      r.creditNs = nowNs;
-      if (r.burstCredit >= 0) {
-        next = std::min(next, config_.slowRailRaise * r.sustained);
-      } else {
-        r.sustained = clampBandwidth(next);
-        r.burstCredit = double(config_.burstBytes);
-        r.checking = false;
-      }
+  }
+  // A degraded rail (isSlowRail): a sample that one chunk at a time measured, or that began
+  // after the rail idled, may be a burst its shaper saved up meanwhile (two chunks fit a 128 KiB
+  // bucket as well as one). Such a sample lifts the estimate to slowRailRaise times what the rail
+  // sustained at most, as long as a bucket of burstBytes, refilled at that rate, could have
+  // delivered what it measured. Once no bucket could (a healed rail keeps delivering fast), the
+  // rail is faster now and the estimate follows. A pipelined sample taken while the rail kept
+  // busy is never capped: no idle time refilled a bucket, so it measures what the rail
+  // sustains.
+  const bool trusted = r.pipelined && !r.afterIdle;
+  if (!trusted && isSlowRail(rail, peers, nowNs)) {
+    // The bucket's tokens: refilled at the sustained rate since the last sample (capped at
+    // burstBytes), spent by every byte this sample delivered.
+    const double dt = double(nowNs - std::min(nowNs, r.creditNs)) * 1e-9;
+    r.burstCredit = std::min(double(config_.burstBytes), r.burstCredit + r.sustained * dt) -
+                    double(r.sampleBytes);
+    r.creditNs = nowNs;
+    if (r.burstCredit >= 0) {
+      next = std::min(next, config_.slowRailRaise * r.sustained);
     } else {
-      r.checking = false;
       r.sustained = clampBandwidth(next);
       r.burstCredit = double(config_.burstBytes);
-      r.creditNs = nowNs;
+      r.checking = false;
     }
-    r.bandwidth = clampBandwidth(next);
-    // Only a pipelined sample drains what a bucket saved up (a probe may leave part of it).
-    if (r.pipelined) r.afterIdle = false;
-    r.pipelined = r.measuredChunks >= 2;
-    r.sampleBytes = r.sampleNs = 0;
-    r.sampleMinChunk = UINT64_MAX;
-    if (r.samples == 0) r.firstSampleNs = nowNs;
-    ++r.samples;
+  } else {
+    r.checking = false;
+    r.sustained = clampBandwidth(next);
+    r.burstCredit = double(config_.burstBytes);
+    r.creditNs = nowNs;
   }
-  // What the burst lifted goes: kept, it would bring the rail's next probe, and the next
-  // check with it, sooner than its real rate warrants.
+  r.bandwidth = clampBandwidth(next);
+  // Only a pipelined sample drains what a bucket saved up (a probe may leave part of it).
+  if (r.pipelined) r.afterIdle = false;
+  r.pipelined = r.measuredChunks >= 2;
+  r.sampleBytes = r.sampleNs = 0;
+  r.sampleMinChunk = UINT64_MAX;
+  if (r.samples == 0) r.firstSampleNs = nowNs;
+  ++r.samples;
+  // What the burst lifted goes (see onCompleted).
   if (burstSpent) r.bandwidth = std::min(r.bandwidth, r.sustained);
 }
 
@@ -347,6 +375,7 @@ void RailStriper::onRailLost(int rail) {
   r.checking = false;
   r.sampleBytes = r.sampleNs = 0;
   r.sampleMinChunk = UINT64_MAX;
+  r.closedAtNs = UINT64_MAX;
 }
 
 }  // namespace autopilot::net::core

@@ -174,6 +174,14 @@ class RailStriper {
     bool outside = false;        // the estimate is outside the band (or inside) ...
     uint64_t sideSinceNs = 0;    // ... since then
     bool distinct = false;       // the split uses the rail's own estimate
+    // The last sample, as it stood before it was taken (Estimate), and when: completions
+    // reported at that same instant belong to it (see onCompleted).
+    uint64_t closedAtNs = UINT64_MAX;
+    struct Estimate {
+      double bandwidth, sustained, burstCredit;
+      uint64_t creditNs, sampleBytes, sampleNs, sampleMinChunk, samples, firstSampleNs;
+      bool checking, afterIdle, pipelined, burstSpent;
+    } beforeClose{};
   };
   bool usable(int rail, bool standbyPass) const;
   double median(bool standbyPass, int* count) const;
@@ -193,6 +201,8 @@ class RailStriper {
   bool isSlowRail(int rail, const Peers& peers, uint64_t nowNs) const;
   // No sample yet since the estimate was set, or the first one came less than settleNs ago.
   bool settling(const Rail& r, uint64_t nowNs) const;
+  // Turns the rail's accumulated bytes and busy time into a sample and the estimate.
+  void takeSample(int rail, uint64_t nowNs, bool burstSpent);
 
   Config config_;
   int n_ = 0;

@@ -357,6 +357,41 @@ TEST_CASE("striper: a latency-bound sample raises the estimate but never lowers 
   CHECK(s.bandwidth(0) > 2 * low);
 }
 
+TEST_CASE("striper: chunks reported done at one instant count in one sample", "[net][striper]") {
+  // A poll that finds several chunks done, or chunks that shared the rail and finished
+  // together, reports them at the same instant. The sample taken at the first of them must
+  // count the rest too: carried into the next sample they would count as moved in no time,
+  // the first estimate would fall to a quarter of the rail's rate, and the next (after a few
+  // lone chunks) rise to twice it.
+  const double rate = 31.25e6;  // 250 Mbit/s
+  RailStriper s = activeStriper(1);
+  s.setBandwidth(0, rate);
+  uint64_t t = 0;
+  const uint64_t chunk = 87381;  // a 1 MiB message over 3 rails, 4 chunks each
+  for (int i = 0; i < 4; ++i) s.onAssigned(0, chunk, t);
+  t += uint64_t(4 * chunk / rate * 1e9);
+  for (int i = 0; i < 4; ++i) s.onCompleted(0, chunk, t);
+  REQUIRE(s.samples(0) == 1);
+  CHECK(s.bandwidth(0) == Approx(rate).epsilon(0.01));
+  // Lone 64 KiB chunks with idle time between (small messages), each at the rail's rate.
+  for (int i = 0; i < 6; ++i) {
+    t += 5'000'000;
+    s.onAssigned(0, 64 << 10, t);
+    t += uint64_t((64 << 10) / rate * 1e9);
+    s.onCompleted(0, 64 << 10, t);
+  }
+  CHECK(s.samples(0) >= 2);
+  CHECK(s.bandwidth(0) < 1.1 * rate);
+  CHECK(s.bandwidth(0) > 0.9 * rate);
+  // A new estimate (setBandwidth) is never replaced by taking an old sample again.
+  for (int i = 0; i < 2; ++i) s.onAssigned(0, 1 << 20, t);
+  t += uint64_t(2 * (1 << 20) / rate * 1e9);
+  s.onCompleted(0, 1 << 20, t);
+  s.setBandwidth(0, rate / 8);
+  s.onCompleted(0, 1 << 20, t);
+  CHECK(s.bandwidth(0) == Approx(rate / 8));
+}
+
 TEST_CASE("striper: with loneSampleMinBytes (RDMA), large chunks sent one at a time lower it too",
           "[net][striper]") {
   RailStriper::Config cfg;
