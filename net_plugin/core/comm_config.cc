@@ -55,8 +55,10 @@ params::IntParam gMaxRecvs("NCCL_AUTOPILOT_NET_MAX_RECVS", 8, 1, 8,
                            "maxRecvs reported to NCCL: buffers one grouped receive may carry.");
 params::DoubleParam gDegradedRatio("NCCL_AUTOPILOT_NET_DEGRADED_RATIO", 0.5, 0.01, 0.95,
                                    "A rail persistently below this fraction of its peers' median "
-                                   "bandwidth is reported degraded; within the same band around "
-                                   "the median, rails count as equal when striping.");
+                                   "bandwidth is reported degraded.");
+params::DoubleParam gEqualBand("NCCL_AUTOPILOT_NET_EQUAL_BAND", 0.5, 0.0, 0.9,
+                               "Rails whose measured bandwidth is within this fraction of the "
+                               "median count as equal when striping (an equal share each).");
 
 CommConfig load() {
   CommConfig c;
@@ -73,7 +75,7 @@ CommConfig load() {
   c.health.failback.initialBackoffNs = uint64_t(gFailbackMinMs.get()) * 1'000'000;
   c.health.failback.maxBackoffNs = uint64_t(gFailbackMaxMs.get()) * 1'000'000;
   c.health.degradation.degradeBelow = gDegradedRatio.get();
-  c.striper.equalBand = 1.0 - gDegradedRatio.get();  // shares differ only beyond "degraded"
+  c.striper.equalBand = gEqualBand.get();
   c.health.degradation.recoverAbove = std::min(0.99, gDegradedRatio.get() * 1.4);
   c.peerTimeoutNs = uint64_t(gPeerTimeoutMs.get()) * 1'000'000;
   c.failover = gFailover.get();
