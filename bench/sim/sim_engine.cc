@@ -454,20 +454,6 @@ void ncclMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
   }
 }
 
-// The plugin's largest chunk (NCCL_AUTOPILOT_NET_CHUNK_BYTES' default).
-constexpr uint64_t kPluginChunkBytes = 1u << 20;
-
-// The striper's split gives `rail` less than its fastest usable peer (its own estimate, below
-// the band around the median).
-bool slowerThanPeers(const RailStriper& s, int rail) {
-  double fastest = 0;
-  for (int q = 0; q < s.railCount(); ++q) {
-    if (q != rail && s.mode(q) == RailMode::kActive)
-      fastest = std::max(fastest, s.effectiveBandwidth(q));
-  }
-  return s.effectiveBandwidth(rail) < fastest;
-}
-
 // Sends `bytes` over the connection and returns when every chunk has arrived.
 void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
   if (bytes == 0) return;
@@ -490,15 +476,6 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       int r = s.pick(sz, t);
       if (r < 0) break;
       pending.pop_front();
-      if (sz > kPluginChunkBytes && slowerThanPeers(s, r)) {
-        // In the plugin every chunk is at most 1 MiB, and a rail the striper rates below its
-        // peers takes one or a few of them (a probe, a share matching its speed). A coarse
-        // chunk of the simulation would turn that into many (a probe of 65 MB on a rail at a
-        // tenth holds the whole message back): such a rail gets plugin-sized chunks, the rest
-        // is placed again.
-        pending.push_front(sz - kPluginChunkBytes);
-        sz = kPluginChunkBytes;
-      }
       sg4::CommPtr comm = startTransfer(c.src, c.dst, r, sz);
       s.onAssigned(r, sz, t);
       if (c.health) c.health->failure(r).setOutstanding(true, t);
