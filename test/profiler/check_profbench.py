@@ -22,34 +22,59 @@ tool, prefix = sys.argv[1], sys.argv[2]
 sanitized = "--sanitized" in sys.argv[3:]
 failures = []
 
-quick = prefix + "-quick.json"
-r = subprocess.run([tool, "profbench", "--quick", "--json", quick], capture_output=True, text=True)
-print(r.stdout, end="")
-if r.returncode != 0:
-    print(r.stderr, end="")
-    sys.exit(f"FAIL: autopilot profbench --quick exited {r.returncode}")
-d = json.load(open(quick))
-assert d["callbacks_per_allreduce"] == 58, d
 limits = {  # config: (ns per callback, us per all-reduce): 3x README's targets
     "default": (90.0, 1.5),
     "v7": (90.0, 1.5),
     "exports": (180.0, 10.5),
 }
-print(f"{'config':9} {'ns/cb above empty':>18} {'limit':>7} {'us/all-reduce':>14} {'limit':>7} "
-      f"{'RSS growth':>11} {'limit':>8}")
-for config, (ns_limit, us_limit) in limits.items():
-    x = d if config == "default" else d[config]
-    ns, us, grow = (float(x["ns_per_callback_above_empty"]), float(x["us_per_allreduce_above_empty"]),
-                    int(x["memory_growth_bytes"]))
-    print(f"{config:9} {ns:18.1f} {ns_limit:7.0f} {us:14.3f} {us_limit:7.1f} {grow:11d} {256 << 10:8d}")
-    if sanitized:
-        continue
-    if ns > ns_limit:
-        failures.append(f"{config}: {ns:.1f} ns per callback above empty > {ns_limit:.0f} (3x target)")
-    if us > us_limit:
-        failures.append(f"{config}: {us:.3f} us per all-reduce above empty > {us_limit} (3x target)")
-    if grow > 256 << 10:
-        failures.append(f"{config}: resident memory grew {grow} B over {x['memory_events']} callbacks")
+
+
+def quick_run(attempt):
+    """One timed quick run: its time-bound failures and its memory failures."""
+    quick = f"{prefix}-quick{attempt}.json"
+    r = subprocess.run([tool, "profbench", "--quick", "--json", quick], capture_output=True,
+                       text=True)
+    print(r.stdout, end="")
+    if r.returncode != 0:
+        print(r.stderr, end="")
+        sys.exit(f"FAIL: autopilot profbench --quick exited {r.returncode}")
+    d = json.load(open(quick))
+    assert d["callbacks_per_allreduce"] == 58, d
+    timing, memory = [], []
+    print(f"{'config':9} {'ns/cb above empty':>18} {'limit':>7} {'us/all-reduce':>14} "
+          f"{'limit':>7} {'RSS growth':>11} {'limit':>8}")
+    for config, (ns_limit, us_limit) in limits.items():
+        x = d if config == "default" else d[config]
+        ns, us, grow = (float(x["ns_per_callback_above_empty"]),
+                        float(x["us_per_allreduce_above_empty"]), int(x["memory_growth_bytes"]))
+        print(f"{config:9} {ns:18.1f} {ns_limit:7.0f} {us:14.3f} {us_limit:7.1f} {grow:11d} "
+              f"{256 << 10:8d}")
+        if sanitized:
+            continue
+        if ns > ns_limit:
+            timing.append(f"{config}: {ns:.1f} ns per callback above empty > {ns_limit:.0f} "
+                          "(3x target)")
+        if us > us_limit:
+            timing.append(f"{config}: {us:.3f} us per all-reduce above empty > {us_limit} "
+                          "(3x target)")
+        if grow > 256 << 10:
+            memory.append(f"{config}: resident memory grew {grow} B over {x['memory_events']} "
+                          "callbacks")
+    return timing, memory
+
+
+# The time bounds are medians over alternating rounds, and still a host whose neighbours take
+# the CPU for a while moves them (a CI run measured 26.6 ns per callback, 1.54 us per all-reduce;
+# the same build alone minutes later 13.8 ns, at the same instruction count): a run that misses
+# only a time bound is timed once more and judged on the second run. A real slowdown misses both
+# (a 1 us sleep in startEvent: 54 us per callback).
+timing, memory = quick_run(1)
+failures += memory
+if timing and not memory:
+    print("time bounds missed (" + "; ".join(timing) + "): timing once more")
+    timing, memory = quick_run(2)
+    failures += memory
+failures += timing
 
 if sanitized:
     print("sanitizer build: shape checked; overhead bounds and instruction counts are checked by "
