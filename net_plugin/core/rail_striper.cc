@@ -233,9 +233,17 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
     r.checking = b.checking;
     r.afterIdle = b.afterIdle;
     r.pipelined = b.pipelined;
-    takeSample(rail, nowNs, b.burstSpent);
+    takeSample(rail, nowNs, b.burstSpent, measuredPeers(rail));
     return;
   }
+  // The peers are looked at once per chunk at most, and only where they can matter.
+  Peers peers;
+  bool peersKnown = false;
+  auto knownPeers = [&]() -> const Peers& {
+    if (!peersKnown) peers = measuredPeers(rail);
+    peersKnown = true;
+    return peers;
+  };
   // A degraded rail whose lone chunk came back fast may have healed, or its shaper may have
   // saved up a burst: it is checked (pick() keeps it busy, one chunk at a time) until a chunk
   // comes back slow or it delivers more than a bucket could hold (takeSample). One chunk decides,
@@ -244,7 +252,7 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   if (lone) {
     // The rail's own state first: most lone chunks are on rails that cannot be slow.
     const bool slowRail = r.samples > 0 && (r.distinct || !settling(r, nowNs)) &&
-                          isSlowRail(rail, measuredPeers(rail), nowNs);
+                          isSlowRail(rail, knownPeers(), nowNs);
     const bool fast =
         double(bytes) * 1e9 >= config_.slowRailRaise * r.sustained * double(sinceMarkNs);
     // A check that ends with a slow chunk measured a burst: the bucket ran dry.
@@ -257,7 +265,7 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   r.sampleBytes += bytes;
   r.sampleMinChunk = std::min(r.sampleMinChunk, bytes);
   if (r.sampleNs >= config_.sampleMinNs) {
-    takeSample(rail, nowNs, burstSpent);
+    takeSample(rail, nowNs, burstSpent, knownPeers());
   } else if (burstSpent) {
     // What the burst lifted goes: kept, it would bring the rail's next probe, and the next
     // check with it, sooner than its real rate warrants.
@@ -265,13 +273,12 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
   }
 }
 
-void RailStriper::takeSample(int rail, uint64_t nowNs, bool burstSpent) {
+void RailStriper::takeSample(int rail, uint64_t nowNs, bool burstSpent, const Peers& peers) {
   Rail& r = rails_[rail];
   r.beforeClose = {r.bandwidth, r.sustained,      r.burstCredit, r.creditNs,      r.sampleBytes,
                    r.sampleNs,  r.sampleMinChunk, r.samples,     r.firstSampleNs, r.checking,
                    r.afterIdle, r.pipelined,      burstSpent};
   r.closedAtNs = nowNs;
-  const Peers peers = measuredPeers(rail);
   double sample = clampBandwidth(double(r.sampleBytes) * 1e9 / double(r.sampleNs));
   double alpha = r.samples == 0                                           ? 1.0
                  : (sample > 2 * r.bandwidth || 2 * sample < r.bandwidth) ? config_.fastAlpha

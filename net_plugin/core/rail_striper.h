@@ -201,8 +201,9 @@ class RailStriper {
   bool isSlowRail(int rail, const Peers& peers, uint64_t nowNs) const;
   // No sample yet since the estimate was set, or the first one came less than settleNs ago.
   bool settling(const Rail& r, uint64_t nowNs) const;
-  // Turns the rail's accumulated bytes and busy time into a sample and the estimate.
-  void takeSample(int rail, uint64_t nowNs, bool burstSpent);
+  // Turns the rail's accumulated bytes and busy time into a sample and the estimate (`peers`:
+  // measuredPeers(rail), which the caller may already have).
+  void takeSample(int rail, uint64_t nowNs, bool burstSpent, const Peers& peers);
 
   Config config_;
   int n_ = 0;
