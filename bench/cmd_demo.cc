@@ -406,10 +406,9 @@ std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* c
     env["NCCL_AUTOPILOT_NET_ADDRS"] = addrs;
     env["NCCL_AUTOPILOT_FAULT_FILE"] = faults.planPath();
   }
-  // The tuner's switch points are counted in calls; this workload calls it ~25 times a second
-  // (NCCL jobs: thousands), so the lead between a policy change and its effect is scaled down;
-  // the mistuned scenario's all-reduces of up to 4 MiB come about 8 times a second.
-  env["NCCL_AUTOPILOT_TUNER_SWAP_LEAD"] = o.scenario == "mistuned" ? "2" : "8";
+  // The tuner's switch points are counted in calls but sized in time (the lead spans
+  // NCCL_AUTOPILOT_TUNER_SWAP_LEAD_MS at the measured call rate): this workload, about 25 calls
+  // a second (the mistuned scenario's about 8), needs no setting of its own.
   if (!closedLoop) {
     // What stock NCCL with an equal-split multi-rail transport does: NCCL's own choices,
     // equal split over the rails, no failover.

@@ -1,6 +1,7 @@
 #include "tuner_plugin/coordinator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/event_journal.h"
@@ -15,7 +16,6 @@ constexpr size_t kMaxJoining = 32;  // handshakes in progress; beyond, the oldes
 // Before authentication only a challenge, hello or welcome frame is accepted (all far below).
 constexpr size_t kMaxHandshakeBody = 256;
 constexpr size_t kFramesPerRound = 64;  // per authenticated peer and service round
-constexpr uint64_t kMaxLead = 1ull << 24;
 constexpr uint64_t kMaxConnectBackoffNs = 200'000'000;
 
 unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
@@ -47,8 +47,35 @@ struct Coordinator::Peer {
   bool acked = false;
 };
 
+void CallRate::update(uint64_t calls, uint64_t nowNs) {
+  if (!started_) {
+    started_ = true;
+    markNs_ = nowNs;
+    markCalls_ = calls;
+    return;
+  }
+  if (nowNs < markNs_ + kWindowNs) return;
+  const double sample = double(calls - std::min(calls, markCalls_)) * 1e9 / double(nowNs - markNs_);
+  rate_ = known_ ? 0.5 * (rate_ + sample) : sample;
+  known_ = true;
+  markNs_ = nowNs;
+  markCalls_ = calls;
+}
+
+uint64_t leadCalls(const CoordinatorConfig& config, const CallRate& rate, uint64_t scale) {
+  uint64_t base = config.minLead;
+  if (config.leadNs > 0) {
+    base = rate.known() ? uint64_t(std::ceil(rate.perSecond() * double(config.leadNs) * 1e-9))
+                        : config.unknownRateLead;
+  }
+  // In floating point: a large scale times a large base must not wrap.
+  const double lead =
+      double(std::max<uint64_t>(base, std::max<uint64_t>(config.minLead, 1))) * double(scale);
+  return lead >= double(kMaxLeadCalls) ? kMaxLeadCalls : uint64_t(lead);
+}
+
 Coordinator::Coordinator(TunerComm* comm, const CoordinatorConfig& config)
-    : comm_(comm), config_(config), lead_(config.minLead) {}
+    : comm_(comm), config_(config) {}
 
 Coordinator::~Coordinator() {
   // Orderly goodbye, so that ranks finalizing a little later freeze quietly instead of
@@ -426,7 +453,7 @@ bool Coordinator::onLeaderMessage(Peer& p, uint8_t type, wire::Reader& r, uint64
       if (!open_ || version != version_) return true;  // an answer to an aborted proposal
       if (type == wire::kNack) {
         ++stats_.refusals;
-        lead_ = std::min(lead_ * 4, kMaxLead);
+        leadScale_ = std::min(leadScale_ * 4, kMaxLeadCalls);
         abortProposal("a rank was already past the switch point");
         return true;
       }
@@ -445,7 +472,7 @@ bool Coordinator::onLeaderMessage(Peer& p, uint8_t type, wire::Reader& r, uint64
         committedVersion_ = version_;
         open_ = false;
         ++stats_.commits;
-        lead_ = std::max(config_.minLead, lead_ / 2);
+        leadScale_ = std::max<uint64_t>(1, leadScale_ / 2);
       }
       return true;
     case wire::kHeartbeat:
@@ -512,13 +539,14 @@ bool Coordinator::propose(const DecisionTable& desired, uint64_t nowNs) {
   wire::Reader decoder(encoded.str().data(), encoded.str().size());
   if (!wire::decodeTable(&decoder, &table)) return false;
   const uint32_t version = version_ + 1;
-  const uint64_t at = std::max(comm_->calls(), maxReportedCalls_) + lead_;
+  const uint64_t at =
+      std::max(comm_->calls(), maxReportedCalls_) + leadCalls(config_, callRate_, leadScale_);
   uint64_t calls = 0;
   switch (comm_->stage(version, at, nowNs, table, &calls)) {
     case TunerComm::StageResult::kStaged:
       break;
     case TunerComm::StageResult::kTooLate:
-      lead_ = std::min(lead_ * 2, kMaxLead);
+      leadScale_ = std::min(leadScale_ * 2, kMaxLeadCalls);
       return false;
     case TunerComm::StageResult::kBusy:
       return false;
@@ -577,6 +605,7 @@ void Coordinator::abortProposal(const char* why) {
 void Coordinator::tick(uint64_t nowNs) {
   if (role_ == Role::kUndecided) decideRole(nowNs);
   if (phase_ == Phase::kOff || phase_ == Phase::kFrozen) return;
+  if (role_ == Role::kLeader) callRate_.update(comm_->calls(), nowNs);
   if (phase_ == Phase::kJoining && nowNs - startNs_ > config_.joinTimeoutNs) {
     std::string why = role_ == Role::kLeader ? std::to_string(readyFollowers()) + " of " +
                                                    std::to_string(config_.nRanks - 1) +

@@ -17,6 +17,10 @@
 //  3. Each follower stages it and acknowledges if it has made fewer than E calls, else refuses.
 //  4. All acknowledged: COMMIT v. Any refusal: ABORT v, and the lead grows (x4). No answer from
 //     everyone within the ack timeout: ABORT v and freeze.
+//     The lead is counted in calls, since E must be a call index, but sized in time: what
+//     CoordinatorConfig::leadNs spans at the communicator's call rate. A job that calls rarely
+//     (a few large collectives a second) would otherwise wait seconds for every change, and one
+//     that calls thousands of times a second would see its ranks reach E before the commit.
 //  5. Every rank switches exactly at call E if committed, and keeps its table if aborted; a
 //     rank that reaches E before the verdict waits for it (bounded by the sync timeout).
 //
@@ -68,8 +72,34 @@ struct CoordinatorConfig {
   uint64_t peerTimeoutNs = 30'000'000'000ull;
   uint64_t heartbeatNs = 200'000'000ull;
   uint64_t handshakeTimeoutNs = 2'000'000'000ull;
-  uint64_t minLead = 64;  // calls between a proposal and its effect, at least
+  // The lead, calls between a proposal and its switch point: what leadNs spans at the
+  // communicator's call rate (CallRate), at least minLead calls; unknownRateLead calls before the
+  // rate is known (leadNs 0: minLead calls always). Refusals scale it up, commits back down.
+  uint64_t minLead = 2;
+  uint64_t leadNs = 100'000'000;
+  uint64_t unknownRateLead = 64;
 };
+
+// The communicator's call rate as the leader sees it: its own calls, since every rank makes the
+// same ones. Estimated over windows of kWindowNs, smoothed; a window without calls lowers it.
+class CallRate {
+ public:
+  static constexpr uint64_t kWindowNs = 250'000'000;
+  // `calls` made so far, at `nowNs`.
+  void update(uint64_t calls, uint64_t nowNs);
+  bool known() const { return known_; }
+  double perSecond() const { return rate_; }
+
+ private:
+  bool started_ = false, known_ = false;
+  uint64_t markNs_ = 0, markCalls_ = 0;
+  double rate_ = 0;
+};
+
+// The lead for a proposal now (see CoordinatorConfig), times `scale` (1, or more after refusals),
+// capped at kMaxLeadCalls.
+inline constexpr uint64_t kMaxLeadCalls = 1ull << 24;
+uint64_t leadCalls(const CoordinatorConfig& config, const CallRate& rate, uint64_t scale);
 
 class Coordinator {
  public:
@@ -153,7 +183,8 @@ class Coordinator {
   uint64_t openDeadline_ = 0;
   size_t acks_ = 0;
   DecisionTable proposed_;
-  uint64_t lead_ = 64;
+  uint64_t leadScale_ = 1;  // x4 per refusal, x2 per late staging, halved per commit
+  CallRate callRate_;       // leader only
   uint64_t maxReportedCalls_ = 0;
 
   DecisionTable committed_;

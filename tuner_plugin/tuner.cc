@@ -63,9 +63,15 @@ params::DoubleParam gProbeBudget(
     "NCCL_AUTOPILOT_TUNER_PROBE_BUDGET", 0.01, 0.0, 0.5,
     "Most extra time probes may cost, as a fraction of the time measured in collectives.");
 params::IntParam gSwapLead(
-    "NCCL_AUTOPILOT_TUNER_SWAP_LEAD", 64, 1, 1 << 20,
-    "Calls between a policy change on the leader and its effect on every rank (minimum; grows "
-    "when a rank is ahead).");
+    "NCCL_AUTOPILOT_TUNER_SWAP_LEAD", 2, 1, 1 << 20,
+    "Calls between a policy change on the leader and its effect on every rank, at least (the "
+    "lead spans NCCL_AUTOPILOT_TUNER_SWAP_LEAD_MS at the measured call rate; 64 calls before "
+    "that rate is known; it grows when a rank is ahead).");
+params::IntParam gSwapLeadMs(
+    "NCCL_AUTOPILOT_TUNER_SWAP_LEAD_MS", 100, 0, 60000,
+    "Time between a policy change on the leader and its effect on every rank, counted in calls "
+    "at the communicator's measured call rate. 0: the lead is NCCL_AUTOPILOT_TUNER_SWAP_LEAD "
+    "calls.");
 params::IntParam gUpdateMs(
     "NCCL_AUTOPILOT_TUNER_UPDATE_MS", 5, 1, 60000,
     "How often the leader folds new measurements into its policy and proposes changes.");
@@ -295,6 +301,7 @@ std::unique_ptr<TunerRuntime> makeRuntime(const TunerInitArgs& args) {
   cc.joinTimeoutNs = uint64_t(gJoinTimeoutMs.get()) * ms;
   cc.peerTimeoutNs = uint64_t(gPeerTimeoutMs.get()) * ms;
   cc.minLead = uint64_t(gSwapLead.get());
+  cc.leadNs = uint64_t(gSwapLeadMs.get()) * ms;
 
   PolicyConfig pc;
   pc.minGain = gMinGain.get();

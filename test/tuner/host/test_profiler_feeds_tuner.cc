@@ -167,12 +167,15 @@ std::string tempDir() {
 }
 
 // The measurements are the profiler's only; decisions are refreshed every millisecond and take
-// effect 8 calls after they are proposed, so that the loops converge in a few hundred calls.
+// effect 8 calls after they are proposed (a lead counted in calls, not sized in time: these
+// loops call thousands of times a second and count their budget in calls), so that the loops
+// converge in a few hundred calls.
 void learningLoopEnv(Env& env) {
   env.unset("NCCL_AUTOPILOT_TUNER_SYNTHETIC");
   env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", tempDir());
   env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
   env.set("NCCL_AUTOPILOT_TUNER_SWAP_LEAD", "8");
+  env.set("NCCL_AUTOPILOT_TUNER_SWAP_LEAD_MS", "0");
 }
 
 // The tuner's own account at finalize: "... N measurements, M attributed ...".

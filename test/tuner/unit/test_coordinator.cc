@@ -157,6 +157,65 @@ TEST_CASE("a rank already past the switch point refuses; the leader aborts and t
   CHECK(a.front() == kTreeLL128);
 }
 
+TEST_CASE("the lead spans a fixed time at the measured call rate", "[coordinator]") {
+  CoordinatorConfig c;  // 100 ms, at least 2 calls, 64 before the rate is known
+  CallRate rate;
+  CHECK(leadCalls(c, rate, 1) == 64);
+  const uint64_t ms = 1'000'000;
+  rate.update(0, 0);
+  rate.update(100, 100 * ms);  // a window is 250 ms: nothing measured yet
+  CHECK_FALSE(rate.known());
+  rate.update(250, 250 * ms);  // 1,000 calls a second
+  REQUIRE(rate.known());
+  CHECK(rate.perSecond() == Approx(1000));
+  CHECK(leadCalls(c, rate, 1) == 100);
+  CHECK(leadCalls(c, rate, 4) == 400);  // after a refusal
+  // A job that slows down: a window without calls halves the estimate, and the lead follows
+  // down to its floor (a job making 8 calls a second waited 64 calls, 8 s, for every change).
+  rate.update(250, 500 * ms);
+  CHECK(rate.perSecond() == Approx(500));
+  CHECK(leadCalls(c, rate, 1) == 50);
+  for (int w = 3; w <= 12; ++w) rate.update(250, uint64_t(w) * 250 * ms);
+  CHECK(rate.perSecond() < 1);
+  CHECK(leadCalls(c, rate, 1) == 2);
+  // Fast jobs: 50,000 calls a second take 5,000 calls of lead (64 calls were 1.3 ms).
+  CallRate fast;
+  fast.update(0, 0);
+  fast.update(12'500, 250 * ms);
+  CHECK(leadCalls(c, fast, 1) == 5000);
+  // Counted in calls only, as before the rate was measured.
+  c.leadNs = 0;
+  CHECK(leadCalls(c, fast, 1) == 2);
+  CHECK(leadCalls(c, fast, 1ull << 40) == kMaxLeadCalls);  // capped, never wraps
+}
+
+TEST_CASE("a leader of a rarely calling job switches a few calls ahead", "[coordinator]") {
+  std::string path = socketPath();
+  Node leader(config(path, 0, 2)), follower(config(path, 1, 2));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }));
+  std::vector<int> a, b;
+  for (int i = 0; i < 3; ++i) {
+    a.push_back(call(leader));
+    b.push_back(call(follower));
+  }
+  // Then no call for over two rate windows (a job between two large collectives): the rate
+  // measured is a few calls a second, so the lead is its 2-call floor, not 64 calls.
+  pumpUntil({&leader, &follower}, 700, [] { return false; });
+  REQUIRE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
+    return leader.coord->committedVersion() == 1 && follower.coord->committedVersion() == 1;
+  }));
+  for (int i = 0; i < 3; ++i) {
+    a.push_back(call(leader));
+    b.push_back(call(follower));
+  }
+  CHECK(a == b);
+  // Calls 1-4 keep NCCL's choice, the switch point is call 5 (3 made + 2).
+  CHECK(a[3] == kTreeLL128);
+  CHECK(a[4] == kRingSimple);
+  CHECK(a[5] == kRingSimple);
+}
+
 TEST_CASE("a connection without the job key is rejected; the real follower still joins",
           "[coordinator][security]") {
   std::string path = socketPath();
