@@ -565,6 +565,65 @@ TEST_CASE("simulated: a send the receiver completed never waits on a rail writin
   unlink(plan.c_str());
 }
 
+TEST_CASE("simulated: an announcement stranded on a rail that went down is repeated elsewhere",
+          "[net][tcp][simfault]") {
+  // The demo's hang at the rail failure (the quick loopback scenario, about 1 run in 10 beside a
+  // CPU hog, before receivers repeated their announcements): a receive was announced on rail 0
+  // and the sender's TCP acknowledged the frame, then rail 0 went down before the sender read
+  // it. Neither side held anything on rail 0 (the receiver's frame counts as taken, the sender
+  // had no data for a receive it never saw), so no detector could fail the rail, and the
+  // sender waited for an announcement while the receiver waited for data. Here the sender
+  // makes no call until rail 0 is down, so it cannot read the announcement in time.
+  const std::string plan = planPath("stranded");
+  PairOptions o = simPair(plan);
+  const size_t kBytes = 1 << 20;
+  PairOutcome out = runPair(
+      o,
+      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
+        void* comm = nullptr;
+        if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
+        std::vector<uint8_t> buf(kBytes);
+        void* data = buf.data();
+        size_t size = buf.size();
+        int tag = 0;
+        void* req = nullptr;
+        PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &req) == abi::kSuccess, "irecv");
+        PEER_CHECK(parent.sendLine("posted"), "parent");
+        PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "the receive never completed");
+        PEER_CHECK(checkPattern(buf.data(), buf.size(), 3) < 0, "data");
+        PEER_CHECK(host::LogCapture::count(-1, "announcing them again") >= 1,
+                   "the receive completed without being announced again: the scenario did "
+                   "not happen");
+        PEER_CHECK(peer.expect("sender done", 30000), "the sender did not finish");
+        ep.net()->closeRecv(comm);
+        return 0;
+      },
+      [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
+        void* comm = nullptr;
+        if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
+        PEER_CHECK(parent.expect("go", 30000), "no go from the parent");
+        std::vector<uint8_t> buf(kBytes);
+        fillPattern(buf.data(), buf.size(), 3);
+        void* req = nullptr;
+        PEER_CHECK(ep.isend(comm, buf.data(), buf.size(), 0, &req, 30) == abi::kSuccess,
+                   "the send was never matched to the receive");
+        PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "the send never completed");
+        peer.sendLine("sender done");
+        ep.net()->closeSend(comm);
+        return 0;
+      },
+      [&](Channel& toReceiver, Channel& toSender) {
+        if (!toReceiver.expect("posted", 30000)) return;
+        sleepMs(100);  // the announcement is in the sender's socket, acknowledged
+        writeFaultPlan(plan, "rail 0 down\nrail 1 rate 400\n");
+        sleepMs(300);  // both ends have read the plan
+        toSender.sendLine("go");
+      });
+  CHECK(out.receiver == 0);
+  CHECK(out.sender == 0);
+  unlink(plan.c_str());
+}
+
 TEST_CASE("simulated: a rail one connection found dead gets no data from the others",
           "[net][tcp][simfault][news]") {
   // Two connections of one process over the same two rails. A is busy when rail 1 goes down
