@@ -175,6 +175,14 @@ SimRun simulated(int rails, size_t messageBytes, const std::string& initialPlan,
 
 void sleepMs(int ms) { usleep(useconds_t(ms) * 1000); }
 
+// One receive of all of `buf` with tag 0, as NCCL posts it for a single send.
+abi::Result irecvWhole(NetEndpoint& ep, void* comm, std::vector<uint8_t>& buf, void** req) {
+  void* data = buf.data();
+  size_t size = buf.size();
+  int tag = 0;
+  return ep.irecv(comm, 1, &data, &size, &tag, req);
+}
+
 }  // namespace
 
 TEST_CASE("simulated: a rail going down mid-transfer loses nothing, and re-joins when up",
@@ -517,11 +525,8 @@ TEST_CASE("simulated: a send the receiver completed never waits on a rail writin
         void* comm = nullptr;
         if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
         std::vector<uint8_t> buf(kBytes);
-        void* data = buf.data();
-        size_t size = buf.size();
-        int tag = 0;
         void* req = nullptr;
-        PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &req) == abi::kSuccess, "irecv");
+        PEER_CHECK(irecvWhole(ep, comm, buf, &req) == abi::kSuccess, "irecv");
         PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "receive");
         PEER_CHECK(checkPattern(buf.data(), buf.size(), 7) < 0, "data");
         PEER_CHECK(parent.sendLine("received"), "parent");
@@ -583,11 +588,8 @@ TEST_CASE("simulated: an announcement stranded on a rail that went down is repea
         void* comm = nullptr;
         if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
         std::vector<uint8_t> buf(kBytes);
-        void* data = buf.data();
-        size_t size = buf.size();
-        int tag = 0;
         void* req = nullptr;
-        PEER_CHECK(ep.irecv(comm, 1, &data, &size, &tag, &req) == abi::kSuccess, "irecv");
+        PEER_CHECK(irecvWhole(ep, comm, buf, &req) == abi::kSuccess, "irecv");
         PEER_CHECK(parent.sendLine("posted"), "parent");
         PEER_CHECK(ep.wait(req, nullptr, 30) == abi::kSuccess, "the receive never completed");
         PEER_CHECK(checkPattern(buf.data(), buf.size(), 3) < 0, "data");
