@@ -408,7 +408,7 @@ std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* c
   }
   // The tuner's switch points are counted in calls but sized in time (the lead spans
   // NCCL_AUTOPILOT_TUNER_SWAP_LEAD_MS at the measured call rate): this workload, about 25 calls
-  // a second (the mistuned scenario's about 8), needs no setting of its own.
+  // a second (the mistuned scenario's about 20), needs no setting of its own.
   if (!closedLoop) {
     // What stock NCCL with an equal-split multi-rail transport does: NCCL's own choices,
     // equal split over the rails, no failover.
