@@ -63,14 +63,11 @@ void CallRate::update(uint64_t calls, uint64_t nowNs) {
 }
 
 uint64_t leadCalls(const CoordinatorConfig& config, const CallRate& rate, uint64_t scale) {
-  uint64_t base = config.minLead;
-  if (config.leadNs > 0) {
-    base = rate.known() ? uint64_t(std::ceil(rate.perSecond() * double(config.leadNs) * 1e-9))
-                        : config.unknownRateLead;
-  }
-  // In floating point: a large scale times a large base must not wrap.
-  const double lead =
-      double(std::max<uint64_t>(base, std::max<uint64_t>(config.minLead, 1))) * double(scale);
+  const double timed = config.leadNs == 0 ? 0
+                       : rate.known() ? std::ceil(rate.perSecond() * double(config.leadNs) * 1e-9)
+                                      : double(config.unknownRateLead);
+  // In floating point: a large scale times a large lead must not wrap.
+  const double lead = std::max({timed, double(config.minLead), 1.0}) * double(scale);
   return lead >= double(kMaxLeadCalls) ? kMaxLeadCalls : uint64_t(lead);
 }
 
