@@ -39,7 +39,7 @@ struct RailCounters {
   std::atomic<uint64_t> bytesReceived{0};
   std::atomic<uint64_t> chunksSent{0};
   std::atomic<uint64_t> chunksReceived{0};
-  std::atomic<uint64_t> retransmittedChunks{0};  // chunks re-sent here after another rail failed
+  std::atomic<uint64_t> retransmittedChunks{0};  // re-sent here: another rail failed or was late
   std::atomic<uint64_t> retransmittedBytes{0};
   std::atomic<uint64_t> failovers{0};   // times this rail was declared failed
   std::atomic<uint64_t> recoveries{0};  // times it re-joined after a failure

@@ -266,7 +266,7 @@ std::string renderPrometheus(const PrometheusInput& in) {
       {"nccl_autopilot_rail_received_bytes_total", "counter", "Bytes received on the rail.",
        [](const telemetry::RailSnapshot& r) { return double(r.bytesReceived); }},
       {"nccl_autopilot_rail_retransmitted_bytes_total", "counter",
-       "Bytes re-sent on the rail after another rail failed.",
+       "Bytes re-sent on the rail after another rail failed, or copied from a late one.",
        [](const telemetry::RailSnapshot& r) { return double(r.retransmittedBytes); }},
       {"nccl_autopilot_rail_failovers_total", "counter", "Times the rail was declared failed.",
        [](const telemetry::RailSnapshot& r) { return double(r.failovers); }},

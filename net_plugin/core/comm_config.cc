@@ -59,6 +59,12 @@ params::DoubleParam gDegradedRatio("NCCL_AUTOPILOT_NET_DEGRADED_RATIO", 0.5, 0.0
 params::DoubleParam gEqualBand("NCCL_AUTOPILOT_NET_EQUAL_BAND", 0.5, 0.0, 0.9,
                                "Rails whose measured bandwidth is within this fraction of the "
                                "median count as equal when striping (an equal share each).");
+params::DoubleParam gLateCopy(
+    "NCCL_AUTOPILOT_NET_LATE_COPY", 2.0, 0.0, 1000.0,
+    "A chunk that takes, or by its rail's current estimate will take, more than this many "
+    "times what its rail was expected to need for it when it was placed (and over 30 ms) is "
+    "sent again on the rail that delivers it first, where that saves time; the receiver keeps "
+    "the copy that lands first. 0 turns late copies off. TCP only.");
 
 CommConfig load() {
   CommConfig c;
@@ -79,6 +85,7 @@ CommConfig load() {
   c.health.degradation.recoverAbove = std::min(0.99, gDegradedRatio.get() * 1.4);
   c.peerTimeoutNs = uint64_t(gPeerTimeoutMs.get()) * 1'000'000;
   c.failover = gFailover.get();
+  c.lateCopyFactor = gLateCopy.get();
   c.connectTimeoutNs = uint64_t(gConnectTimeoutMs.get()) * 1'000'000;
   c.maxRecvs = int(gMaxRecvs.get());
   return c;

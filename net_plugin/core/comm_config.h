@@ -30,6 +30,13 @@ struct CommConfig {
   uint64_t stragglerNs = 500'000'000;       // connect/accept wait this long for slow rails
   double rejoinShare = 0.125;  // a re-joined rail starts at this fraction of its peers' bandwidth
   bool failover = true;        // false: the first failed rail fails the connection (a baseline)
+  // A chunk may take `lateCopyFactor` times what its rail was expected to need for it when it
+  // was placed (its bytes and those ahead of it at the rail's estimate then), and at least
+  // `lateCopyMinNs`; one that has taken, or by its rail's current estimate will take, longer
+  // is copied to the rail that delivers it first, where that saves time (0: never). See
+  // SendEngine::placeLateCopies.
+  double lateCopyFactor = 2;
+  uint64_t lateCopyMinNs = 30'000'000;
   int maxRecvs = 8;
 };
 

@@ -371,6 +371,21 @@ RailStriper::Peers RailStriper::measuredPeers(int rail) const {
   return p;
 }
 
+void RailStriper::onWithdrawn(int rail, uint64_t bytes, uint64_t nowNs) {
+  if (rail < 0 || rail >= n_) return;
+  Rail& r = rails_[rail];
+  r.inFlight -= std::min(r.inFlight, bytes);
+  if (!measurable(bytes)) return;
+  r.measuredInFlight -= std::min(r.measuredInFlight, bytes);
+  if (r.measuredChunks > 0) --r.measuredChunks;
+  if (r.measuredInFlight == 0) {
+    // The time since the last completion was spent holding a chunk never sent: not the
+    // rail's speed. It is idle from now on.
+    r.busyMarkNs = nowNs;
+    r.idleSinceNs = nowNs;
+  }
+}
+
 void RailStriper::onRailLost(int rail) {
   if (rail < 0 || rail >= n_) return;
   Rail& r = rails_[rail];

@@ -139,6 +139,9 @@ class RailStriper {
   void onCompleted(int rail, uint64_t bytes, uint64_t nowNs);
   // The rail's in-flight chunks are gone (they are re-sent elsewhere).
   void onRailLost(int rail);
+  // A chunk assigned to the rail was taken back before it was sent (its message completed
+  // without it): no longer in flight, and no measurement.
+  void onWithdrawn(int rail, uint64_t bytes, uint64_t nowNs);
 
   double bandwidth(int rail) const { return rails_[rail].bandwidth; }
   // The estimate the split uses (see equalBand).

@@ -206,7 +206,11 @@ void SendEngine::placeChunks(uint64_t nowNs) {
     if (mustWait(e)) return;
     int r = striper_.pick(e.bytes, nowNs, excluded);
     if (r < 0) return;
-    tracker_.placeNext(r);
+    // When it should land: the rail's queue and the chunk at the rail's estimate (what
+    // placeLateCopies holds the rail to).
+    const double dueInNs = double(striper_.inFlight(r) + e.bytes) * 1e9 /
+                           std::max(striper_.bandwidth(r), striper_.config().minBandwidth);
+    tracker_.placeNext(r, nowNs, nowNs + uint64_t(std::min(dueInNs, 1e15)));
     striper_.onAssigned(r, e.bytes, nowNs);
     if (e.resend) {
       if (auto* c = metrics_.at(r)) {
@@ -215,6 +219,80 @@ void SendEngine::placeChunks(uint64_t nowNs) {
       }
     }
     if (tracker_.queueFull(r)) excluded |= 1u << r;
+  }
+  // Nothing waits to be placed: what is left to wait for is the chunks in flight.
+  placeLateCopies(nowNs, excluded);
+}
+
+void SendEngine::placeLateCopies(uint64_t nowNs, uint32_t excluded) {
+  // Without failover (a baseline) a slow or silent rail holds its chunks, copies included.
+  if (!lateCopiesAllowed() || !(config_.lateCopyFactor > 0) || !config_.failover) return;
+  const double minBw = striper_.config().minBandwidth;
+  const double factor = config_.lateCopyFactor;
+  const double minNs = double(config_.lateCopyMinNs);
+  // A bounded look at each queue, oldest first: the copies a pass can place are few.
+  constexpr uint32_t kMaxLooked = 64;
+  for (int a = 0; a < nRails_; ++a) {
+    const uint32_t n = std::min(tracker_.queued(a), kMaxLooked);
+    if (n == 0) continue;
+    // The rail works through its queue in order, from its last acknowledgement (or from when
+    // its oldest chunk was placed, if later): by its current estimate a chunk lands once the
+    // rail has moved it and what is ahead of it.
+    const uint64_t base =
+        std::max(health_.failure(a).stallStartNs(), tracker_.entry(a, 0).placedNs);
+    const double bwA = std::max(striper_.bandwidth(a), minBw);
+    const bool degraded = health_.state(a) == RailHealth::State::kDegraded;
+    uint64_t ahead = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      const SendTracker::Entry& e = tracker_.entry(a, i);
+      ahead += e.bytes;
+      if (e.leftover || e.copy || e.copied) continue;
+      // Held to the plan made when the chunk was placed (its rail's queue and the chunk at the
+      // rail's estimate then): `factor` times that, and at least minNs, is what it may take.
+      // Late: it has waited that long already; then a copy goes if it takes no longer than the
+      // chunk has waited (a rail spends on copies at most the time they save, and when every
+      // rail is held up alike, a receiver that stopped reading, nothing is copied). Slipped:
+      // by the rail's current estimate it will have waited that long when it lands (the
+      // rail's rate dropped since: its estimate catches up within a few chunks, while what it
+      // holds would keep every message waiting); then, and for any chunk on a rail reported
+      // degraded, a copy goes if the chunk would land `factor` times later than the copy (and
+      // minNs more). Never merely because another rail would be faster now: the striper chose
+      // this rail knowing its estimate, and on equal rails of a busy host such copies cost the
+      // demo's healthy phase 3-6% (CPU spent sending bytes twice). The floor is for the same
+      // host: a receiver descheduled for 10-20 ms made chunks placed on idle rails look late.
+      const double plannedNs = double(e.dueNs - std::min(e.dueNs, e.placedNs));
+      const double allowedNs = std::max(minNs, factor * plannedNs);
+      const double waitedNs = double(nowNs - std::min(nowNs, e.placedNs));
+      const double landsInNs =
+          std::max(0.0, double(base) + double(ahead) * 1e9 / bwA - double(nowNs));
+      const bool late = waitedNs > allowedNs;
+      const bool slipped = waitedNs + landsInNs > allowedNs;  // also when late
+      if (!slipped && !degraded) continue;
+      // The copy goes where it would land first (that rail's queue at its estimate).
+      int best = -1;
+      double bestNs = 0;
+      for (int b = 0; b < nRails_; ++b) {
+        if (b == a || (excluded & (1u << b)) || striper_.mode(b) != RailMode::kActive) continue;
+        const double ns =
+            double(striper_.inFlight(b) + e.bytes) * 1e9 / std::max(striper_.bandwidth(b), minBw);
+        if (best < 0 || ns < bestNs) {
+          best = b;
+          bestNs = ns;
+        }
+      }
+      if (best < 0) break;
+      const bool worth = (late && bestNs <= waitedNs) || landsInNs > factor * bestNs + minNs;
+      if (!worth) continue;
+      const uint64_t bytes = e.bytes;
+      if (!tracker_.placeCopy(a, i, best, nowNs)) break;
+      striper_.onAssigned(best, bytes, nowNs);
+      if (auto* c = metrics_.at(best)) {
+        RailMetrics::add(c->retransmittedChunks, 1);
+        RailMetrics::add(c->retransmittedBytes, bytes);
+      }
+      ++lateCopies_;
+      if (tracker_.queueFull(best)) excluded |= 1u << best;
+    }
   }
 }
 
@@ -233,7 +311,7 @@ uint32_t SendEngine::moveChunksOff(int r, bool orderly, uint64_t* bytes, bool* p
   const uint32_t mark = ++railFailures_;
   for (uint32_t i = 0; i < tracker_.queued(r); ++i) {
     const SendTracker::Entry& e = tracker_.entry(r, i);
-    if (e.leftover) continue;  // its message is complete: nothing of it is replayed
+    if (e.leftover || e.copy) continue;  // nothing of it is replayed
     SendRequest& q = pool_[e.message];
     if (q.failoverMark == mark) continue;
     q.failoverMark = mark;

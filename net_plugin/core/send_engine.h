@@ -87,6 +87,10 @@ class SendEngine : public CommBase {
   virtual void onMatched(SendRequest& /*q*/, const ReceiveMatcher::Slot& /*slot*/) {}
   // Rails that cannot take chunks now although the striper may pick them (no queue pair).
   virtual uint32_t railsClosedForPlacing() const { return 0; }
+  // Whether a chunk may travel twice (late copies, placeLateCopies): only where the receiver
+  // drops a copy that lands after its message completed. TCP's receiver reads such data and
+  // discards it; an RDMA write into a buffer NCCL already got back would overwrite it.
+  virtual bool lateCopiesAllowed() const { return false; }
   // Called once at the start of every placing pass.
   virtual void beforePlacing() {}
   // Whether this chunk must wait (the RDMA replay guard: new data must not overtake a replay
@@ -104,8 +108,16 @@ class SendEngine : public CommBase {
   // Sends whose receive is announced start: their chunks are planned. Sends match receives in
   // order; within a multi-receive, the tag picks the buffer.
   void matchRequests();
-  // Planned chunks go to rails (earliest predicted completion).
+  // Planned chunks go to rails (earliest predicted completion). Once every chunk is placed,
+  // late ones are copied (placeLateCopies).
   void placeChunks(uint64_t nowNs);
+  // The chunks a rail is late with get a copy on the rail that would deliver it first, where
+  // that saves time. A ring step, and with it the whole collective, waits for its slowest
+  // chunk: when a rail's rate drops tenfold, what it holds (its window, up to 50 ms of its old
+  // rate) would take ten times as long, and the stall lasts until that queue has drained.
+  // Copies end it as soon as the chunks are late, without declaring a slow but working rail
+  // failed.
+  void placeLateCopies(uint64_t nowNs, uint32_t excluded);
 
   // The transport-independent half of failing rail r, after the transport stopped the rail
   // (its frames or writes can no longer land): every chunk it held moves to the others.
@@ -166,6 +178,7 @@ class SendEngine : public CommBase {
   RailMetrics metrics_;
   SendRequestPool<SendRequest> pool_;
   abi::Result failed_ = abi::kSuccess;  // sticky comm error
+  uint64_t lateCopies_ = 0;             // chunks copied because their rail was late
   uint64_t nextEvaluateNs_ = 0;
   RailNewsWatch news_[RailStriper::kMaxRails];
   uint64_t suspectSinceNs_[RailStriper::kMaxRails] = {};  // 0: not suspect

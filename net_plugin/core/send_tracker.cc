@@ -37,6 +37,7 @@ void SendTracker::start(uint32_t message, const ChunkPlan& plan) {
   m.plan = plan;
   m.nextNew = 0;
   m.acked = 0;
+  m.copies = 0;
   m.generation++;
   m.peerComplete = false;
   m.inUse = true;
@@ -48,13 +49,14 @@ void SendTracker::release(uint32_t message) { state_[message].inUse = false; }
 
 bool SendTracker::done(uint32_t message) const {
   const MessageState& m = state_[message];
-  return m.inUse && (m.acked == m.plan.count || m.peerComplete);
+  return m.inUse && ((m.acked == m.plan.count && m.copies == 0) || m.peerComplete);
 }
 
-bool SendTracker::completeByPeer(uint32_t message, uint32_t partialRails) {
+bool SendTracker::completeByPeer(uint32_t message, uint32_t partialRails, DropFn onDropped,
+                                 void* context) {
   MessageState& m = state_[message];
   if (!m.inUse || m.nextNew < m.plan.count) return false;
-  if (m.peerComplete || m.acked == m.plan.count) return true;
+  if (m.peerComplete || (m.acked == m.plan.count && m.copies == 0)) return true;
   m.peerComplete = true;
   auto ours = [&](const Entry& e) { return e.message == message && e.generation == m.generation; };
   // Bounded by the queue capacities; only messages that were not already fully acknowledged
@@ -75,6 +77,7 @@ bool SendTracker::completeByPeer(uint32_t message, uint32_t partialRails) {
       const Entry e = q.items[(q.head + i) % capacity_];
       if (ours(e)) {
         q.bytes -= e.bytes;
+        if (onDropped) onDropped(context, r, e.bytes);
       } else {
         q.items[(q.head + kept++) % capacity_] = e;
       }
@@ -106,7 +109,7 @@ bool SendTracker::peek(Entry* out) const {
   return true;
 }
 
-bool SendTracker::placeNext(int rail) {
+bool SendTracker::placeNext(int rail, uint64_t nowNs, uint64_t dueNs) {
   Ring& q = queue_[rail];
   if (q.size == capacity_) return false;
   Entry e;
@@ -123,7 +126,31 @@ bool SendTracker::placeNext(int rail) {
   } else {
     return false;
   }
+  e.copied = false;
+  e.placedNs = nowNs;
+  e.dueNs = dueNs;
   push(q, capacity_, e);
+  return true;
+}
+
+bool SendTracker::placeCopy(int from, uint32_t i, int to, uint64_t nowNs) {
+  Ring& src = queue_[from];
+  Ring& dst = queue_[to];
+  if (to == from || i >= src.size || dst.size == capacity_) return false;
+  Entry& original = src.items[(src.head + i) % capacity_];
+  MessageState& m = state_[original.message];
+  if (original.leftover || original.copy || original.copied || !m.inUse ||
+      original.generation != m.generation || m.peerComplete) {
+    return false;
+  }
+  original.copied = true;
+  Entry c = original;
+  c.resend = true;
+  c.copy = true;
+  c.copied = false;
+  c.placedNs = nowNs;
+  push(dst, capacity_, c);
+  m.copies++;
   return true;
 }
 
@@ -145,7 +172,14 @@ uint32_t SendTracker::railFailed(int rail, uint64_t* bytes) {
   while (q.size > 0) {
     Entry e = pop(q, capacity_);
     if (e.leftover) continue;  // its message is complete: nothing to re-send
+    if (e.copy) {
+      // The original is still queued elsewhere (or was acknowledged): nothing is lost.
+      MessageState& m = state_[e.message];
+      if (e.generation == m.generation && m.copies > 0) m.copies--;
+      continue;
+    }
     e.resend = true;
+    e.copied = false;  // a new placement: it may be copied again
     movedBytes += e.bytes;
     push(resend_, resendCapacity_, e);  // cannot overflow: it holds every rail queue
     ++moved;

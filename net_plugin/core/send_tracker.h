@@ -21,6 +21,14 @@
 // original does: it did land (no other copy of it exists), so its acknowledgement must come,
 // and a rail that loses them is broken. Generations keep a leftover from counting for the next
 // message that reuses its slot.
+//
+// A late copy (placeCopy) is the one exception to "one place at a time": a chunk whose rail is
+// late with it is sent again on another rail while the original stays queued, and the receiver
+// keeps whichever lands first. Its acknowledgement never counts as the chunk's (the original's
+// may come too), but a message whose copies are still queued is not done by acknowledgements
+// alone: only once they are acknowledged or dropped, or when the receiver reports the message
+// complete (completeByPeer turns them into leftovers). So no copy outlives its message except
+// as a leftover, and none is ever written from a buffer that NCCL got back.
 #pragma once
 
 #include <cstdint>
@@ -36,9 +44,13 @@ class SendTracker {
     uint32_t message;
     uint32_t chunk;
     uint64_t bytes;
-    uint32_t generation;  // of the message's slot when the chunk was planned
-    bool resend;          // placed again after its first rail failed
-    bool leftover;        // its message completed without it (completeByPeer)
+    uint32_t generation;    // of the message's slot when the chunk was planned
+    bool resend;            // placed again after its first rail failed, or a late copy
+    bool leftover;          // its message completed without it (completeByPeer)
+    bool copy = false;      // a late copy (placeCopy): its acknowledgement does not count
+    bool copied = false;    // a late copy of it was placed
+    uint64_t placedNs = 0;  // when it was placed on its rail
+    uint64_t dueNs = 0;     // ... and when it was expected to land then
   };
 
   SendTracker(int rails, uint32_t messages, uint32_t queueCapacity);
@@ -59,16 +71,26 @@ class SendTracker {
   // The receiver reported the message complete: it is done whatever acknowledgements are still
   // to come. Its transmitted chunks become leftovers; those not yet transmitted are dropped,
   // except the first untransmitted entry of each rail in `partialRails` (a bit per rail: the
-  // transport is half-way through writing it and must finish). False (nothing changes) when
-  // some chunk was never placed: the receiver cannot have it, so the report is a protocol
-  // violation.
-  bool completeByPeer(uint32_t message, uint32_t partialRails);
+  // transport is half-way through writing it and must finish). Each chunk dropped from a
+  // rail's queue is reported to `onDropped(context, rail, bytes)` when given (never
+  // transmitted, it will never be acknowledged: the striper must stop counting it in flight,
+  // chunk by chunk). False (nothing changes) when some chunk was never placed: the receiver
+  // cannot have it, so the report is a protocol violation.
+  using DropFn = void (*)(void* context, int rail, uint64_t bytes);
+  bool completeByPeer(uint32_t message, uint32_t partialRails, DropFn onDropped = nullptr,
+                      void* context = nullptr);
 
   // The next chunk to place (re-sends first), without taking it. False when nothing waits.
   bool peek(Entry* out) const;
-  // Places the chunk peek() returned at the tail of `rail`'s queue. False (and nothing
-  // changes) when that queue is full or nothing waits.
-  bool placeNext(int rail);
+  // Places the chunk peek() returned at the tail of `rail`'s queue at time `nowNs`, expected to
+  // land at `dueNs`. False (and nothing changes) when that queue is full or nothing waits.
+  bool placeNext(int rail, uint64_t nowNs = 0, uint64_t dueNs = 0);
+  // A late copy of entry `i` of rail `from` goes to the tail of rail `to`'s queue (placed at
+  // `nowNs`). False (nothing changes) when that queue is full, `to` is `from`, or the entry is
+  // a leftover, a copy, or was copied already: a chunk has at most one copy in flight.
+  bool placeCopy(int from, uint32_t i, int to, uint64_t nowNs);
+  // Copies of the message still queued (their acknowledgements outstanding).
+  uint32_t copiesQueued(uint32_t message) const { return state_[message].copies; }
 
   // A rail queue, oldest first. The transport keeps how many leading entries it has fully
   // transmitted (`posted`); acknowledgements can only cover those.
@@ -89,7 +111,8 @@ class SendTracker {
   template <typename OnChunk>
   bool acknowledge(int rail, uint32_t count, OnChunk&& onChunk);
 
-  // The rail failed: every chunk it held goes to the re-send queue (oldest first). Returns the
+  // The rail failed: every chunk it held goes to the re-send queue (oldest first); late copies
+  // are dropped (their originals are still queued elsewhere, or were acknowledged). Returns the
   // number of chunks moved; *bytes gets their size.
   uint32_t railFailed(int rail, uint64_t* bytes);
   uint32_t resendQueued() const { return resend_.size; }
@@ -99,6 +122,7 @@ class SendTracker {
     ChunkPlan plan;
     uint32_t nextNew = 0;  // next chunk never placed
     uint32_t acked = 0;
+    uint32_t copies = 0;  // late copies queued (see placeCopy)
     uint32_t generation = 0;
     bool inUse = false;
     bool peerComplete = false;
@@ -136,7 +160,13 @@ bool SendTracker::acknowledge(int rail, uint32_t count, OnChunk&& onChunk) {
     q.posted--;
     q.postedBytes -= e.bytes;
     MessageState& m = state_[e.message];
-    if (!e.leftover && e.generation == m.generation && !m.peerComplete) m.acked++;
+    if (!e.leftover && e.generation == m.generation && !m.peerComplete) {
+      if (e.copy) {
+        m.copies--;
+      } else {
+        m.acked++;
+      }
+    }
     onChunk(static_cast<const Entry&>(e));
   }
   return true;

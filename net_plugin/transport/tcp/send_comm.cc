@@ -72,7 +72,8 @@ SendComm::~SendComm() {
     summary += railSummary(r);
     rails_[r].link.detach(false);
   }
-  AP_INFO(kFlags, "comm 0x%llx send closed:%s", (unsigned long long)commId_, summary.c_str());
+  AP_INFO(kFlags, "comm 0x%llx send closed:%s; %llu late cop%s", (unsigned long long)commId_,
+          summary.c_str(), (unsigned long long)lateCopies_, lateCopies_ == 1 ? "y" : "ies");
 }
 
 abi::Result SendComm::isend(const void* data, size_t size, int tag, void** request) {
@@ -214,7 +215,16 @@ bool SendComm::completeByPeer(int r, uint64_t nowNs) {
   for (uint32_t i = 0; i < pool_.size(); ++i) {
     SendRequest& q = pool_[i];
     if (q.state != SendRequest::State::kActive || q.recvSeq >= peerCompletedBelow_) continue;
-    if (!tracker_.completeByPeer(q.index, railsWriting(q.index))) {
+    // Chunks never sent (originals a copy overtook, mostly) are no longer in flight.
+    struct Withdraw {
+      core::RailStriper* striper;
+      uint64_t nowNs;
+    } withdraw{&striper_, nowNs};
+    auto onDropped = [](void* context, int rail, uint64_t bytes) {
+      auto* w = static_cast<Withdraw*>(context);
+      w->striper->onWithdrawn(rail, bytes, w->nowNs);
+    };
+    if (!tracker_.completeByPeer(q.index, railsWriting(q.index), onDropped, &withdraw)) {
       failRail(r, nowNs,
                "protocol error: a receive reported complete before all its data was sent");
       return false;

@@ -72,6 +72,9 @@ class SendComm final : public core::SendEngine {
   };
 
   void progress(uint64_t nowNs) override;
+  // The receiver reads a chunk that lands after its receive completed, or twice, and drops it
+  // (RecvComm::beginChunk); the sender's copy of it is then acknowledged like any frame.
+  bool lateCopiesAllowed() const override { return true; }
   void sendReady(uint64_t nowNs);
   bool readRail(int r, uint64_t nowNs);
   bool handleFrame(int r, const wire::FrameHeader& h, const uint8_t* body, uint64_t nowNs);

@@ -290,6 +290,39 @@ TEST_CASE("simulated: a degraded rail that heals is re-admitted to a full share"
   CHECK(run.railShare[1] > 0.25);
 }
 
+// A rail's rate drops a hundredfold mid-stream (400 -> 4 Mbit/s, paced by the fault plan). What
+// it holds at that moment (up to 50 ms of its old rate, a few MiB) would take seconds at the
+// new rate, and every message with a chunk there would wait for it. Its late chunks are copied
+// to the other rail instead: the stream goes on, nothing is lost or written into a buffer
+// after its receive completed (Verify::kIdle), and the slow rail is never failed. Measured
+// longest gap after the drop: 1.05-1.08 s with NCCL_AUTOPILOT_NET_LATE_COPY=0, 0.17 s with
+// the copies (about 30 of them).
+TEST_CASE("simulated: a rail whose rate drops a hundredfold holds no message back (late copies)",
+          "[net][tcp][simfault]") {
+  const std::string plan = planPath("latecopy");
+  PairOptions o = simPair(plan);
+  StreamRun run = runStream(
+      o, 1 << 20, 8, Verify::kIdle,
+      [&](const std::function<void()>& mark) {
+        sleepMs(1000);
+        mark();
+        writeFaultPlan(plan, "rail 0 rate 400\nrail 1 rate 4\n");
+        sleepMs(1500);
+      },
+      true);
+  unlink(plan.c_str());
+  REQUIRE(run.ok);
+  CHECK(run.result.corrupt == 0);
+  CHECK(run.result.overwritten == 0);
+  INFO("sender log:\n" << run.senderLog);
+  INFO("longest gap after the drop " << run.result.maxGapAfterMarkSec * 1e3 << " ms");
+  CHECK(run.result.maxGapAfterMarkSec >= 0);
+  CHECK(run.result.maxGapAfterMarkSec < 0.7);
+  CHECK(contains(run.senderLog, "late cop"));
+  CHECK_FALSE(contains(run.senderLog, "; 0 late copies"));
+  CHECK_FALSE(contains(run.senderLog, "-> failed"));
+}
+
 TEST_CASE("simulated: a standby rail carries nothing until the active one dies",
           "[net][tcp][simfault]") {
   SimRun idle = simulated(2, 1 << 20, "rail 0 rate 400\nrail 1 rate 400\n",
@@ -514,7 +547,8 @@ TEST_CASE("simulated: a send the receiver completed never waits on a rail writin
   writeFaultPlan(plan, "rail 0 rate 2\nrail 1 deaf\n");
   PairOptions o = tcpPair(2);
   o.timeoutMs = 60000;
-  o.senderEnv = {{"NCCL_AUTOPILOT_FAULT_FILE", plan}};
+  // Rail 1's chunks must be re-sent after it fails, not copied while it is merely late.
+  o.senderEnv = {{"NCCL_AUTOPILOT_FAULT_FILE", plan}, {"NCCL_AUTOPILOT_NET_LATE_COPY", "0"}};
   const size_t kBytes = 2 << 20;
   double sendDoneAt = 0;
   Channel times[2];

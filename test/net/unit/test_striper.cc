@@ -175,6 +175,23 @@ TEST_CASE("striper: windows bound what a rail holds; an empty rail takes any chu
   CHECK(s.pick(1, 0, 0) == -1);
 }
 
+TEST_CASE("striper: chunks taken back before they were sent are no longer in flight",
+          "[net][striper]") {
+  RailStriper::Config cfg;
+  cfg.probeEvery = 0;
+  RailStriper s = activeStriper(2, cfg);
+  for (int i = 0; i < 3; ++i) s.onAssigned(1, 256 << 10, 0);
+  s.onWithdrawn(1, 256 << 10, 1000);
+  s.onWithdrawn(1, 256 << 10, 1000);
+  CHECK(s.inFlight(1) == (256 << 10));
+  // The one chunk left completes: the rail is empty, and measured by that chunk alone.
+  s.onCompleted(1, 256 << 10, 20'000'000);
+  CHECK(s.inFlight(1) == 0);
+  CHECK(s.samples(1) == 1);
+  s.onWithdrawn(1, 1 << 20, 20'000'000);  // nothing left to take back: no underflow
+  CHECK(s.inFlight(1) == 0);
+}
+
 TEST_CASE("striper: when the best rail is full, it waits rather than use a slower one",
           "[net][striper]") {
   RailStriper::Config cfg;

@@ -161,6 +161,87 @@ TEST_CASE("tracker: a completed message's original chunks stay held until acknow
   CHECK(t.queued(1) == 0);
 }
 
+// A late copy: the chunk travels on two rails at once and the receiver keeps the first that
+// lands. Only the original's acknowledgement counts; the message waits for its copies too, so
+// that no copy is still queued (and later written from the buffer) once NCCL has it back.
+TEST_CASE("tracker: a late copy never counts as its chunk; its message waits for it",
+          "[net][tracker]") {
+  SendTracker t(3, 2, 8);
+  t.start(0, plan(200, 100));
+  REQUIRE(t.placeNext(0, 1000, 3000));
+  REQUIRE(t.placeNext(0, 2000, 5000));
+  CHECK(t.entry(0, 1).placedNs == 2000);
+  CHECK(t.entry(0, 1).dueNs == 5000);
+  CHECK_FALSE(t.placeCopy(0, 1, 0, 7000));  // not on its own rail
+  REQUIRE(t.placeCopy(0, 1, 1, 7000));
+  CHECK_FALSE(t.placeCopy(0, 1, 2, 7000));  // one copy at a time
+  CHECK_FALSE(t.placeCopy(1, 0, 2, 7000));  // never a copy of a copy
+  CHECK(t.copiesQueued(0) == 1);
+  CHECK(t.entry(1, 0).copy);
+  CHECK(t.entry(1, 0).resend);
+  CHECK(t.entry(1, 0).chunk == 1);
+  CHECK(t.entry(1, 0).placedNs == 7000);
+  CHECK(t.heldBytes(1) == 100);
+  // The copy lands first: its acknowledgement does not count as chunk 1's.
+  t.setPosted(1, 1);
+  REQUIRE(t.acknowledge(1, 1, [](const SendTracker::Entry&) {}));
+  CHECK(t.acknowledged(0) == 0);
+  CHECK(t.copiesQueued(0) == 0);
+  CHECK_FALSE(t.done(0));
+  t.setPosted(0, 2);
+  REQUIRE(t.acknowledge(0, 2, [](const SendTracker::Entry&) {}));
+  CHECK(t.done(0));
+
+  // The original is acknowledged first: the message is not done while its copy is queued.
+  t.release(0);
+  t.start(0, plan(100, 100));
+  REQUIRE(t.placeNext(0));
+  REQUIRE(t.placeCopy(0, 0, 2, 0));
+  t.setPosted(0, 1);
+  REQUIRE(t.acknowledge(0, 1, [](const SendTracker::Entry&) {}));
+  CHECK(t.acknowledged(0) == 1);
+  CHECK_FALSE(t.done(0));
+  // The receiver's report completes it; the copy, never transmitted, is dropped and its bytes
+  // are reported so that the striper stops counting them in flight.
+  std::vector<std::pair<int, uint64_t>> dropped;
+  auto onDropped = [](void* context, int rail, uint64_t bytes) {
+    static_cast<std::vector<std::pair<int, uint64_t>>*>(context)->push_back({rail, bytes});
+  };
+  REQUIRE(t.completeByPeer(0, 0, onDropped, &dropped));
+  CHECK(t.done(0));
+  CHECK(t.queued(2) == 0);
+  CHECK(dropped == std::vector<std::pair<int, uint64_t>>{{2, 100}});
+}
+
+TEST_CASE("tracker: a failed rail drops its late copies; a failed original is re-sent",
+          "[net][tracker]") {
+  SendTracker t(3, 1, 8);
+  t.start(0, plan(200, 100));
+  REQUIRE(t.placeNext(0));
+  REQUIRE(t.placeNext(0));
+  REQUIRE(t.placeCopy(0, 0, 1, 0));
+  REQUIRE(t.placeCopy(0, 1, 2, 0));
+  t.setPosted(1, 1);
+  uint64_t bytes = 0;
+  CHECK(t.railFailed(1, &bytes) == 0);  // chunk 0's original is still on rail 0
+  CHECK(t.copiesQueued(0) == 1);
+  SendTracker::Entry e;
+  CHECK_FALSE(t.peek(&e));
+  // Rail 0 fails: both originals are re-sent (and may be copied again); chunk 1's copy stays.
+  CHECK(t.railFailed(0, &bytes) == 2);
+  REQUIRE(t.placeNext(1));
+  REQUIRE(t.placeNext(1));
+  CHECK_FALSE(t.entry(1, 0).copied);
+  REQUIRE(t.placeCopy(1, 0, 2, 0));
+  t.setPosted(1, 2);
+  REQUIRE(t.acknowledge(1, 2, [](const SendTracker::Entry&) {}));
+  CHECK(t.acknowledged(0) == 2);
+  CHECK_FALSE(t.done(0));  // two copies on rail 2 still to come
+  t.setPosted(2, 2);
+  REQUIRE(t.acknowledge(2, 2, [](const SendTracker::Entry&) {}));
+  CHECK(t.done(0));
+}
+
 TEST_CASE("tracker: queue capacity is respected", "[net][tracker]") {
   SendTracker t(1, 1, 3);
   t.start(0, plan(1000, 100));
@@ -173,8 +254,9 @@ TEST_CASE("tracker: queue capacity is respected", "[net][tracker]") {
   CHECK(t.posted(0) == 3);
 }
 
-TEST_CASE("tracker: random failures and acknowledgements deliver every chunk exactly once",
-          "[net][tracker]") {
+TEST_CASE(
+    "tracker: random failures, late copies and acknowledgements deliver every chunk exactly once",
+    "[net][tracker]") {
   uint64_t seed = 99;
   auto rnd = [&] {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -183,7 +265,8 @@ TEST_CASE("tracker: random failures and acknowledgements deliver every chunk exa
   for (int round = 0; round < 50; ++round) {
     const int rails = 4;
     SendTracker t(rails, 8, 32);
-    std::map<std::pair<uint32_t, uint32_t>, int> acks;  // (message, chunk) -> times acked
+    std::map<std::pair<uint32_t, uint32_t>, int> acks;      // (message, chunk) -> times acked
+    std::map<std::pair<uint32_t, uint32_t>, int> copyAcks;  // ... as a late copy
     uint32_t expected = 0;
     for (uint32_t m = 0; m < 8; ++m) {
       ChunkPlan p = plan(100 * (1 + rnd() % 40), 100);
@@ -197,7 +280,7 @@ TEST_CASE("tracker: random failures and acknowledgements deliver every chunk exa
       if (allDone) break;
       REQUIRE(++guard < 100000);
       int r = int(rnd() % rails);
-      switch (rnd() % 4) {
+      switch (rnd() % 5) {
         case 0:
         case 1:
           t.placeNext(r);
@@ -205,16 +288,36 @@ TEST_CASE("tracker: random failures and acknowledgements deliver every chunk exa
         case 2:
           t.setPosted(r, t.posted(r) + rnd() % 4);
           REQUIRE(t.acknowledge(r, rnd() % (t.posted(r) + 1), [&](const SendTracker::Entry& e) {
-            acks[{e.message, e.chunk}]++;
+            if (e.copy) {
+              copyAcks[{e.message, e.chunk}]++;
+            } else {
+              acks[{e.message, e.chunk}]++;
+            }
           }));
           break;
         case 3:
           if (rnd() % 8 == 0) t.railFailed(r, nullptr);
           break;
+        case 4:
+          // A late copy of a random queued chunk on another rail.
+          if (t.queued(r) > 0) {
+            t.placeCopy(r, rnd() % t.queued(r), int((r + 1 + rnd() % (rails - 1)) % rails), 0);
+          }
+          break;
+      }
+      // A message is done only once every chunk's original was acknowledged, once, and no copy
+      // of it is left in a queue (it would be written from a buffer NCCL got back).
+      for (uint32_t m = 0; m < 8; ++m) {
+        if (!t.done(m)) continue;
+        REQUIRE(t.copiesQueued(m) == 0);
+        for (int q = 0; q < rails; ++q) {
+          for (uint32_t i = 0; i < t.queued(q); ++i) REQUIRE(t.entry(q, i).message != m);
+        }
       }
     }
     CHECK(acks.size() == expected);
     for (auto& [key, n] : acks) REQUIRE(n == 1);
+    CHECK(copyAcks.size() <= expected);
   }
 }
 
