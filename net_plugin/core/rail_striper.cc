@@ -95,6 +95,7 @@ double RailStriper::refreshBands(uint64_t nowNs, bool standbyPass, int* count) {
     const uint64_t hold =
         outside && !r.distinct && farBelow ? config_.farBelowHoldNs : config_.bandHoldNs;
     if (nowNs - r.sideSinceNs >= hold) r.distinct = outside;
+    r.above = r.bandwidth > m;
   }
   return m;
 }
@@ -351,8 +352,14 @@ bool RailStriper::isSlowRail(int rail, const Peers& peers, uint64_t nowNs) const
   // without this rule a burst lifted one to the fast rail's level, where it counted as the
   // median and gave the other slow rail a full share too. A rail that just (re-)joined is
   // spared: its first samples (TCP's slow start) are low whatever it will sustain, and judged
-  // slow, its rising samples would be capped as bursts.
-  return !settling(r, nowNs) && r.bandwidth < (1 - config_.equalBand) * peers.fastest;
+  // slow, its rising samples would be capped as bursts. Only against a peer measured above the
+  // band for the hold, as the fast rail there is: among equal rails of a busy host the fastest
+  // estimate is often 1.5x the others for a while (bursts, late acknowledgements), and judged
+  // against it an equal rail's fast samples were capped as bursts and its share shrank (the
+  // demo's healthy phase ran at 0.62-0.64 Gbit/s, 0.65-0.66 with this condition or with equal
+  // split).
+  return peers.fastestAboveBand && !settling(r, nowNs) &&
+         r.bandwidth < (1 - config_.equalBand) * peers.fastest;
 }
 
 RailStriper::Peers RailStriper::measuredPeers(int rail) const {
@@ -362,7 +369,10 @@ RailStriper::Peers RailStriper::measuredPeers(int rail) const {
   for (int i = 0; i < n_; ++i) {
     if (i != rail && rails_[i].mode == RailMode::kActive && rails_[i].samples > 0) {
       bw[n++] = rails_[i].bandwidth;
-      p.fastest = std::max(p.fastest, rails_[i].bandwidth);
+      if (rails_[i].bandwidth > p.fastest) {
+        p.fastest = rails_[i].bandwidth;
+        p.fastestAboveBand = rails_[i].distinct && rails_[i].above;
+      }
     }
   }
   if (n == 0) return p;

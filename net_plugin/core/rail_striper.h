@@ -18,7 +18,8 @@
 // large chunk's time is its bytes over the rate, and a job that sends one chunk per rail per step
 // would otherwise never see a slow rail.
 // On a degraded rail (measured slower than its peers for `bandHoldNs`, or below the band under its
-// fastest peer: two degraded rails of three are the median, inside the band), a fast sample taken
+// fastest peer where that peer has been above the band as long: two degraded rails of three are
+// the median, inside the band, and their healthy peer is far above it), a fast sample taken
 // one chunk at a time, or after the rail idled, may be a burst its shaper saved up meanwhile (a
 // token bucket, as cloud NICs and our tc test bed have): it lifts the estimate to `slowRailRaise`
 // times what the rail last sustained at most, as long as a bucket of `burstBytes` refilled at that
@@ -177,6 +178,7 @@ class RailStriper {
     bool outside = false;        // the estimate is outside the band (or inside) ...
     uint64_t sideSinceNs = 0;    // ... since then
     bool distinct = false;       // the split uses the rail's own estimate
+    bool above = false;          // ... and that estimate was above the median at the last pick
     // The last sample, as it stood before it was taken (Estimate), and when: completions
     // reported at that same instant belong to it (see onCompleted).
     uint64_t closedAtNs = UINT64_MAX;
@@ -197,10 +199,12 @@ class RailStriper {
   struct Peers {
     double median = 0;
     double fastest = 0;
+    bool fastestAboveBand = false;  // the fastest peer is distinct, above the median
   };
   Peers measuredPeers(int rail) const;
   // A degraded rail: measured below its peers' median for bandHoldNs (`distinct`), or, once
-  // settled, below the band under its fastest peer.
+  // settled, below the band under its fastest peer when that peer is itself outside the band,
+  // above the median.
   bool isSlowRail(int rail, const Peers& peers, uint64_t nowNs) const;
   // No sample yet since the estimate was set, or the first one came less than settleNs ago.
   bool settling(const Rail& r, uint64_t nowNs) const;

@@ -754,6 +754,36 @@ TEST_CASE("striper: two degraded rails cost nothing against the one full rail le
   CHECK(d.estimate[2] < 10e6);
 }
 
+TEST_CASE("striper: below half the fastest rail is degraded only if that rail is above the band",
+          "[net][striper]") {
+  // Rail 2 at 21 MB/s, below half its fastest peer; after idle time two chunks at once come back
+  // at 100 MB/s (pipelined, but a shaper could have saved that up meanwhile).
+  auto fastSampleAfterIdle = [](double fastest) {
+    RailStriper::Config cfg;
+    cfg.probeEvery = 0;
+    cfg.sampleMinNs = 1'000'000;
+    RailStriper s = activeStriper(3, cfg);
+    uint64_t t = 0;
+    measureAt(s, 0, fastest, &t);
+    measureAt(s, 1, 31e6, &t);
+    measureAt(s, 2, 21e6, &t);
+    s.pick(64 << 10, t);
+    t += s.config().settleNs + s.config().bandHoldNs;
+    s.pick(64 << 10, t);  // the bands as they stand after the hold
+    s.onAssigned(2, 64 << 10, t += 100'000'000);
+    s.onAssigned(2, 64 << 10, t);
+    s.onCompleted(2, 64 << 10, t += 655'360);
+    s.onCompleted(2, 64 << 10, t += 655'360);
+    return s.bandwidth(2);
+  };
+  // Equal rails as a busy host measures them: 44, 31 and 21 MB/s, all inside the band around
+  // the median. The fastest is noise as much as the slowest: the sample counts as it is.
+  CHECK(fastSampleAfterIdle(44e6) == Approx(0.75 * 100e6 + 0.25 * 21e6).epsilon(0.01));
+  // A peer far above the band (the two-degraded phase: the slow rails are the median): rail 2 is
+  // degraded, and the sample lifts it to twice what it sustained at most.
+  CHECK(fastSampleAfterIdle(310e6) == Approx(2 * 21e6).epsilon(0.01));
+}
+
 TEST_CASE("striper: a rail far below its peers leaves the band sooner", "[net][striper]") {
   // Of four rails at 31 MB/s, rail 2 drops to a tenth and rail 3 to a third (outside the band,
   // not far below): two pipelined samples each at the new rate.
