@@ -208,8 +208,7 @@ void SendEngine::placeChunks(uint64_t nowNs) {
     if (r < 0) return;
     // When it should land: the rail's queue and the chunk at the rail's estimate (what
     // placeLateCopies holds the rail to).
-    const double dueInNs = double(striper_.inFlight(r) + e.bytes) * 1e9 /
-                           std::max(striper_.bandwidth(r), striper_.config().minBandwidth);
+    const double dueInNs = striper_.landsInNs(r, e.bytes);
     tracker_.placeNext(r, nowNs, nowNs + uint64_t(std::min(dueInNs, 1e15)));
     striper_.onAssigned(r, e.bytes, nowNs);
     if (e.resend) {
@@ -273,8 +272,7 @@ void SendEngine::placeLateCopies(uint64_t nowNs, uint32_t excluded) {
       double bestNs = 0;
       for (int b = 0; b < nRails_; ++b) {
         if (b == a || (excluded & (1u << b)) || striper_.mode(b) != RailMode::kActive) continue;
-        const double ns =
-            double(striper_.inFlight(b) + e.bytes) * 1e9 / std::max(striper_.bandwidth(b), minBw);
+        const double ns = striper_.landsInNs(b, e.bytes);
         if (best < 0 || ns < bestNs) {
           best = b;
           bestNs = ns;

@@ -126,8 +126,7 @@ bool SendTracker::placeNext(int rail, uint64_t nowNs, uint64_t dueNs) {
   } else {
     return false;
   }
-  e.copied = false;
-  e.placedNs = nowNs;
+  e.placedNs = nowNs;  // copied is false: new entries start so, railFailed clears re-sent ones
   e.dueNs = dueNs;
   push(q, capacity_, e);
   return true;

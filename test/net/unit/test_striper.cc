@@ -192,6 +192,18 @@ TEST_CASE("striper: chunks taken back before they were sent are no longer in fli
   CHECK(s.inFlight(1) == 0);
 }
 
+TEST_CASE("striper: when a chunk would land: the rail's queue and the chunk at its estimate",
+          "[net][striper]") {
+  RailStriper s = activeStriper(2);
+  uint64_t t = 0;
+  measureAt(s, 0, 10e6, &t);
+  s.onAssigned(0, 1 << 20, t);
+  CHECK(s.landsInNs(0, 1 << 20) == Approx(2.0 * (1 << 20) * 1e9 / 10e6));
+  // An estimate below minBandwidth (a rail that delivered almost nothing) counts as that floor.
+  s.setBandwidth(1, 1.0);
+  CHECK(s.landsInNs(1, 1 << 20) == Approx((1 << 20) * 1e9 / s.config().minBandwidth));
+}
+
 TEST_CASE("striper: when the best rail is full, it waits rather than use a slower one",
           "[net][striper]") {
   RailStriper::Config cfg;
