@@ -150,11 +150,9 @@ class RailStriper {
   uint64_t inFlight(int rail) const { return rails_[rail].inFlight; }
   // When a chunk of `bytes` placed on the rail now would land, in ns from now: what the rail
   // holds and the chunk, at the rail's own estimate (not the split's: this is a prediction of
-  // time, for the transport's late copies).
+  // time, for the transport's late copies). Estimates never leave [minBandwidth, maxBandwidth].
   double landsInNs(int rail, uint64_t bytes) const {
-    return double(rails_[rail].inFlight + bytes) * 1e9 /
-           (rails_[rail].bandwidth > config_.minBandwidth ? rails_[rail].bandwidth
-                                                          : config_.minBandwidth);
+    return double(rails_[rail].inFlight + bytes) * 1e9 / rails_[rail].bandwidth;
   }
   uint64_t assignedBytes(int rail) const { return rails_[rail].assignedBytes; }
   // Measurements since the estimate was last set (0: still a guess).

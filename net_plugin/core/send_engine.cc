@@ -226,7 +226,6 @@ void SendEngine::placeChunks(uint64_t nowNs) {
 void SendEngine::placeLateCopies(uint64_t nowNs, uint32_t excluded) {
   // Without failover (a baseline) a slow or silent rail holds its chunks, copies included.
   if (!lateCopiesAllowed() || !(config_.lateCopyFactor > 0) || !config_.failover) return;
-  const double minBw = striper_.config().minBandwidth;
   const double factor = config_.lateCopyFactor;
   const double minNs = double(config_.lateCopyMinNs);
   // A bounded look at each queue, oldest first: the copies a pass can place are few.
@@ -239,7 +238,7 @@ void SendEngine::placeLateCopies(uint64_t nowNs, uint32_t excluded) {
     // rail has moved it and what is ahead of it.
     const uint64_t base =
         std::max(health_.failure(a).stallStartNs(), tracker_.entry(a, 0).placedNs);
-    const double bwA = std::max(striper_.bandwidth(a), minBw);
+    const double bwA = striper_.bandwidth(a);  // never below minBandwidth
     const bool degraded = health_.state(a) == RailHealth::State::kDegraded;
     uint64_t ahead = 0;
     for (uint32_t i = 0; i < n; ++i) {

@@ -199,7 +199,7 @@ TEST_CASE("striper: when a chunk would land: the rail's queue and the chunk at i
   measureAt(s, 0, 10e6, &t);
   s.onAssigned(0, 1 << 20, t);
   CHECK(s.landsInNs(0, 1 << 20) == Approx(2.0 * (1 << 20) * 1e9 / 10e6));
-  // An estimate below minBandwidth (a rail that delivered almost nothing) counts as that floor.
+  // An estimate set below minBandwidth (a rail that delivered almost nothing) is that floor.
   s.setBandwidth(1, 1.0);
   CHECK(s.landsInNs(1, 1 << 20) == Approx((1 << 20) * 1e9 / s.config().minBandwidth));
 }
