@@ -473,7 +473,7 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
     uint64_t t = nowNs();
     while (!pending.empty()) {
       uint64_t sz = pending.front();
-      int r = s.pick(sz, t);
+      int r = s.pick(sz, t, 0, sz == bytes);  // one chunk: the whole message, as in the plugin
       if (r < 0) break;
       pending.pop_front();
       sg4::CommPtr comm = startTransfer(c.src, c.dst, r, sz);

@@ -26,7 +26,8 @@
 // rate could explain what the rail delivered. (Lifted to its peers' level by one probe, the demo's
 // degraded rail took a full share for the band's hold every few hundred ms, and the ring waited on
 // it.) A lone chunk that comes back fast from a degraded rail starts a check: the rail takes a
-// chunk whenever it is empty, one at a time, until a chunk comes back slow (the bucket ran dry: a
+// chunk whenever it is empty (but not one that is its whole message, which nothing else would hide
+// the wait for), one at a time, until a chunk comes back slow (the bucket ran dry: a
 // burst, and what the bursts lifted goes) or the rail has delivered more than any such bucket (a
 // heal: the estimate follows). For `settleNs` after its first measurement since it (re-)joined, the
 // fastest peer does not count (nor does the early exit from the band, below): a fresh connection's
@@ -95,6 +96,7 @@ class RailStriper {
     uint32_t probeEvery = 32;              // probe cadence, in picks (0: never)
     uint64_t probeIdleNs = 50'000'000;     // a rail idle this long is due for a probe
     double probeSpacing = 10;              // ... and this many times the probe's time on it
+    double wholeMessageSpacing = 10;       // ... times this for a chunk that is its whole message
     double equalBand = 0.5;                // |bw - median| <= band * median: the median
     uint64_t bandHoldNs = 300'000'000;     // ... and until outside (or back inside) that long
     double farBelow = 0.25;                // below this fraction of the median ...
@@ -131,8 +133,12 @@ class RailStriper {
 
   // The rail for a chunk of `chunkBytes`, or -1 when the chosen rail is at its window (wait
   // for acknowledgements) or no rail is usable. Rails whose bit is set in `excludedMask` (e.g.
-  // their queue is full) are treated as full.
-  int pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask = 0);
+  // their queue is full) are treated as full. `wholeMessage`: the chunk is its message's only
+  // one, so the message waits for it wherever it goes, with no other chunk to hide the wait
+  // behind: a check never takes it, and a probe of a degraded rail only after
+  // `wholeMessageSpacing` times the idle time a probe needs otherwise.
+  int pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask = 0,
+           bool wholeMessage = false);
 
   // Bookkeeping the transport reports back. `measurable` chunks (>= measureMinBytes) feed the
   // bandwidth estimate; the flag must be the same on both calls for one chunk.

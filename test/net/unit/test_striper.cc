@@ -262,8 +262,10 @@ TEST_CASE("striper: idle rails are probed now and then", "[net][striper]") {
   CHECK(probes <= 110);
 }
 
-TEST_CASE("striper: a much slower rail is probed at most once per ten probe times",
-          "[net][striper]") {
+TEST_CASE(
+    "striper: a much slower rail is probed at most once per ten probe times (whole "
+    "messages: a hundred)",
+    "[net][striper]") {
   RailStriper::Config cfg;
   cfg.probeEvery = 8;
   cfg.probeIdleNs = 1'000'000;
@@ -289,24 +291,31 @@ TEST_CASE("striper: a much slower rail is probed at most once per ten probe time
   REQUIRE(picks < 8);
   REQUIRE(s.samples(1) == 1);
   CHECK(s.bandwidth(1) == Approx(1e6).epsilon(0.01));
+  // Chunks that are each their whole message: no other chunk hides a probe's wait.
+  bool whole = false;
+  SECTION("chunks of larger messages") { whole = false; }
+  SECTION("whole messages") { whole = true; }
+  const uint64_t spacingNs = whole ? 6'550'000'000 : 655'000'000;
   int probes = 0;
   uint64_t lastProbe = now;
   now += 65'536'000;
-  for (int i = 0; i < 800; ++i) {
-    now += 10'000'000;  // 8 s in all
-    int r = s.pick(64 << 10, now);
+  for (int i = 0; i < 2000; ++i) {
+    now += 10'000'000;  // 20 s in all
+    int r = s.pick(64 << 10, now, 0, whole);
     REQUIRE(r >= 0);
     if (r == 1) {
-      CHECK(now - lastProbe >= 655'000'000);
+      CHECK(now - lastProbe >= spacingNs);
       ++probes;
       lastProbe = now;
     }
     s.onAssigned(r, 64 << 10, now);
     s.onCompleted(r, 64 << 10, now + 1000);
   }
-  // Every 0.66-0.74 s (the spacing, then the next probe turn): 11 or 12, not the cadence's 100.
-  CHECK(probes >= 10);
-  CHECK(probes <= 13);
+  // Every 0.66-0.74 s (the spacing, then the next probe turn): 27 to 30, not the cadence's 250;
+  // for whole messages every 6.6-6.7 s: 3.
+  INFO("probes: " << probes);
+  CHECK(probes >= (whole ? 2 : 26));
+  CHECK(probes <= (whole ? 3 : 31));
 }
 
 TEST_CASE("striper: small chunks do not move the estimate; estimates are clamped",
@@ -581,7 +590,9 @@ TEST_CASE("striper: a degraded rail's bursts do not buy back its share", "[net][
   s.onAssigned(2, 64 << 10, t += 200'000'000);
   s.onCompleted(2, 64 << 10, t += 3'000'000);
   CHECK(s.bandwidth(2) == Approx(6.2e6).epsilon(0.01));
-  // The rail is being checked: it takes the next chunk while empty (one at a time).
+  // The rail is being checked: it takes the next chunk while empty (one at a time), unless that
+  // chunk is its whole message.
+  CHECK(s.pick(64 << 10, t, 0, true) != 2);
   CHECK(s.pick(64 << 10, t) == 2);
   // Two chunks at once fit the bucket too (one sample, ~33 MB/s): no more than double what the
   // rail sustained, however many such samples come.
