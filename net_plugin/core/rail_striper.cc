@@ -149,11 +149,13 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
     for (int i = 0; i < n_; ++i) {
       const Rail& r = rails_[i];
       if (!usable(i, standbyPass) || r.inFlight != 0 || (excludedMask & (1u << i))) continue;
-      // The spacing applies only to a rail measured slower than its peers for bandHoldNs: a
-      // guess (a re-joined rail starts small) and the first samples of a fresh connection
-      // (TCP's slow start) must be measured again soon.
+      // The spacing applies only to a rail measured slower than its peers for bandHoldNs, or
+      // judged degraded against its fastest peer (two rails at a tenth of three are the median,
+      // inside the band: without this, each was probed every 50 ms, and each probe held a
+      // message 21 ms): a guess (a re-joined rail starts small) and the first samples of a
+      // fresh connection (TCP's slow start) must be measured again soon.
       double idleNeeded = double(config_.probeIdleNs);
-      if (r.samples > 0 && r.distinct) {
+      if (r.samples > 0 && (r.distinct || isSlowRail(i, measuredPeers(i), nowNs))) {
         const double probeNs =
             double(chunkBytes) * 1e9 / std::max(r.bandwidth, config_.minBandwidth);
         const double spacing =

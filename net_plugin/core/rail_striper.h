@@ -37,15 +37,17 @@
 // carries by its time on that rail, which on a much slower rail is long (a 256 KiB chunk at 25
 // Mbit/s: 84 ms, while the message's other chunks took a few), so a rail is probed only after it
 // has been idle for `probeSpacing` times the chunk's expected time on it as well: probes then hold
-// at most a tenth of the time. Only once the rail has been measured outside the band (below) for
-// `bandHoldNs`: a guess (a re-joined rail starts small) and a fresh connection's first samples
-// (TCP's slow start) must be measured again soon. (With the spacing applied to every measured rail,
-// three single demo runs gave the healed phase 0.62-0.64 of the rails' capacity, against 0.71 with
-// this condition; within the run-to-run noise, not isolated by a unit test.) In the demo's degraded
-// phase (one rail at a tenth of its peers' rate) the 4 MiB all-reduce took 187 ms with probes at
-// the plain cadence, 83-110 ms with the spacing, 72-76 ms with that rail down. A rail never holds
-// more than `windowBytes` (unless it is empty), which keeps the assignment adaptive: chunks are
-// placed as acknowledgements free room, with up-to-date estimates.
+// at most a tenth of the time (a hundredth for a chunk that is its whole message). Only once the
+// rail has been measured outside the band (below) for `bandHoldNs`, or is judged degraded against
+// its fastest peer (see isSlowRail: two rails at a tenth of three are the median): a guess (a
+// re-joined rail starts small) and a fresh connection's first samples (TCP's slow start) must be
+// measured again soon. (With the spacing applied to every measured rail, three single demo runs
+// gave the healed phase 0.62-0.64 of the rails' capacity, against 0.71 with this condition; within
+// the run-to-run noise, not isolated by a unit test.) In the demo's degraded phase (one rail at a
+// tenth of its peers' rate) the 4 MiB all-reduce took 187 ms with probes at the plain cadence,
+// 83-110 ms with the spacing, 72-76 ms with that rail down. A rail never holds more than
+// `windowBytes` (unless it is empty), which keeps the assignment adaptive: chunks are placed as
+// acknowledgements free room, with up-to-date estimates.
 //
 // Estimates within `equalBand` of the rails' median count as the median: on equal rails,
 // measurement noise must not skew the split, since a message completes only when its slowest

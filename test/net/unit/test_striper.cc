@@ -291,10 +291,9 @@ TEST_CASE(
   REQUIRE(picks < 8);
   REQUIRE(s.samples(1) == 1);
   CHECK(s.bandwidth(1) == Approx(1e6).epsilon(0.01));
-  // Chunks that are each their whole message: no other chunk hides a probe's wait.
-  bool whole = false;
-  SECTION("chunks of larger messages") { whole = false; }
-  SECTION("whole messages") { whole = true; }
+  // Chunks of larger messages, then chunks that are each their whole message (no other chunk
+  // hides a probe's wait).
+  const bool whole = GENERATE(false, true);
   const uint64_t spacingNs = whole ? 6'550'000'000 : 655'000'000;
   int probes = 0;
   uint64_t lastProbe = now;
@@ -316,6 +315,46 @@ TEST_CASE(
   INFO("probes: " << probes);
   CHECK(probes >= (whole ? 2 : 26));
   CHECK(probes <= (whole ? 3 : 31));
+}
+
+TEST_CASE("striper: two rails at a tenth, the median of three, are probed with the spacing too",
+          "[net][striper]") {
+  RailStriper::Config cfg;
+  cfg.probeEvery = 8;
+  RailStriper s = activeStriper(3, cfg);
+  uint64_t t = 0;
+  measureAt(s, 0, 31e6, &t);
+  measureAt(s, 1, 3.1e6, &t);
+  measureAt(s, 2, 3.1e6, &t);
+  // Rail 0 leaves the band, above the two slow rails, once it has been outside for the hold; by
+  // then they have settled.
+  s.pick(64 << 10, t);
+  t += std::max(s.config().bandHoldNs, s.config().settleNs);
+  s.pick(64 << 10, t);
+  REQUIRE(s.effectiveBandwidth(0) == Approx(31e6).epsilon(0.01));
+  REQUIRE(s.effectiveBandwidth(1) == Approx(3.1e6).epsilon(0.01));
+  const uint64_t chunkNs = uint64_t(double(64 << 10) * 1e9 / 3.1e6);  // 21 ms on a slow rail
+  uint64_t last[3] = {0, 0, 0};  // the previous probe (0: none yet)
+  int probes = 0;
+  for (int i = 0; i < 500; ++i) {
+    t += 10'000'000;  // 5 s in all
+    int r = s.pick(64 << 10, t);
+    REQUIRE(r >= 0);
+    s.onAssigned(r, 64 << 10, t);
+    if (r == 0) {
+      s.onCompleted(0, 64 << 10, t + 1000);
+      continue;
+    }
+    // A probe: at least ten times its time on the rail since the rail's previous one.
+    if (last[r] != 0) CHECK(t - last[r] >= 10 * chunkNs);
+    last[r] = t;
+    ++probes;
+    s.onCompleted(r, 64 << 10, t + chunkNs);  // at the rail's rate: no burst, no check
+  }
+  // Each slow rail every 0.22-0.3 s (the spacing, then the next probe turn): 30-46 in all.
+  INFO("probes: " << probes);
+  CHECK(probes >= 25);
+  CHECK(probes <= 47);
 }
 
 TEST_CASE("striper: small chunks do not move the estimate; estimates are clamped",
