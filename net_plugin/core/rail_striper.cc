@@ -156,8 +156,7 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
       // fresh connection (TCP's slow start) must be measured again soon.
       double idleNeeded = double(config_.probeIdleNs);
       if (r.samples > 0 && (r.distinct || isSlowRail(i, measuredPeers(i), nowNs))) {
-        const double probeNs =
-            double(chunkBytes) * 1e9 / std::max(r.bandwidth, config_.minBandwidth);
+        const double probeNs = double(chunkBytes) * 1e9 / r.bandwidth;  // >= minBandwidth
         const double spacing =
             config_.probeSpacing * (wholeMessage ? config_.wholeMessageSpacing : 1.0);
         idleNeeded = std::max(idleNeeded, spacing * probeNs);

@@ -26,10 +26,10 @@
 // rate could explain what the rail delivered. (Lifted to its peers' level by one probe, the demo's
 // degraded rail took a full share for the band's hold every few hundred ms, and the ring waited on
 // it.) A lone chunk that comes back fast from a degraded rail starts a check: the rail takes a
-// chunk whenever it is empty (but not one that is its whole message, which nothing else would hide
-// the wait for), one at a time, until a chunk comes back slow (the bucket ran dry: a
-// burst, and what the bursts lifted goes) or the rail has delivered more than any such bucket (a
-// heal: the estimate follows). For `settleNs` after its first measurement since it (re-)joined, the
+// chunk whenever it is empty (but not one that is its whole message, which nothing else would
+// hide the wait for), one at a time, until a chunk comes back slow (the bucket ran dry: a burst,
+// and what the bursts lifted goes) or the rail has delivered more than any such bucket (a heal:
+// the estimate follows). For `settleNs` after its first measurement since it (re-)joined, the
 // fastest peer does not count (nor does the early exit from the band, below): a fresh connection's
 // first samples (TCP's slow start) are low whatever it will sustain. Every `probeEvery`-th pick, a
 // usable rail that has been idle for `probeIdleNs` gets the chunk instead, so that idle or slow

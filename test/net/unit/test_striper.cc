@@ -3,6 +3,7 @@
 // different speeds.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <initializer_list>
 #include <vector>
 
 #include "net_plugin/core/rail_striper.h"
@@ -98,6 +99,12 @@ void measureAt(RailStriper& s, int rail, double bw, uint64_t* t) {
   s.onAssigned(rail, 1 << 20, *t);
   s.onCompleted(rail, 1 << 20, *t += uint64_t(double(1 << 20) * 1e9 / bw));
   s.onCompleted(rail, 1 << 20, *t += uint64_t(double(1 << 20) * 1e9 / bw));
+}
+
+// measureAt for rails 0, 1, ... in turn.
+void measureRails(RailStriper& s, std::initializer_list<double> bws, uint64_t* t) {
+  int rail = 0;
+  for (double bw : bws) measureAt(s, rail++, bw, t);
 }
 
 RailStriper activeStriper(int n, RailStriper::Config cfg = {}) {
@@ -323,9 +330,7 @@ TEST_CASE("striper: two rails at a tenth, the median of three, are probed with t
   cfg.probeEvery = 8;
   RailStriper s = activeStriper(3, cfg);
   uint64_t t = 0;
-  measureAt(s, 0, 31e6, &t);
-  measureAt(s, 1, 3.1e6, &t);
-  measureAt(s, 2, 3.1e6, &t);
+  measureRails(s, {31e6, 3.1e6, 3.1e6}, &t);
   // Rail 0 leaves the band, above the two slow rails, once it has been outside for the hold; by
   // then they have settled.
   s.pick(64 << 10, t);
@@ -524,9 +529,7 @@ TEST_CASE("striper: noisy estimates of equal rails still split equally; a truly 
   RailStriper s = activeStriper(3);
   // Estimates as a loaded host measures three equal 250 Mbit/s rails.
   uint64_t t = 0;
-  measureAt(s, 0, 36e6, &t);
-  measureAt(s, 1, 27e6, &t);
-  measureAt(s, 2, 31e6, &t);
+  measureRails(s, {36e6, 27e6, 31e6}, &t);
   CHECK(s.effectiveBandwidth(0) == Approx(31e6).epsilon(0.01));
   CHECK(s.effectiveBandwidth(1) == Approx(31e6).epsilon(0.01));
   uint64_t assigned[3] = {};
@@ -617,9 +620,7 @@ TEST_CASE("striper: a degraded rail's bursts do not buy back its share", "[net][
   cfg.probeEvery = 0;
   RailStriper s = activeStriper(3, cfg);
   uint64_t t = 0;
-  measureAt(s, 0, 31e6, &t);
-  measureAt(s, 1, 31e6, &t);
-  measureAt(s, 2, 3.1e6, &t);
+  measureRails(s, {31e6, 31e6, 3.1e6}, &t);
   s.pick(64 << 10, t);
   t += s.config().bandHoldNs;
   s.pick(64 << 10, t);
@@ -826,9 +827,7 @@ TEST_CASE("striper: below half the fastest rail is degraded only if that rail is
     cfg.sampleMinNs = 1'000'000;
     RailStriper s = activeStriper(3, cfg);
     uint64_t t = 0;
-    measureAt(s, 0, fastest, &t);
-    measureAt(s, 1, 31e6, &t);
-    measureAt(s, 2, 21e6, &t);
+    measureRails(s, {fastest, 31e6, 21e6}, &t);
     s.pick(64 << 10, t);
     t += s.config().settleNs + s.config().bandHoldNs;
     s.pick(64 << 10, t);  // the bands as they stand after the hold
