@@ -77,22 +77,28 @@ std::vector<SweepEntry> makeSweep() {
 }
 
 // A tuning file that makes the one-rank communicator force, in every swept context of at least
-// the size threshold, the second-best cell of NCCL's own table, with confident measurements.
+// the size threshold, the second-best cell of NCCL's own table, with confident measurements; in
+// every other context that cell at half of 8 channels, so that channel counts are set too.
 bool writeTuningFile(const std::string& path, const std::vector<SweepEntry>& sweep) {
   std::vector<tuner::BanditPolicy::ContextRecord> records;
   for (const SweepEntry& e : sweep) {
     tuner::BanditPolicy::ContextRecord r;
     r.ctx = tuner::contextIndex(e.func, e.nBytes, 1);
-    std::memcpy(r.prior, e.table, sizeof(r.prior));
+    std::memcpy(r.prior, e.table, sizeof(e.table));  // the cells; halved arms below
     int best = tuner::model::ncclChoice(r.prior);
     int second = -1;
     for (int c = 0; c < tuner::kNumCells; ++c) {
       if (c != best && r.prior[c] >= 0 && (second < 0 || r.prior[c] < r.prior[second])) second = c;
     }
     if (best < 0 || second < 0) continue;
-    r.incumbent = second;
+    const int chosen = records.size() % 2 ? tuner::kNumCells + second : second;
+    if (chosen != second) {
+      r.halvedChannels[second] = 4;
+      r.prior[chosen] = r.prior[second];
+    }
+    r.incumbent = chosen;
     r.arms[best] = {64, std::log(double(r.prior[best])), 1e-4};
-    r.arms[second] = {64, std::log(double(r.prior[best])) - 0.3, 1e-4};
+    r.arms[chosen] = {64, std::log(double(r.prior[best])) - 0.3, 1e-4};
     records.push_back(r);
   }
   tuner::TuningKey key;
@@ -123,6 +129,7 @@ struct Side {
   uint64_t batchTicks = 0;
   uint64_t calls = 0;
   uint64_t forced = 0;
+  uint64_t channelsSet = 0;  // calls where the tuner set a channel count
 };
 
 // One round: `calls` calls over the sweep; per-call ticks on every call.
@@ -141,6 +148,7 @@ void round(Side& s, const std::vector<SweepEntry>& sweep, int calls, bool keepSa
     if (keepSamples) s.perCallTicks.push_back(t1 - t0);
     s.forced += table[0][0] == 0.0f ||
                 tuner::model::ncclChoice(&table[0][0]) != tuner::model::ncclChoice(&e.table[0][0]);
+    s.channelsSet += nChannels != 0;
   }
   s.batchTicks += __rdtsc() - start;
   s.calls += uint64_t(calls);
@@ -351,6 +359,7 @@ int cmdTunerbench(int argc, char** argv) {
   double emptyMedian = percentile(e.perCallTicks, 0.5) / perNs;
   double emptyP99 = percentile(e.perCallTicks, 0.99) / perNs;
   double forcedFraction = double(o.forced) / std::max<uint64_t>(o.calls, 1);
+  double channelsFraction = double(o.channelsSet) / std::max<uint64_t>(o.calls, 1);
 
   std::printf(
       "tunerbench: %zu contexts (AllReduce, AllGather; 1 KiB .. 1 GiB), %d rounds x %d "
@@ -364,6 +373,7 @@ int cmdTunerbench(int argc, char** argv) {
               oursAmortized - emptyAmortized);
   std::printf("calls where a learned or probed cell was forced: %.0f%%%s\n", 100 * forcedFraction,
               decisionsInForce ? "" : " (learned decisions did not take effect in time)");
+  std::printf("calls where a learned channel count was set: %.0f%%\n", 100 * channelsFraction);
   std::printf(
       "per-call figures include two time-stamp reads; figures are provisional on a "
       "shared machine\n(targets: <= 40 ns above empty amortized, p99 < 1 us)\n");
@@ -377,10 +387,11 @@ int cmdTunerbench(int argc, char** argv) {
                  "{\"median_ns\": %.2f, \"p99_ns\": %.2f, \"empty_median_ns\": %.2f, "
                  "\"empty_p99_ns\": %.2f, \"amortized_ns\": %.2f, \"empty_amortized_ns\": %.2f, "
                  "\"amortized_ns_above_empty\": %.2f, \"forced_fraction\": %.4f, "
+                 "\"channels_set_fraction\": %.4f, "
                  "\"decisions_in_force\": %s, \"rounds\": %d, \"calls_per_round\": %d, "
                  "\"contexts\": %zu, \"provisional\": true}\n",
                  oursMedian, oursP99, emptyMedian, emptyP99, oursAmortized, emptyAmortized,
-                 oursAmortized - emptyAmortized, forcedFraction,
+                 oursAmortized - emptyAmortized, forcedFraction, channelsFraction,
                  decisionsInForce ? "true" : "false", rounds, callsPerRound, sweep.size());
     std::fclose(f);
   }

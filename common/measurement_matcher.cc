@@ -47,7 +47,7 @@ MeasurementMatcher::CallSlot* MeasurementMatcher::recorded(int func, int64_t ord
   return s->valid && s->ordinal == uint64_t(ordinal) ? s : nullptr;
 }
 
-void MeasurementMatcher::addCall(int func, uint64_t ordinal, uint64_t nBytes, int ctx) {
+void MeasurementMatcher::addCall(int func, uint64_t ordinal, uint64_t nBytes, int ctx, int tag) {
   if (func < 0 || func >= kFuncs || capacity_ == 0 || ordinal > uint64_t(INT64_MAX) ||
       int64_t(ordinal) <= funcs_[func].newest) {
     ++stats_.callsRejected;
@@ -58,7 +58,7 @@ void MeasurementMatcher::addCall(int func, uint64_t ordinal, uint64_t nBytes, in
   FuncState& f = funcs_[func];
   CallSlot* s = slot(func, int64_t(ordinal));
   if (s->valid && !s->used && int64_t(s->ordinal) > f.lastUsed) ++stats_.callsOverwritten;
-  *s = CallSlot{ordinal, nBytes, ctx, true, false};
+  *s = CallSlot{ordinal, nBytes, ctx, tag, true, false};
   f.newest = int64_t(ordinal);
 }
 
@@ -143,8 +143,12 @@ MeasurementMatcher::Outcome MeasurementMatcher::anchorOn(FuncState& f, CallSlot*
   return Outcome::kRealigned;
 }
 
-MeasurementMatcher::Outcome MeasurementMatcher::match(const CollectiveSample& s, int* ctx) {
+MeasurementMatcher::Outcome MeasurementMatcher::match(const CollectiveSample& s, int* ctx,
+                                                      int* tag) {
+  int unused;
+  if (tag == nullptr) tag = &unused;
   *ctx = -1;
+  *tag = -1;
   // Validated before the clock rule, so that a sample nobody can use never decides the clock.
   if (s.func < 0 || s.func >= kFuncs ||
       (s.clock != DurationClock::kHost && s.clock != DurationClock::kGpu) || s.algo < 0 ||
@@ -182,6 +186,7 @@ MeasurementMatcher::Outcome MeasurementMatcher::match(const CollectiveSample& s,
       if (ordinal > f.lastUsed) f.lastUsed = ordinal;
       ++stats_.matched;
       *ctx = call->ctx;
+      *tag = call->tag;
       return Outcome::kMatched;
     }
     if (CallSlot* next = afterRepeats(s.func, ordinal, s.nBytes)) {
@@ -194,6 +199,7 @@ MeasurementMatcher::Outcome MeasurementMatcher::match(const CollectiveSample& s,
       ++stats_.matched;
       ++stats_.repeatsSkipped;
       *ctx = next->ctx;
+      *tag = next->tag;
       return Outcome::kMatched;
     }
     if (s.nBytes < call->nBytes) {  // maybe the first task of a merged aggregate

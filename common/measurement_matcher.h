@@ -64,10 +64,12 @@ class MeasurementMatcher {
   int clock() const noexcept;
 
   // A recorded getCollInfo call: `ordinal` counts every call of `func` on this communicator
-  // from 0 (recorded or not), in call order.
-  void addCall(int func, uint64_t ordinal, uint64_t nBytes, int ctx);
-  // Classifies a sample; *ctx is the call's context when the result is kMatched (else -1).
-  Outcome match(const CollectiveSample& sample, int* ctx);
+  // from 0 (recorded or not), in call order. `tag` is the caller's, handed back with a match
+  // (the tuner's: the arm the call played).
+  void addCall(int func, uint64_t ordinal, uint64_t nBytes, int ctx, int tag = -1);
+  // Classifies a sample; *ctx (and *tag when given) are the call's when the result is kMatched
+  // (else -1).
+  Outcome match(const CollectiveSample& sample, int* ctx, int* tag = nullptr);
 
   const Stats& stats() const { return stats_; }
   // For a new communicator: clock undecided, no calls, zero counters.
@@ -78,6 +80,7 @@ class MeasurementMatcher {
     uint64_t ordinal = 0;
     uint64_t nBytes = 0;
     int32_t ctx = -1;
+    int32_t tag = -1;
     bool valid = false;
     bool used = false;
   };

@@ -22,16 +22,16 @@ ShiftDetectorConfig driftConfig() {
 }  // namespace
 
 struct BanditPolicy::ContextState {
-  float prior[kNumCells];
-  float correction[kNumCells] = {};  // log-space shift of the model's prediction (transfer)
-  float shared[kNumCells] = {};      // the same, predicted by the sizes of the group (sharing)
-  float sharedVar[kNumCells] = {};   // that prediction's variance (0: no prediction)
-  bool sharedSeen[kNumCells] = {};   // the group had measured the arm at the last refresh
-  int group = -1;                    // index in groups_ (setShareKey), -1: shares nothing
+  float prior[kNumArms];
+  float correction[kNumArms] = {};  // log-space shift of the model's prediction (transfer)
+  float shared[kNumArms] = {};      // the same, predicted by the sizes of the group (sharing)
+  float sharedVar[kNumArms] = {};   // that prediction's variance (0: no prediction)
+  bool sharedSeen[kNumArms] = {};   // the group had measured the arm at the last refresh
+  int group = -1;                   // index in groups_ (setShareKey), -1: shares nothing
   double logSize = 0;
   int defaultCell = -1;
   int incumbent = -1;
-  ArmStats arms[kNumCells];
+  ArmStats arms[kNumArms];
   // Change points of the incumbent's raw times (a shift the profiler may not have reported, or
   // where no profiler runs). Restarted whenever the incumbent changes or the context re-opens.
   ShiftDetector drift{driftConfig()};
@@ -54,7 +54,7 @@ namespace {
 
 constexpr int kSizeBucketsMax = 64;   // points per cell of a group (48 size buckets in the plugin)
 constexpr double kMinPriorUs = 1e-3;  // a zero cost (forced by someone else) still has a log
-bool validCell(int cell) { return cell >= 0 && cell < kNumCells; }
+bool validArm(int arm) { return arm >= 0 && arm < kNumArms; }
 
 double normalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
@@ -95,7 +95,7 @@ bool BanditPolicy::setPrior(int ctx, const float cost[kNumCells]) {
   if (ctx < 0 || ctx >= kNumContexts) return false;
   if (contexts_[ctx]) return contexts_[ctx]->defaultCell >= 0;
   auto s = std::make_unique<ContextState>();
-  std::memcpy(s->prior, cost, sizeof(s->prior));
+  for (int a = 0; a < kNumArms; ++a) s->prior[a] = a < kNumCells ? cost[a] : -1.0f;
   s->defaultCell = ncclChoice(s->prior);
   s->incumbent = s->defaultCell;
   bool usable = s->defaultCell >= 0;
@@ -103,10 +103,18 @@ bool BanditPolicy::setPrior(int ctx, const float cost[kNumCells]) {
   return usable;
 }
 
-bool BanditPolicy::setPriorCorrection(int ctx, const float correction[kNumCells]) {
+bool BanditPolicy::addHalvedChannelArm(int ctx, int cell) {
+  ContextState* s = state(ctx);
+  if (s == nullptr || s->defaultCell < 0 || cell < 0 || cell >= kNumCells || s->prior[cell] < 0)
+    return false;
+  s->prior[kNumCells + cell] = s->prior[cell];
+  return true;
+}
+
+bool BanditPolicy::setPriorCorrection(int ctx, const ArmValues& correction) {
   ContextState* s = state(ctx);
   if (s == nullptr || s->defaultCell < 0) return false;
-  for (int c = 0; c < kNumCells; ++c) {
+  for (int c = 0; c < kNumArms; ++c) {
     float v = correction[c];
     // Bounded: a correction is evidence from elsewhere, never more than a factor e^3.
     s->correction[c] = std::isfinite(v) ? std::clamp(v, -3.0f, 3.0f) : 0.0f;
@@ -119,7 +127,7 @@ namespace {
 bool correctionFrom(const float* prior, const BanditPolicy::ArmStats* arms, int D, int minSamples,
                     float* correction) {
   bool any = false;
-  for (int c = 0; c < kNumCells; ++c) {
+  for (int c = 0; c < kNumArms; ++c) {
     correction[c] = 0;
     if (D < 0 || prior[c] < 0 || arms[c].n < minSamples || arms[D].n < minSamples) continue;
     double measured = arms[c].mean - arms[D].mean;
@@ -132,28 +140,27 @@ bool correctionFrom(const float* prior, const BanditPolicy::ArmStats* arms, int 
 }
 }  // namespace
 
-bool BanditPolicy::learnedCorrection(int ctx, float correction[kNumCells]) const {
+bool BanditPolicy::learnedCorrection(int ctx, ArmValues* correction) const {
   const ContextState* s = state(ctx);
   if (s == nullptr || s->defaultCell < 0) return false;
-  return correctionFrom(s->prior, s->arms, s->defaultCell, config_.minSamples, correction);
+  return correctionFrom(s->prior, s->arms, s->defaultCell, config_.minSamples, correction->data());
 }
 
-bool BanditPolicy::correctionOf(const ContextRecord& r, int minSamples,
-                                float correction[kNumCells]) {
-  for (int c = 0; c < kNumCells; ++c) {
+bool BanditPolicy::correctionOf(const ContextRecord& r, int minSamples, ArmValues* correction) {
+  for (int c = 0; c < kNumArms; ++c) {
     const ArmStats& a = r.arms[c];
     // A record from a file: only finite, bounded values count (the parser checks them too).
     if (!(a.n >= 0) || !std::isfinite(a.mean) || !std::isfinite(a.var)) {
-      for (int k = 0; k < kNumCells; ++k) correction[k] = 0;
+      correction->fill(0.0f);
       return false;
     }
   }
-  return correctionFrom(r.prior, r.arms, ncclChoice(r.prior), minSamples, correction);
+  return correctionFrom(r.prior, r.arms, ncclChoice(r.prior), minSamples, correction->data());
 }
 
 float BanditPolicy::priorCorrection(int ctx, int cell) const {
   const ContextState* s = state(ctx);
-  return s != nullptr && validCell(cell) ? s->correction[cell] : 0.0f;
+  return s != nullptr && validArm(cell) ? s->correction[cell] : 0.0f;
 }
 
 void BanditPolicy::setShareKey(int ctx, int group, double logSize) {
@@ -200,7 +207,7 @@ void BanditPolicy::refreshGroup(ShareGroup& g) {
     double x, y, v;
   };
   Point pts[kSizeBucketsMax];
-  for (int c = 0; c < kNumCells; ++c) {
+  for (int c = 0; c < kNumArms; ++c) {
     int n = 0;
     for (int ctx : g.members) {
       const ContextState& p = *contexts_[ctx];
@@ -268,9 +275,9 @@ int BanditPolicy::incumbent(int ctx) const {
   return s ? s->incumbent : -1;
 }
 
-const BanditPolicy::ArmStats* BanditPolicy::arm(int ctx, int cell) const {
+const BanditPolicy::ArmStats* BanditPolicy::arm(int ctx, int a) const {
   const ContextState* s = state(ctx);
-  return s && validCell(cell) ? &s->arms[cell] : nullptr;
+  return s && validArm(a) ? &s->arms[a] : nullptr;
 }
 
 double BanditPolicy::noiseSigma(const ContextState& s) const {
@@ -293,9 +300,9 @@ void BanditPolicy::posterior(const ContextState& s, double sigmaObs, bool narrow
     return std::log(std::max(double(s.prior[c]), kMinPriorUs)) + s.correction[c] + s.shared[c];
   };
   double offset = 0;
-  int anchor = s.arms[s.defaultCell].n > 0                             ? s.defaultCell
-               : (validCell(s.incumbent) && s.arms[s.incumbent].n > 0) ? s.incumbent
-                                                                       : -1;
+  int anchor = s.arms[s.defaultCell].n > 0                            ? s.defaultCell
+               : (validArm(s.incumbent) && s.arms[s.incumbent].n > 0) ? s.incumbent
+                                                                      : -1;
   if (anchor >= 0) offset = s.arms[anchor].mean - logPrior(anchor);
   // A model that misses the measured level by a factor F is not trusted on ratios either:
   // the prior spread grows to at least half of log F (a 37x miss allows 37x-off ratios at 2 sd).
@@ -305,12 +312,12 @@ void BanditPolicy::posterior(const ContextState& s, double sigmaObs, bool narrow
   // others beyond F either (one sd): the sizes' shared spread never hides an arm there.
   double miss = 0;
   if (anchor >= 0) {
-    for (int c = 0; c < kNumCells; ++c) {
+    for (int c = 0; c < kNumArms; ++c) {
       if (s.prior[c] >= 0 && c != anchor && s.arms[c].n >= 1)
         miss = std::max(miss, std::fabs(s.arms[c].mean - (logPrior(c) + offset)));
     }
   }
-  for (int c = 0; c < kNumCells; ++c) {
+  for (int c = 0; c < kNumArms; ++c) {
     if (s.prior[c] < 0) continue;
     // Where the group's sizes predict this arm's ratio error more tightly, that spread holds.
     double priorVar = sigmaPrior * sigmaPrior;
@@ -329,23 +336,23 @@ void BanditPolicy::noteCall(int ctx) {
   if (ContextState* s = state(ctx)) ++s->callsSinceGrant;
 }
 
-void BanditPolicy::observe(int ctx, int cell, double timeUs) {
+void BanditPolicy::observe(int ctx, int arm, double timeUs) {
   ContextState* s = state(ctx);
-  if (s == nullptr || s->defaultCell < 0 || !validCell(cell) || s->prior[cell] < 0 ||
-      !(timeUs > 0) || !std::isfinite(timeUs)) {
+  if (s == nullptr || s->defaultCell < 0 || !validArm(arm) || s->prior[arm] < 0 || !(timeUs > 0) ||
+      !std::isfinite(timeUs)) {
     return;
   }
   const double raw = std::log(timeUs);
-  ArmStats& a = s->arms[cell];
+  ArmStats& a = s->arms[arm];
   observedUs_ += timeUs;
   if (++sinceShare_ >= kShareEvery) {
     sinceShare_ = 0;
     refreshShared();
   }
-  if (cell != s->incumbent && s->arms[s->incumbent].n > 0) {
+  if (arm != s->incumbent && s->arms[s->incumbent].n > 0) {
     probeCostUs_ += std::max(0.0, timeUs - std::exp(s->arms[s->incumbent].mean));
   }
-  if (cell == s->probeCell && s->reserveLeft > 0) {
+  if (arm == s->probeCell && s->reserveLeft > 0) {
     --s->reserveLeft;
     probeReservedUs_ = std::max(0.0, probeReservedUs_ - s->reserveEach);
   }
@@ -356,11 +363,11 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
     double limit = std::max(4 * sigma, 0.3);
     x = std::clamp(x, a.mean - limit, a.mean + limit);
   }
-  if (cell == s->incumbent) {
+  if (arm == s->incumbent) {
     // Judged on raw times, since Winsorising would hide a real level change.
-    if (s->driftCell != cell) {
+    if (s->driftCell != arm) {
       s->drift.reset();
-      s->driftCell = cell;
+      s->driftCell = arm;
     }
     Shift shift = s->drift.update(timeUs);
     if (shift.fired) {
@@ -370,17 +377,17 @@ void BanditPolicy::observe(int ctx, int cell, double timeUs) {
     }
   }
   addSample(&a, x);
-  if (cell == s->probeCell) ++s->probesSeen;
+  if (arm == s->probeCell) ++s->probesSeen;
   // The group's first measurement of an arm: every size sees it now, not kShareEvery later
   // (once per arm and context: a.n is 1 only after the arm's first sample since a re-open).
-  if (s->group >= 0 && cell != s->defaultCell && !s->sharedSeen[cell] && a.n == 1)
+  if (s->group >= 0 && arm != s->defaultCell && !s->sharedSeen[arm] && a.n == 1)
     refreshGroup(groups_[s->group]);
-  if (cell != s->incumbent) return;
+  if (arm != s->incumbent) return;
   if (config_.refreshPlays > 0 && ++s->playsSinceRefresh >= config_.refreshPlays) {
     // Periodic refresh: forget part of the confidence in the other arms, so that arms close to
     // the incumbent get re-probed; clearly worse arms stay out of the candidate set.
     s->playsSinceRefresh = 0;
-    for (int c = 0; c < kNumCells; ++c) {
+    for (int c = 0; c < kNumArms; ++c) {
       if (c != s->incumbent) s->arms[c].n = std::min(s->arms[c].n, double(config_.minSamples - 1));
     }
   }
@@ -414,7 +421,7 @@ void BanditPolicy::reopen(int ctx) {
   ContextState* s = state(ctx);
   if (s == nullptr) return;
   ++reopens_;
-  for (int c = 0; c < kNumCells; ++c) {
+  for (int c = 0; c < kNumArms; ++c) {
     ArmStats& a = s->arms[c];
     if (c == s->incumbent) {
       a.n = std::min(a.n, 2.0);
@@ -435,12 +442,12 @@ void BanditPolicy::reopenAll() {
 ContextDecision BanditPolicy::decide(int ctx) {
   ContextState* s = state(ctx);
   if (s == nullptr || s->defaultCell < 0) return {};
-  if (!validCell(s->incumbent) || s->prior[s->incumbent] < 0) s->incumbent = s->defaultCell;
+  if (!validArm(s->incumbent) || s->prior[s->incumbent] < 0) s->incumbent = s->defaultCell;
   const int D = s->defaultCell;
   if (s->arms[s->incumbent].n == 0 && s->arms[D].n == 0) return {};  // measure NCCL's own first
 
   const double sigmaObs = noiseSigma(*s);
-  double mean[kNumCells], var[kNumCells];
+  double mean[kNumArms], var[kNumArms];
   // A switch rests on this context's own samples and the model's own spread: what other sizes
   // vouch for may choose what to probe, never make a switch confident.
   posterior(*s, sigmaObs, false, mean, var);
@@ -449,7 +456,7 @@ ContextDecision BanditPolicy::decide(int ctx) {
   // Exploitation: switch only to an arm confidently better than the incumbent.
   int I = s->incumbent;
   int best = I;
-  for (int c = 0; c < kNumCells; ++c) {
+  for (int c = 0; c < kNumArms; ++c) {
     if (c == I || s->prior[c] < 0 || s->arms[c].n < config_.minSamples) continue;
     double sd = std::sqrt(var[c] + var[I]);
     if (mean[c] < mean[I] + gainLog && mean[c] + config_.switchZ * sd < mean[I] &&
@@ -478,7 +485,7 @@ ContextDecision BanditPolicy::decide(int ctx) {
   };
   const bool expired =
       config_.grantExpiryCalls > 0 && s->callsSinceGrant >= config_.grantExpiryCalls;
-  const bool running = validCell(s->probeCell) && s->probesSeen < s->grantProbes && !expired &&
+  const bool running = validArm(s->probeCell) && s->probesSeen < s->grantProbes && !expired &&
                        plausible(s->probeCell);
   if (!running) {
     releaseReserve(s);
@@ -486,7 +493,7 @@ ContextDecision BanditPolicy::decide(int ctx) {
     int candidate = -1;
     double bestLcb = limit, candidateEach = 0;
     int candidateProbes = budget;
-    for (int c = 0; c < kNumCells; ++c) {
+    for (int c = 0; c < kNumArms; ++c) {
       if (!plausible(c)) continue;
       if (optimistic(c) >= bestLcb) continue;
       double each;
@@ -539,9 +546,13 @@ bool BanditPolicy::restore(const ContextRecord& r, double maxSamples) {
   std::memcpy(s->prior, r.prior, sizeof(s->prior));
   s->defaultCell = ncclChoice(s->prior);
   if (s->defaultCell < 0) return false;
-  s->incumbent =
-      validCell(r.incumbent) && s->prior[r.incumbent] >= 0 ? r.incumbent : s->defaultCell;
+  // A halved arm exists where the record gives its channel count, with its cell's prior.
   for (int c = 0; c < kNumCells; ++c) {
+    s->prior[kNumCells + c] =
+        r.halvedChannels[c] > 0 && cellTakesChannelCount(c) ? s->prior[c] : -1.0f;
+  }
+  s->incumbent = validArm(r.incumbent) && s->prior[r.incumbent] >= 0 ? r.incumbent : s->defaultCell;
+  for (int c = 0; c < kNumArms; ++c) {
     ArmStats a = r.arms[c];
     if (!(a.n >= 0) || !std::isfinite(a.mean) || !(a.var >= 0) || !std::isfinite(a.var) ||
         s->prior[c] < 0) {

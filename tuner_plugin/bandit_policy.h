@@ -1,5 +1,6 @@
-// The learner: a per-context bandit over NCCL's cost-table cells, warm-started from the table
-// NCCL passes (the prior) and driven by measured latencies. A pure class: no clocks, no
+// The learner: a per-context bandit over arms (NCCL's cost-table cells, each also at half its
+// channel count once that count is known, decision.h), warm-started from the table NCCL passes
+// (the prior) and driven by measured latencies. A pure class: no clocks, no
 // globals, no I/O; the plugin's leader, the replay benchmark and the tests drive it alike.
 //
 // Model. Per (context, cell) it keeps an exponentially weighted mean and variance of log(time):
@@ -41,7 +42,10 @@
 //    which re-opens exploration for plausibly better arms only.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -82,12 +86,19 @@ class BanditPolicy {
     double var = 0;   // exponentially weighted variance of log(time)
   };
 
+  // A value per arm (corrections).
+  using ArmValues = std::array<float, kNumArms>;
+
   // What persistence saves and restores for one context.
   struct ContextRecord {
+    ContextRecord() { std::fill(std::begin(prior), std::end(prior), -1.0f); }
     int ctx = -1;
-    float prior[kNumCells];
+    float prior[kNumArms];  // < 0 for arms not offered (a halved arm: its cell's prior)
+    // Per cell, the channel count of its halved arm (0: not offered); the learner's, kept here
+    // so that a saved halved arm means the same count when it is loaded.
+    uint8_t halvedChannels[kNumCells] = {};
     int incumbent = -1;
-    ArmStats arms[kNumCells];
+    ArmStats arms[kNumArms];
   };
 
   explicit BanditPolicy(const PolicyConfig& config);
@@ -98,14 +109,19 @@ class BanditPolicy {
   const PolicyConfig& config() const { return config_; }
 
   // The cost table NCCL passed the first time the context was seen (microseconds, < 0 =
-  // ignored). The first call per context wins; returns false when the table has no usable cell.
+  // ignored): the prior of the arms at NCCL's channel count. The first call per context wins;
+  // returns false when the table has no usable cell.
   bool setPrior(int ctx, const float cost[kNumCells]);
   bool hasPrior(int ctx) const;
+  // Makes arm kNumCells + cell (the cell at half NCCL's channel count, decision.h) an arm of the
+  // context, with its cell's prior: the cost model has no channel dimension, so the prior is
+  // neutral on channels and the measurements decide. False when the cell is ignored.
+  bool addHalvedChannelArm(int ctx, int cell);
   // Learned corrections from another scale of the same system (log of measured / predicted,
   // per cell, relative to NCCL's choice): they shift the prior's ratios, and so which arms look
   // worth a probe, never the decisions themselves: NCCL's choice stays the default and a switch
   // still needs this context's own measurements. Call after setPrior().
-  bool setPriorCorrection(int ctx, const float correction[kNumCells]);
+  bool setPriorCorrection(int ctx, const ArmValues& correction);
   // Sharing across sizes: contexts of one group (same collective, same cell meanings) share a
   // model of the cost model's ratio error over logSize, refreshed every kShareEvery samples and
   // whenever an arm is measured for the first time in the group; its prediction is each
@@ -116,14 +132,14 @@ class BanditPolicy {
   void setShareKey(int ctx, int group, double logSize);
   // The correction this context's measurements suggest for another scale (0 where an arm or the
   // default has fewer than minSamples samples); false when nothing is known.
-  bool learnedCorrection(int ctx, float correction[kNumCells]) const;
+  bool learnedCorrection(int ctx, ArmValues* correction) const;
   // The same for a saved context (a tuning file's record of another scale).
-  static bool correctionOf(const ContextRecord& r, int minSamples, float correction[kNumCells]);
+  static bool correctionOf(const ContextRecord& r, int minSamples, ArmValues* correction);
   // The prior correction in force for `ctx` and `cell` (0 where none was set).
   float priorCorrection(int ctx, int cell) const;
 
-  // A measured time of `cell` in `ctx` (one clock per context: the caller filters).
-  void observe(int ctx, int cell, double timeUs);
+  // A measured time of `arm` in `ctx` (one clock per context: the caller filters).
+  void observe(int ctx, int arm, double timeUs);
   // A getCollInfo call of `ctx` was made (it counts towards the expiry of a grant).
   void noteCall(int ctx);
 

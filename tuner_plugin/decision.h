@@ -34,16 +34,34 @@ inline int contextIndex(int func, uint64_t nBytes, int numPipeOps) {
   return (func * kSizeBuckets + sizeBucket(nBytes)) * kPipeBuckets + pipeBucket(numPipeOps);
 }
 
+// Arms: what the policy learns over. Arm `cell` runs the cell with NCCL's own channel count;
+// arm kNumCells + cell runs it with half the channels NCCL used for that cell in the context
+// (the count travels in the decision, so it is agreed like the cell). Half, because NCCL's own
+// count shrinks about linearly with the size below saturation (one channel fewer per step of
+// its threshold loop, docs/nccl-plugin-abi.md §2.6): over a size bucket (a factor of two) it
+// varies by at most a factor of two, so half of any count seen in the bucket never raises what
+// NCCL would run at another size of it. A tuner may only lower the count (its value replaces
+// NCCL's upper bound); CollNet cells use the value unclamped and are never given one.
+inline constexpr int kChannelLevels = 2;
+inline constexpr int kNumArms = kNumCells * kChannelLevels;  // 42
+inline int armCell(int arm) { return arm % kNumCells; }
+inline bool armHalvesChannels(int arm) { return arm >= kNumCells; }
+inline bool cellTakesChannelCount(int cell) {
+  const int algo = cell / abi::kNumProtocols;
+  return algo != abi::kAlgoCollNetDirect && algo != abi::kAlgoCollNetChain;
+}
+
 inline int contextFunc(int ctx) { return ctx / (kSizeBuckets * kPipeBuckets); }
 inline int contextSizeBucket(int ctx) { return ctx / kPipeBuckets % kSizeBuckets; }
 inline int contextPipeBucket(int ctx) { return ctx % kPipeBuckets; }
 
 // What every rank does for one context, until the next agreed change. Plain bytes so that the
 // table travels over the wire as is.
-//  - primary < 0: leave NCCL's choice (the table untouched); else force that cell.
+//  - primary < 0: leave NCCL's choice (the table untouched); else play that arm (its cell, and
+//    for a halved arm primaryChannels as the channel count; 0 for an arm at NCCL's count).
 //  - explore >= 0: on every `period`-th call of the context (counted from the moment this
 //    entry took effect), up to `budget` times, force `explore` instead. Counting from an agreed
-//    call index keeps exploration identical on all ranks.
+//    call index keeps exploration identical on all ranks. exploreChannels as primaryChannels.
 //  - generation: bumped by the policy to grant a fresh budget for the same probe; an entry that
 //    differs in any field restarts its counters when it takes effect.
 struct ContextDecision {
@@ -52,12 +70,14 @@ struct ContextDecision {
   uint8_t period = 0;
   uint8_t budget = 0;
   uint16_t generation = 0;
-  uint16_t reserved = 0;
+  uint8_t primaryChannels = 0;
+  uint8_t exploreChannels = 0;
 
   bool untouched() const { return primary < 0 && explore < 0; }
   bool operator==(const ContextDecision& o) const {
     return primary == o.primary && explore == o.explore && period == o.period &&
-           budget == o.budget && generation == o.generation;
+           budget == o.budget && generation == o.generation &&
+           primaryChannels == o.primaryChannels && exploreChannels == o.exploreChannels;
   }
   bool operator!=(const ContextDecision& o) const { return !(*this == o); }
 };
@@ -94,7 +114,7 @@ struct Question {
   uint64_t nBytes = 0;
 };
 
-// The cell to force for this call of `ctx` under `d` (or -1 for NCCL's choice), advancing the
+// The arm to play for this call of `ctx` under `d` (or -1 for NCCL's choice), advancing the
 // counters. Pure arithmetic on agreed state: the same on every rank.
 //
 // A question that repeats the one just before it (same context and bytes, the very next
@@ -103,8 +123,8 @@ struct Question {
 // fall back (docs/measurement-matching.md): only the second answer runs, and turns counted per
 // question would otherwise fall on the first in step with the pairs and never be measured.
 // Two genuine back-to-back tasks of one size then both play the probe, and both are measured.
-inline int cellForCall(const ContextDecision& d, int ctx, ExplorationCounters* c,
-                       const Question& q = Question()) {
+inline int armForCall(const ContextDecision& d, int ctx, ExplorationCounters* c,
+                      const Question& q = Question()) {
   const bool repeatOfProbe = q.number != 0 && c->probeQuestion != 0 &&
                              q.number == c->probeQuestion + 1 && c->probeCtx == ctx &&
                              c->probeBytes == q.nBytes;
@@ -122,6 +142,12 @@ inline int cellForCall(const ContextDecision& d, int ctx, ExplorationCounters* c
     return d.explore;
   }
   return d.primary;
+}
+
+// The channel count to set for `arm` (armForCall's answer under `d`): 0 keeps NCCL's.
+inline int channelsForArm(const ContextDecision& d, int arm) {
+  if (arm < 0 || !armHalvesChannels(arm)) return 0;
+  return arm == d.explore ? d.exploreChannels : arm == d.primary ? d.primaryChannels : 0;
 }
 
 }  // namespace autopilot::tuner

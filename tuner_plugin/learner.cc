@@ -1,6 +1,7 @@
 #include "tuner_plugin/learner.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "common/log.h"
 #include "common/measurement_bus.h"
@@ -21,22 +22,64 @@ bool samePrior(const float* a, const float* b) {
 
 }  // namespace
 
-Learner::Learner(TunerComm* comm, const PolicyConfig& config)
-    : comm_(comm), policy_(config), live_(kNumContexts, 0), dirty_(kNumContexts, 0) {}
+Learner::Learner(TunerComm* comm, const PolicyConfig& config, bool learnChannels)
+    : comm_(comm),
+      policy_(config),
+      live_(kNumContexts, 0),
+      dirty_(kNumContexts, 0),
+      learnChannels_(learnChannels),
+      ncclChannels_(kNumContexts),
+      halved_(kNumContexts) {}
+
+std::vector<BanditPolicy::ContextRecord> Learner::snapshot() const {
+  std::vector<BanditPolicy::ContextRecord> records = policy_.snapshot();
+  for (auto& r : records) std::memcpy(r.halvedChannels, halved_[r.ctx].data(), kNumCells);
+  return records;
+}
+
+int Learner::halvedChannels(int ctx, int cell) const {
+  return ctx >= 0 && ctx < kNumContexts && cell >= 0 && cell < kNumCells ? halved_[ctx][cell] : 0;
+}
+
+void Learner::noteChannels(int ctx, int cell, int nChannels) {
+  if (!learnChannels_ || nChannels <= 0 || nChannels > 255 || halved_[ctx][cell] > 0) return;
+  uint8_t& seen = ncclChannels_[ctx][cell];
+  if (seen == 0 || nChannels < seen) seen = uint8_t(nChannels);
+  const BanditPolicy::ArmStats* a = policy_.arm(ctx, cell);
+  if (seen < 2 || !cellTakesChannelCount(cell) || a == nullptr ||
+      a->n < policy_.config().minSamples) {
+    return;
+  }
+  if (policy_.addHalvedChannelArm(ctx, cell)) {
+    halved_[ctx][cell] = uint8_t(seen / 2);
+    ++stats_.halvedArms;
+  }
+}
+
+void Learner::fillChannels(int ctx, ContextDecision* d) const {
+  auto count = [&](int arm) {
+    return arm >= 0 && armHalvesChannels(arm) ? halved_[ctx][armCell(arm)] : uint8_t(0);
+  };
+  d->primaryChannels = count(d->primary);
+  d->exploreChannels = count(d->explore);
+}
 
 void Learner::restore(const std::vector<BanditPolicy::ContextRecord>& records, double maxSamples) {
   restoreCap_ = maxSamples;
   for (const auto& r : records) {
-    if (r.ctx >= 0 && r.ctx < kNumContexts) restored_[r.ctx] = r;
+    if (r.ctx < 0 || r.ctx >= kNumContexts) continue;
+    BanditPolicy::ContextRecord& kept = restored_[r.ctx] = r;
+    // With channel learning off, saved halved arms are not arms here.
+    if (!learnChannels_) std::memset(kept.halvedChannels, 0, sizeof(kept.halvedChannels));
   }
 }
 
 size_t Learner::addOtherScale(const std::vector<BanditPolicy::ContextRecord>& records) {
   size_t n = 0;
   for (const auto& r : records) {
-    std::array<float, kNumCells> correction;
+    BanditPolicy::ArmValues correction;
     if (r.ctx < 0 || r.ctx >= kNumContexts ||
-        !BanditPolicy::correctionOf(r, policy_.config().minSamples, correction.data())) {
+        !BanditPolicy::correctionOf(r, policy_.config().minSamples, &correction)) {
       continue;
     }
     ++n;
@@ -69,6 +112,10 @@ bool Learner::step() {
         if (samePrior(it->second.prior, tables[i]) && policy_.restore(it->second, restoreCap_)) {
           ++stats_.restoredUsed;
           ownState = true;
+          for (int c = 0; c < kNumCells; ++c) {
+            const uint8_t n = it->second.halvedChannels[c];
+            if (n > 0 && cellTakesChannelCount(c)) halved_[ctx][c] = n;
+          }
         } else {
           ++stats_.restoredDiscarded;
         }
@@ -79,7 +126,7 @@ bool Learner::step() {
       // measurements already say what the model gets wrong here.
       auto other = otherScale_.find(ctx);
       if (other != otherScale_.end()) {
-        if (!ownState && policy_.setPriorCorrection(ctx, other->second.data())) {
+        if (!ownState && policy_.setPriorCorrection(ctx, other->second)) {
           ++stats_.seededFromOtherScale;
         }
         otherScale_.erase(other);
@@ -96,7 +143,8 @@ bool Learner::step() {
   TunerComm::CallRecord calls[256];
   for (size_t n; (n = comm_->drainCalls(calls, 256)) > 0;) {
     for (size_t i = 0; i < n; ++i) {
-      matcher_.addCall(calls[i].func, calls[i].ordinal, calls[i].nBytes, calls[i].ctx);
+      matcher_.addCall(calls[i].func, calls[i].ordinal, calls[i].nBytes, calls[i].ctx,
+                       calls[i].arm);
       policy_.noteCall(calls[i].ctx);
     }
   }
@@ -107,10 +155,22 @@ bool Learner::step() {
     for (size_t i = 0; i < n; ++i) {
       const bus::CollectiveSample& s = samples[i];
       ++stats_.samples;
-      int ctx = -1;
-      if (matcher_.match(s, &ctx) != bus::MeasurementMatcher::Outcome::kMatched) continue;
+      int ctx = -1, played = -1;
+      if (matcher_.match(s, &ctx, &played) != bus::MeasurementMatcher::Outcome::kMatched) continue;
       if (ctx < 0 || ctx >= kNumContexts) continue;
-      policy_.observe(ctx, s.algo * abi::kNumProtocols + s.proto, double(s.durationNs) / 1000.0);
+      const int cell = s.algo * abi::kNumProtocols + s.proto;
+      int arm = cell;
+      if (played >= 0 && armHalvesChannels(played)) {
+        // Its channel count was half of what NCCL runs the cell it was told to play with: a
+        // sample of another cell (NCCL overrode the table) is no sample of either.
+        if (armCell(played) != cell) {
+          ++stats_.otherCell;
+          continue;
+        }
+        arm = played;
+      }
+      policy_.observe(ctx, arm, double(s.durationNs) / 1000.0);
+      if (arm == cell) noteChannels(ctx, cell, s.nChannels);
       dirty_[ctx] = 1;
       ++stats_.attributed;
     }
@@ -139,6 +199,7 @@ bool Learner::step() {
     if (!live_[ctx] || !dirty_[ctx]) continue;
     dirty_[ctx] = 0;
     ContextDecision d = policy_.decide(ctx);
+    fillChannels(ctx, &d);
     if (d != desired_.entries[ctx]) {
       desired_.entries[ctx] = d;
       changed = true;

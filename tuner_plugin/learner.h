@@ -6,7 +6,12 @@
 // made its decision by NCCL's per-function sequence number, and keeps one clock per
 // communicator (docs/measurement-matching.md). Only exact matches are learned from: merged
 // aggregates of grouped collectives are recognised and skipped (their decision stays NCCL's).
-// The arm is the (algorithm, protocol) the profiler says NCCL ran.
+// The arm is the (algorithm, protocol) the profiler says NCCL ran, at half its channel count
+// where the call was told to play that (decision.h).
+//
+// Channel arms: the count NCCL runs a cell with in a context is what the profiler reports for
+// calls left at NCCL's count. Once a cell has minSamples such samples and NCCL ran it with two
+// channels or more, the cell at half the smallest count seen becomes an arm of the context.
 #pragma once
 
 #include <array>
@@ -36,9 +41,12 @@ class Learner {
     uint64_t restoredUsed = 0;
     uint64_t restoredDiscarded = 0;     // saved for another topology / NCCL version
     uint64_t seededFromOtherScale = 0;  // contexts whose prior another scale's results corrected
+    uint64_t halvedArms = 0;            // (context, cell) pairs offered at half the channels
+    uint64_t otherCell = 0;  // samples of a halved arm's call that ran another cell (not learned)
   };
 
-  Learner(TunerComm* comm, const PolicyConfig& config);
+  // learnChannels: offer cells at half NCCL's channel count (NCCL_AUTOPILOT_TUNER_CHANNELS).
+  Learner(TunerComm* comm, const PolicyConfig& config, bool learnChannels = true);
 
   // Results loaded from the tuning file. A context's saved state is used once the live cost
   // table NCCL passes for it equals the saved one: the table is a function of topology and NCCL
@@ -53,13 +61,18 @@ class Learner {
   // One round: returns true when the desired table changed.
   bool step();
   const DecisionTable& desired() const { return desired_; }
-  std::vector<BanditPolicy::ContextRecord> snapshot() const { return policy_.snapshot(); }
+  std::vector<BanditPolicy::ContextRecord> snapshot() const;
+  // The channel count of `cell`'s halved arm in `ctx` (0: not offered).
+  int halvedChannels(int ctx, int cell) const;
   const Stats& stats() const { return stats_; }
   const BanditPolicy& policy() const { return policy_; }
   const bus::MeasurementMatcher::Stats& matchStats() const { return matcher_.stats(); }
 
  private:
   void reopenFor(int func, uint64_t nBytes);
+  // A sample of `cell` run at NCCL's own channel count `nChannels` in `ctx`.
+  void noteChannels(int ctx, int cell, int nChannels);
+  void fillChannels(int ctx, ContextDecision* d) const;
 
   TunerComm* comm_;
   BanditPolicy policy_;
@@ -68,7 +81,12 @@ class Learner {
   std::vector<uint8_t> live_;   // contexts whose live prior the policy has
   std::vector<uint8_t> dirty_;  // contexts whose decision may have changed since the last step
   std::map<int, BanditPolicy::ContextRecord> restored_;
-  std::map<int, std::array<float, kNumCells>> otherScale_;  // by context: the nearest scale's
+  std::map<int, BanditPolicy::ArmValues> otherScale_;  // by context: the nearest scale's
+  const bool learnChannels_;
+  // Per context and cell: the smallest channel count NCCL ran the cell with (0: none seen), and
+  // the halved arm's count once offered (0: not offered). Leader-sized, 40 KiB.
+  std::vector<std::array<uint8_t, kNumCells>> ncclChannels_;
+  std::vector<std::array<uint8_t, kNumCells>> halved_;
   double restoreCap_ = 0;
   DecisionTable desired_;
   Stats stats_;

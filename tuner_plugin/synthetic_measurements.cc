@@ -14,6 +14,7 @@ std::unique_ptr<SyntheticMeasurements> SyntheticMeasurements::fromSpec(const std
                                                                        std::string* error) {
   auto s = std::make_unique<SyntheticMeasurements>();
   for (double& f : s->scale_) f = 1.0;
+  for (double& f : s->halved_) f = 1.0;
   uint64_t seed = 1;
   // Strict number parsing: the whole text must be the number.
   auto number = [](const std::string& text, double* out) {
@@ -38,7 +39,11 @@ std::unique_ptr<SyntheticMeasurements> SyntheticMeasurements::fromSpec(const std
     } else if (key == "noise") {
       ok = number(value, &v) && v >= 0 && v < 2;
       s->noise_ = v;
-    } else if (key == "scale") {
+    } else if (key == "channels") {
+      ok = number(value, &v) && v >= 0 && v <= 64 && v == double(int(v));
+      s->channels_ = int(v);
+    } else if (key == "scale" || key == "halved") {
+      double* factors = key == "scale" ? s->scale_ : s->halved_;
       std::stringstream pairs(value);
       std::string pair;
       while (ok && std::getline(pairs, pair, '/')) {
@@ -47,7 +52,7 @@ std::unique_ptr<SyntheticMeasurements> SyntheticMeasurements::fromSpec(const std
         ok = colon != std::string::npos && number(pair.substr(0, colon), &cell) &&
              number(pair.substr(colon + 1), &factor) && cell >= 0 && cell < kNumCells &&
              cell == double(int(cell)) && factor > 0;
-        if (ok) s->scale_[int(cell)] = factor;
+        if (ok) factors[int(cell)] = factor;
       }
     } else {
       *error = "unknown key '" + key + "'";
@@ -71,11 +76,13 @@ double SyntheticMeasurements::uniform() {
 }
 
 void SyntheticMeasurements::publish(uint64_t commId, int func, uint64_t seqNumber, uint64_t nBytes,
-                                    const float* original, int cell) {
+                                    const float* original, int cell, int channels) {
   if (cell < 0 || cell >= kNumCells || !(original[cell] > 0)) return;
   double u1 = std::max(uniform(), 1e-12), u2 = uniform();
   double gauss = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  double us = original[cell] * scale_[cell] * std::exp(noise_ * gauss);
+  const bool fewer = channels > 0 && channels < channels_;
+  double us =
+      original[cell] * scale_[cell] * (fewer ? halved_[cell] : 1.0) * std::exp(noise_ * gauss);
   bus::CollectiveSample sample;
   sample.commId = commId;
   sample.func = func;
@@ -83,6 +90,7 @@ void SyntheticMeasurements::publish(uint64_t commId, int func, uint64_t seqNumbe
   sample.algo = cell / abi::kNumProtocols;
   sample.proto = cell % abi::kNumProtocols;
   sample.nBytes = nBytes;
+  sample.nChannels = channels > 0 ? std::min(channels, channels_) : channels_;
   sample.durationNs = uint64_t(us * 1000);
   sample.clock = bus::DurationClock::kGpu;
   sample.completedAtNs = monotonicNs();

@@ -7,7 +7,10 @@
 // production: the measurements are invented.
 //
 // Spec: comma-separated key=value: seed=N (mixed with the rank), noise=SIGMA (lognormal, default
-// 0.05), scale=CELL:FACTOR[/CELL:FACTOR...] (true time = factor x modelled time; default 1).
+// 0.05), scale=CELL:FACTOR[/CELL:FACTOR...] (true time = factor x modelled time; default 1),
+// channels=N (the channel count NCCL runs every cell with, reported in each sample; default 0:
+// none reported, as a profiler that does not know it), halved=CELL:FACTOR[/...] (time of the
+// cell run with fewer channels than NCCL's, relative to the cell at NCCL's count; default 1).
 #pragma once
 
 #include <cstdint>
@@ -25,15 +28,17 @@ class SyntheticMeasurements {
   // `original` is NCCL's table as passed (before the tuner's edits); `cell` the one NCCL will
   // run. Allocation-free; called on NCCL's thread.
   // `seqNumber`: the call's ordinal among this communicator's calls of `func`, which is the
-  // sequence number NCCL gives a lone collective.
+  // sequence number NCCL gives a lone collective. `channels`: the count the tuner set (0: NCCL's).
   void publish(uint64_t commId, int func, uint64_t seqNumber, uint64_t nBytes,
-               const float* original, int cell);
+               const float* original, int cell, int channels = 0);
 
  private:
   double uniform();
   uint64_t state_ = 0x9E3779B97F4A7C15ull;
   double noise_ = 0.05;
   double scale_[kNumCells];
+  double halved_[kNumCells];
+  int channels_ = 0;
 };
 
 }  // namespace autopilot::tuner

@@ -8,6 +8,8 @@
 //  - NCCL_ALGO or NCCL_PROTO set on any rank (the user decided; that rank vetoes learning);
 //  - no rendezvous (ranks on several nodes, and neither NCCL_AUTOPILOT_COORDINATOR nor
 //    MASTER_ADDR), or not every rank joined within the join timeout.
+// Channel counts (NCCL_AUTOPILOT_TUNER_CHANNELS): only lowered, to half what NCCL runs a cell
+// with in the context, agreed like the cell (decision.h, learner.h).
 // And per call: sizes below NCCL_AUTOPILOT_TUNER_MIN_BYTES (an opt-in floor, default 0: the
 // policy itself probes a context only where a probe pays for itself), and contexts not learned
 // yet.
@@ -51,6 +53,11 @@ params::BoolParam gExplore(
     "NCCL_AUTOPILOT_TUNER_EXPLORE", true,
     "Probe alternative algorithm/protocol cells. 0: only exploit what is known (measured or "
     "loaded from the tuning file), e.g. for jobs that capture CUDA graphs.");
+params::BoolParam gChannels(
+    "NCCL_AUTOPILOT_TUNER_CHANNELS", true,
+    "Also learn where a cell runs faster at half the channel count NCCL runs it with (the "
+    "count is agreed across ranks like the cell; it is only ever lowered, never for CollNet). "
+    "0: NCCL's channel counts always.");
 params::IntParam gMinBytes(
     "NCCL_AUTOPILOT_TUNER_MIN_BYTES", 0, 0, int64_t(1) << 50,
     "Smallest collective (nBytes as NCCL passes it) the tuner learns on; smaller ones keep "
@@ -115,7 +122,7 @@ class TunerRuntime final : public ServiceClient {
         comm_(args.commId, uint64_t(gMinBytes.get()), uint64_t(gSyncTimeoutMs.get()) * 1000000,
               synthetic_.get()),
         coordinator_(&comm_, cc),
-        learner_(&comm_, pc),
+        learner_(&comm_, pc, gChannels.get()),
         updateNs_(uint64_t(gUpdateMs.get()) * 1000000),
         rank_(rank) {
     key_.abiVersion = args.abiVersion;
@@ -185,7 +192,8 @@ class TunerRuntime final : public ServiceClient {
         "strangers rejected; %llu measurements, %llu attributed (%llu past a repeated question; "
         "not: %llu in aggregates, "
         "%llu realigned, %llu without a recorded call, %llu other clock, %llu unusable); %llu "
-        "saved contexts used, %llu discarded, %llu seeded from another scale",
+        "saved contexts used, %llu discarded, %llu seeded from another scale; %llu cells "
+        "offered at half their channels (%llu samples ran another cell)",
         ull(commId_), rank_, coordinator_.describe().c_str(), comm_.appliedVersion(),
         ull(s.applied), ull(s.dropped),
         s.applied ? double(s.latencySumNs) / s.applied / 1000.0 : 0.0,
@@ -193,7 +201,7 @@ class TunerRuntime final : public ServiceClient {
         ull(c.commits), ull(c.aborts), ull(c.strangersRejected), ull(l.samples), ull(l.attributed),
         ull(m.repeatsSkipped), ull(m.aggregateParts), ull(m.realigned),
         ull(m.notRecorded + m.noCall), ull(m.otherClock), ull(m.badSample), ull(l.restoredUsed),
-        ull(l.restoredDiscarded), ull(l.seededFromOtherScale));
+        ull(l.restoredDiscarded), ull(l.seededFromOtherScale), ull(l.halvedArms), ull(l.otherCell));
   }
 
   // ServiceClient, on the service thread.
@@ -232,9 +240,11 @@ class TunerRuntime final : public ServiceClient {
       if (d.entries[ctx].primary != lastPrimary_.entries[ctx].primary) {
         journal::EventJournal::instance().record(
             journal::Source::kTuner, commId_, -1, "tuner_choice",
-            "func %d size 2^%d pipe bucket %d: cell %d -> %d (proposed)", contextFunc(ctx),
-            contextSizeBucket(ctx), contextPipeBucket(ctx), lastPrimary_.entries[ctx].primary,
-            d.entries[ctx].primary);
+            "func %d size 2^%d pipe bucket %d: arm %d -> %d, channels %d -> %d (proposed; "
+            "arm = cell, + %d at fewer channels)",
+            contextFunc(ctx), contextSizeBucket(ctx), contextPipeBucket(ctx),
+            lastPrimary_.entries[ctx].primary, d.entries[ctx].primary,
+            lastPrimary_.entries[ctx].primaryChannels, d.entries[ctx].primaryChannels, kNumCells);
       }
     }
     lastPrimary_ = d;

@@ -36,7 +36,6 @@ TunerComm::~TunerComm() = default;
 
 void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float** table, int numAlgo,
                             int numProto, int* nChannels) {
-  (void)nChannels;  // channel counts are NCCL's (never raised, not learned yet)
   const uint64_t n = ++callCount_;
   publishedCalls_.store(n, std::memory_order_seq_cst);
   if (n >= switchAt_.load(std::memory_order_seq_cst)) atSwitchPoint(n);
@@ -49,29 +48,45 @@ void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float**
   if (numAlgo != abi::kNumAlgorithms || numProto != abi::kNumProtocols) return;
   const int ctx = contextIndex(collType, nBytes, numPipeOps);
   if (ctx < 0 || nBytes < minBytes_) return;
-  if (recording_.load(std::memory_order_relaxed)) record(ctx, collType, ordinal, nBytes, table);
+  const bool recording = recording_.load(std::memory_order_relaxed);
+  if (recording && !seen_[ctx]) notePrior(ctx, table);
 
   float* cells = reinterpret_cast<float*>(table);
   float original[kNumCells];
   if (synthetic_ != nullptr) std::memcpy(original, cells, sizeof(original));
   const ContextDecision& d = tables_[active_].entries[ctx];
+  int played = -1, channels = 0;
   if (!d.untouched()) {
-    const int cell = cellForCall(d, ctx, &counters_, Question{n, nBytes});
-    if (cell >= 0 && cells[cell] >= 0) force(cells, cell);
+    const int arm = armForCall(d, ctx, &counters_, Question{n, nBytes});
+    const int cell = arm >= 0 ? armCell(arm) : -1;
+    if (cell >= 0 && cells[cell] >= 0) {  // an IGNORE cell stays NCCL's to rule out
+      force(cells, cell);
+      played = arm;
+      // Only ever a lower count than NCCL's (decision.h); never for CollNet, which takes the
+      // value unclamped.
+      channels = channelsForArm(d, arm);
+      if (channels > 0 && nChannels != nullptr && cellTakesChannelCount(cell)) {
+        *nChannels = channels;
+      } else {
+        channels = 0;
+        played = cell;
+      }
+    }
+  }
+  if (recording) {
+    callLog_.push(CallRecord{ordinal, nBytes, int16_t(ctx), int8_t(collType),
+                             int8_t(played)});  // full: dropped
   }
   if (synthetic_ != nullptr) {
-    synthetic_->publish(commId_, collType, ordinal, nBytes, original, ncclChoice(cells));
+    synthetic_->publish(commId_, collType, ordinal, nBytes, original, ncclChoice(cells), channels);
   }
 }
 
-void TunerComm::record(int ctx, int func, uint64_t ordinal, uint64_t nBytes, float** table) {
-  if (!seen_[ctx]) {
-    seen_[ctx] = 1;
-    // Each context is announced once, so this log (at least one slot per context) never fills.
-    std::memcpy(priorTables_[ctx], table, sizeof(priorTables_[ctx]));
-    newContexts_.push(ctx);
-  }
-  callLog_.push(CallRecord{ordinal, nBytes, int16_t(ctx), int8_t(func)});  // full: dropped
+void TunerComm::notePrior(int ctx, float** table) {
+  seen_[ctx] = 1;
+  // Each context is announced once, so this log (at least one slot per context) never fills.
+  std::memcpy(priorTables_[ctx], table, sizeof(priorTables_[ctx]));
+  newContexts_.push(ctx);
 }
 
 void TunerComm::atSwitchPoint(uint64_t n) {

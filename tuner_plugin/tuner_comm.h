@@ -38,11 +38,13 @@ class TunerComm {
   // One recorded call. `ordinal` numbers every call of `func` on this communicator from 0,
   // recorded or not, which is what lines calls up with NCCL's per-function sequence numbers
   // (docs/measurement-matching.md).
+  // `arm`: what the call was told to play (decision.h), -1 when NCCL's choice stood.
   struct CallRecord {
     uint64_t ordinal;
     uint64_t nBytes;
     int16_t ctx;
     int8_t func;
+    int8_t arm;
   };
 
   struct SwapStats {
@@ -101,7 +103,7 @@ class TunerComm {
   };
 
   void atSwitchPoint(uint64_t n);
-  void record(int ctx, int func, uint64_t ordinal, uint64_t nBytes, float** table);
+  void notePrior(int ctx, float** table);
 
   const uint64_t commId_;
   const uint64_t minBytes_;

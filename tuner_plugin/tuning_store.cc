@@ -140,7 +140,7 @@ bool parseRecords(const Section& s, std::vector<BanditPolicy::ContextRecord>* ou
       long ctx, inc;
       if (tok.size() != 4 + kNumCells || tok[2] != "incumbent" ||
           !parseInt(tok[1], 0, kNumContexts - 1, &ctx) ||
-          !parseInt(tok[3], -1, kNumCells - 1, &inc)) {
+          !parseInt(tok[3], -1, kNumArms - 1, &inc)) {
         return bad("malformed ctx record");
       }
       if (seen[ctx]) return bad("duplicate context");
@@ -156,15 +156,25 @@ bool parseRecords(const Section& s, std::vector<BanditPolicy::ContextRecord>* ou
         }
         current->prior[c] = float(v);
       }
+      for (int a = kNumCells; a < kNumArms; ++a) current->prior[a] = -1.0f;  // see "halved"
     } else if (tok[0] == "arm") {
       long cell;
       double n, mean, var;
-      if (current == nullptr || tok.size() != 5 || !parseInt(tok[1], 0, kNumCells - 1, &cell) ||
+      if (current == nullptr || tok.size() != 5 || !parseInt(tok[1], 0, kNumArms - 1, &cell) ||
           !parseNumber(tok[2], &n) || !parseNumber(tok[3], &mean) || !parseNumber(tok[4], &var) ||
           n < 0 || n > BanditPolicy::kWindow || var < 0 || std::fabs(mean) > 100) {
         return bad("malformed arm record");
       }
       current->arms[cell] = BanditPolicy::ArmStats{n, mean, var};
+    } else if (tok[0] == "halved") {
+      // "halved CELL N": the cell's arm at fewer channels runs N of them (decision.h).
+      long cell, n;
+      if (current == nullptr || tok.size() != 3 || !parseInt(tok[1], 0, kNumCells - 1, &cell) ||
+          !parseInt(tok[2], 1, 255, &n)) {
+        return bad("malformed halved record");
+      }
+      current->halvedChannels[cell] = uint8_t(n);
+      current->prior[kNumCells + cell] = current->prior[cell];
     } else {
       return bad("unknown record");
     }
@@ -180,12 +190,17 @@ void formatSection(const TuningKey& key, const std::vector<BanditPolicy::Context
   lines->push_back(buf);
   for (const auto& r : records) {
     std::string l = "ctx " + std::to_string(r.ctx) + " incumbent " + std::to_string(r.incumbent);
-    for (float v : r.prior) {
-      std::snprintf(buf, sizeof(buf), " %.9g", double(v));
+    for (int c = 0; c < kNumCells; ++c) {  // NCCL's table: the halved arms' come from it
+      std::snprintf(buf, sizeof(buf), " %.9g", double(r.prior[c]));
       l += buf;
     }
     lines->push_back(l);
     for (int c = 0; c < kNumCells; ++c) {
+      if (r.halvedChannels[c] == 0) continue;
+      std::snprintf(buf, sizeof(buf), "halved %d %d", c, int(r.halvedChannels[c]));
+      lines->push_back(buf);
+    }
+    for (int c = 0; c < kNumArms; ++c) {
       const auto& a = r.arms[c];
       if (a.n <= 0) continue;
       std::snprintf(buf, sizeof(buf), "arm %d %.17g %.17g %.17g", c, a.n, a.mean, a.var);

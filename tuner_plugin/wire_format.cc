@@ -198,6 +198,8 @@ void encodeTable(const DecisionTable& table, Writer* w) {
     w->u8(d.period);
     w->u8(d.budget);
     w->u16(d.generation);
+    w->u8(d.primaryChannels);
+    w->u8(d.exploreChannels);
   }
 }
 
@@ -208,9 +210,10 @@ bool decodeTable(Reader* r, DecisionTable* table) {
   int previous = -1;
   for (uint32_t i = 0; i < n; ++i) {
     uint16_t ctx, generation;
-    uint8_t primary, explore, period, budget;
+    uint8_t primary, explore, period, budget, primaryChannels, exploreChannels;
     if (!r->u16(&ctx) || !r->u8(&primary) || !r->u8(&explore) || !r->u8(&period) ||
-        !r->u8(&budget) || !r->u16(&generation)) {
+        !r->u8(&budget) || !r->u16(&generation) || !r->u8(&primaryChannels) ||
+        !r->u8(&exploreChannels)) {
       return false;
     }
     if (int(ctx) <= previous || ctx >= kNumContexts) return false;  // sorted, unique, in range
@@ -221,9 +224,17 @@ bool decodeTable(Reader* r, DecisionTable* table) {
     d.period = period;
     d.budget = budget;
     d.generation = generation;
-    if (d.primary < -1 || d.primary >= kNumCells || d.explore < -1 || d.explore >= kNumCells) {
+    d.primaryChannels = primaryChannels;
+    d.exploreChannels = exploreChannels;
+    if (d.primary < -1 || d.primary >= kNumArms || d.explore < -1 || d.explore >= kNumArms) {
       return false;
     }
+    // A halved arm carries its count, and only a halved arm carries one.
+    auto countFits = [](int arm, uint8_t n) {
+      return arm >= 0 && armHalvesChannels(arm) ? n > 0 : n == 0;
+    };
+    if (!countFits(d.primary, d.primaryChannels) || !countFits(d.explore, d.exploreChannels))
+      return false;
     if (d.explore >= 0 && (d.period == 0 || d.budget == 0)) return false;
     if (d.untouched()) return false;
   }

@@ -377,7 +377,7 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
         policy.setShareKey(i, contexts[i].group, std::log2(double(contexts[i].size)));
       }
       if (options.priorCorrections == nullptr) continue;
-      float correction[kNumCells] = {};
+      tuner::BanditPolicy::ArmValues correction{};
       int found = 0;
       for (const Arm& arm : contexts[i].arms) {
         auto it = options.priorCorrections->find(transferKey(contexts[i], arm));
@@ -392,7 +392,7 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
       int i = int(k % nCtx);
       const ReplayContext& c = contexts[i];
       const bool learns = c.size >= options.minBytes;
-      int forced = learns ? tuner::cellForCall(decision[i], i, &counters) : -1;
+      int forced = learns ? tuner::armForCall(decision[i], i, &counters) : -1;
       int cell = forced >= 0 ? forced : policy.defaultCell(i);
       int armIndex = c.armOfCell[cell];
       if (armIndex < 0) armIndex = c.defaultArm;  // cannot happen: IGNORE cells are never forced
@@ -427,8 +427,8 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     }
     if (run == options.runs - 1) {
       for (int i = 0; i < nCtx; ++i) {
-        float correction[kNumCells];
-        if (!policy.learnedCorrection(i, correction)) continue;
+        tuner::BanditPolicy::ArmValues correction;
+        if (!policy.learnedCorrection(i, &correction)) continue;
         for (const Arm& arm : contexts[i].arms) {
           if (correction[arm.cell] != 0)
             out->corrections[transferKey(contexts[i], arm)] = correction[arm.cell];

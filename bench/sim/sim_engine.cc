@@ -852,13 +852,14 @@ double dpAllReduce(Dense& d, Tuner* tuner, bool learn) {
   int ctx = 0;
   if (tuner != nullptr && tuner->policy) {
     // As the plugin applies a decision table: a new decision resets the call counters, then
-    // cellForCall() says which cell this call forces (-1: NCCL's own choice).
+    // armForCall() says which arm this call plays (a cell: no channel arms are offered here;
+    // -1: NCCL's own choice).
     tuner::ContextDecision dec = tuner->policy->decide(ctx);
     if (dec != tuner->current) {
       tuner->current = dec;
       tuner->counters->reset();
     }
-    cell = tuner::cellForCall(dec, ctx, tuner->counters.get());
+    cell = tuner::armForCall(dec, ctx, tuner->counters.get());
     if (cell < 0) cell = tuner->policy->defaultCell(ctx);
   }
   bool tree = cell >= 0 && cell / abi::kNumProtocols == abi::kAlgoTree;

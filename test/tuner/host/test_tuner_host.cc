@@ -1,7 +1,8 @@
 // The tuner through the real library, one process: what it never does to NCCL's table (raise an
-// IGNORE cell, touch nChannels, act when the user set NCCL_ALGO/NCCL_PROTO or below the size
-// threshold), that it learns from measurements, and that a second job starts from the tuning file
-// the first one saved. A one-rank communicator leads itself, so no second process is needed.
+// IGNORE cell, touch nChannels without a learned count, act when the user set
+// NCCL_ALGO/NCCL_PROTO or below the size threshold), that it learns from measurements (cells
+// and channel counts), and that a second job starts from the tuning file the first one saved. A
+// one-rank communicator leads itself, so no second process is needed.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "common/host/log_capture.h"
@@ -63,10 +65,12 @@ void fillTable(float table[abi::kNumAlgorithms][abi::kNumProtocols]) {
   table[abi::kAlgoRing][abi::kProtoSimple] = 120.0f;
 }
 
-// Calls until the cell NCCL would run is `want` on `streak` calls in a row (a probe alone does
-// not count: exploration plays every other call at most), or the time is up; returns the calls
-// made, or -1.
-long callUntil(HostTuner* t, void* ctx, int want, int seconds, int streak = 8) {
+// Calls until the cell NCCL would run is `want` (with `wantChannels` as the tuner's channel
+// count, when >= 0) on `streak` calls in a row (a probe alone does not count: exploration plays
+// every other call at most), or the time is up; returns the calls made, or -1. Every channel
+// count the tuner set is added to `channelsSeen` when given.
+long callUntil(HostTuner* t, void* ctx, int want, int seconds, int streak = 8,
+               int wantChannels = -1, std::set<int>* channelsSeen = nullptr) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   long n = 0;
   int run = 0;
@@ -77,7 +81,10 @@ long callUntil(HostTuner* t, void* ctx, int want, int seconds, int streak = 8) {
     t->getCollInfo(ctx, abi::kFuncAllReduce, kMiB, 1, reinterpret_cast<float**>(table),
                    abi::kNumAlgorithms, abi::kNumProtocols, 0, &nChannels);
     ++n;
-    run = tuner::model::ncclChoice(&table[0][0]) == want ? run + 1 : 0;
+    if (channelsSeen != nullptr) channelsSeen->insert(nChannels);
+    const bool hit = tuner::model::ncclChoice(&table[0][0]) == want &&
+                     (wantChannels < 0 || nChannels == wantChannels);
+    run = hit ? run + 1 : 0;
     if (run >= streak) return n;
     if (n % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
@@ -139,6 +146,70 @@ TEST_CASE("the tuner learns from measurements and never raises an IGNORE cell", 
     for (int c = 0; c < abi::kNumAlgorithms * abi::kNumProtocols; ++c) {
       if ((&before[0][0])[c] < 0) CHECK((&table[0][0])[c] == (&before[0][0])[c]);
     }
+  }
+}
+
+TEST_CASE("a cell faster at fewer channels is learned: half NCCL's count, kept in the file",
+          "[tuner_host][channels]") {
+  std::string dir = tempDir();
+  std::string file = dir + "/tuning.txt";
+  {
+    Env env;
+    env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", dir);
+    // NCCL runs every cell on 8 channels (what the profiler reports); NCCL's own choice, Tree/
+    // LL128, is really 40% faster on fewer.
+    env.set("NCCL_AUTOPILOT_TUNER_SYNTHETIC",
+            "seed=7,noise=0.03,channels=8,halved=" + std::to_string(kTreeLL128) + ":0.6");
+    env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
+    env.set("NCCL_AUTOPILOT_TUNING_FILE", file);
+    LogCapture::clear();
+    PluginHost host(options());
+    REQUIRE(host.loadProfiler());
+    REQUIRE(host.loadTuner());
+    CommSession session(host, oneRank(0x7011));
+    REQUIRE(session.init() == abi::kSuccess);
+    std::set<int> seen;
+    long n = callUntil(host.tuner(), session.tunerContext(), kTreeLL128, 20, 8, 4, &seen);
+    INFO("calls until Tree/LL128 on 4 channels took effect: " << n);
+    CHECK(n > 0);
+    // Only ever NCCL's count (0) or half of it: never raised, never anything else.
+    CHECK(seen == std::set<int>{0, 4});
+    session.finalize();
+    CHECK(LogCapture::count(abi::kLogInfo, "cells offered at half their channels") == 1);
+    CHECK(LogCapture::count(abi::kLogInfo, "; 0 cells offered at half") == 0);
+  }
+  {
+    // The next job, no measurements and no probes: the file alone brings back the count.
+    Env env;
+    env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", dir);
+    env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
+    env.set("NCCL_AUTOPILOT_TUNER_EXPLORE", "0");
+    env.set("NCCL_AUTOPILOT_TUNING_FILE", file);
+    PluginHost host(options());
+    REQUIRE(host.loadProfiler());
+    REQUIRE(host.loadTuner());
+    CommSession session(host, oneRank(0x7012));
+    REQUIRE(session.init() == abi::kSuccess);
+    CHECK(callUntil(host.tuner(), session.tunerContext(), kTreeLL128, 10, 8, 4) > 0);
+  }
+  {
+    // NCCL_AUTOPILOT_TUNER_CHANNELS=0: the same truth, NCCL's counts always (the file's halved
+    // arm is not an arm either).
+    Env env;
+    env.set("NCCL_AUTOPILOT_COORDINATOR_DIR", dir);
+    env.set("NCCL_AUTOPILOT_TUNER_SYNTHETIC",
+            "seed=7,noise=0.03,channels=8,halved=" + std::to_string(kTreeLL128) + ":0.6");
+    env.set("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1");
+    env.set("NCCL_AUTOPILOT_TUNER_CHANNELS", "0");
+    env.set("NCCL_AUTOPILOT_TUNING_FILE", file);
+    PluginHost host(options());
+    REQUIRE(host.loadProfiler());
+    REQUIRE(host.loadTuner());
+    CommSession session(host, oneRank(0x7013));
+    REQUIRE(session.init() == abi::kSuccess);
+    std::set<int> seen;
+    CHECK(callUntil(host.tuner(), session.tunerContext(), kTreeLL128, 2, 1 << 30, 4, &seen) == -1);
+    CHECK(seen == std::set<int>{0});
   }
 }
 

@@ -44,6 +44,7 @@ namespace {
 
 constexpr int kRanks = 8;
 constexpr int kComms = 3;
+constexpr uint8_t kHalvedBit = 0x80;  // in a recorded choice: the cell ran at half the channels
 constexpr uint64_t kCommIds[kComms] = {0xA11CE0001ull, 0xA11CE0002ull, 0xA11CE0003ull};
 
 struct Scenario {
@@ -120,12 +121,15 @@ struct Workload {
   }
 };
 
-// Child: one rank. Writes DIR/rank<R>.bin (one byte per call: the cell NCCL would run) and
-// DIR/rank<R>.log (the tuner's finalize summaries). Exits 0 on success.
+// Child: one rank. Writes DIR/rank<R>.bin (one byte per call: the cell NCCL would run, plus
+// kHalvedBit when the tuner set a channel count) and DIR/rank<R>.log (the tuner's finalize
+// summaries). Exits 0 on success.
 [[noreturn]] void runRank(int rank, const std::string& dir, const Scenario& s,
                           SharedState* shared) {
   setenv("NCCL_AUTOPILOT_COORDINATOR_DIR", dir.c_str(), 1);
-  setenv("NCCL_AUTOPILOT_TUNER_SYNTHETIC", "seed=11,noise=0.05,scale=4:0.7/5:0.75/14:1.4", 1);
+  // NCCL runs every cell on 6 channels; Ring/LL128 (cell 4) is faster still on 3.
+  setenv("NCCL_AUTOPILOT_TUNER_SYNTHETIC",
+         "seed=11,noise=0.05,scale=4:0.7/5:0.75/14:1.4,channels=6,halved=4:0.8", 1);
   setenv("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1", 1);
   setenv("NCCL_AUTOPILOT_TUNER_SYNC_TIMEOUT_MS", "3000", 1);
   setenv("NCCL_AUTOPILOT_TUNER_PEER_TIMEOUT_MS", "1000", 1);
@@ -181,10 +185,11 @@ struct Workload {
       if (tuner->getCollInfo(sessions[c]->tunerContext(), ctx.func, ctx.nBytes, 1,
                              reinterpret_cast<float**>(table), abi::kNumAlgorithms,
                              abi::kNumProtocols, 0, &nChannels) != abi::kSuccess ||
-          nChannels != 0) {
-        rc = 12;
+          (nChannels != 0 && nChannels != 3)) {
+        rc = 12;  // only NCCL's count, or half of the 6 it runs
       }
-      choices.push_back(uint8_t(tuner::model::ncclChoice(&table[0][0])));
+      choices.push_back(
+          uint8_t(tuner::model::ncclChoice(&table[0][0]) | (nChannels != 0 ? kHalvedBit : 0)));
       if (i == s.killLeaderAt && rank == 0) {
         shared->departed.fetch_add(1);
         raise(SIGKILL);
@@ -497,6 +502,11 @@ TEST_CASE("8 ranks, 3 communicators, 100,000 calls: byte-identical choices, lear
   long forced = forcedChoices(o.choices[0], 0);
   INFO("calls where the agreed choice differs from NCCL's own: " << forced);
   CHECK(forced > s.calls / 20);
+  // Channel counts were in play (probed at least), and agreed like the cells above.
+  long halved = std::count_if(o.choices[0].begin(), o.choices[0].end(),
+                              [](char c) { return (uint8_t(c) & kHalvedBit) != 0; });
+  INFO("calls at half the channels: " << halved);
+  CHECK(halved > 0);
   std::vector<double> applied = numbers(o.logs[3], R"(policy v\d+ in effect \((\d+) applied)");
   REQUIRE(applied.size() == size_t(kComms));
   for (double a : applied) CHECK(a >= 1);

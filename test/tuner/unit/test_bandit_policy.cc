@@ -1,5 +1,5 @@
 // The policy on its own: synthetic contexts with known true times and lognormal noise, played
-// call by call through the same decision mechanics as the plugin (cellForCall).
+// call by call through the same decision mechanics as the plugin (armForCall).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -52,7 +52,7 @@ Outcome play(BanditPolicy& policy, const Context& c, int calls, double noise, ui
   Outcome out;
   ContextDecision current = policy.decide(ctx);
   for (int i = 0; i < calls; ++i) {
-    int forced = cellForCall(current, ctx, &counters);
+    int forced = armForCall(current, ctx, &counters);
     int played = forced >= 0 ? forced : policy.defaultCell(ctx);
     double t = c.truth[played] * std::exp(noise * n01(rng));
     policy.observe(ctx, played, t);
@@ -335,7 +335,7 @@ TEST_CASE("exploration turns follow the agreed counters exactly", "[policy]") {
   ExplorationCounters k;
   k.reset();
   std::vector<int> cells;
-  for (int i = 0; i < 12; ++i) cells.push_back(cellForCall(d, 11, &k));
+  for (int i = 0; i < 12; ++i) cells.push_back(armForCall(d, 11, &k));
   CHECK(cells == std::vector<int>{5, 5, 2, 5, 5, 2, 5, 5, 5, 5, 5, 5});
   CHECK(k.calls[11] == 12);
   CHECK(k.calls[10] == 0);
@@ -356,10 +356,10 @@ TEST_CASE("a question repeated right after a probe turn plays the same probe, on
     k.reset();
     std::vector<int> second;
     uint64_t number = 0;
-    cellForCall(d, 11, &k, numbered ? Question{++number, 1024} : Question{});
+    armForCall(d, 11, &k, numbered ? Question{++number, 1024} : Question{});
     for (int task = 0; task < 8; ++task) {
-      cellForCall(d, 11, &k, numbered ? Question{++number, 4096} : Question{});
-      second.push_back(cellForCall(d, 11, &k, numbered ? Question{++number, 4096} : Question{}));
+      armForCall(d, 11, &k, numbered ? Question{++number, 4096} : Question{});
+      second.push_back(armForCall(d, 11, &k, numbered ? Question{++number, 4096} : Question{}));
     }
     CHECK(k.explored[11] == 3);
     return second;
@@ -370,20 +370,20 @@ TEST_CASE("a question repeated right after a probe turn plays the same probe, on
   // Not carried: to a question of other bytes, of another context, or one that is not the very
   // next, and never twice in a row.
   k.reset();
-  CHECK(cellForCall(d, 11, &k, Question{1, 4096}) == 5);
-  CHECK(cellForCall(d, 11, &k, Question{2, 4096}) == 2);   // turn
-  CHECK(cellForCall(d, 11, &k, Question{3, 8192}) == 5);   // other bytes
-  CHECK(cellForCall(d, 11, &k, Question{4, 4096}) == 2);   // turn
-  CHECK(cellForCall(d, 12, &k, Question{5, 4096}) == 5);   // another context
-  CHECK(cellForCall(d, 11, &k, Question{7, 4096}) == 5);   // not the next question
-  CHECK(cellForCall(d, 11, &k, Question{8, 4096}) == 2);   // turn (budget spent now)
-  CHECK(cellForCall(d, 11, &k, Question{9, 4096}) == 2);   // its repeat
-  CHECK(cellForCall(d, 11, &k, Question{10, 4096}) == 5);  // not a repeat of a repeat
+  CHECK(armForCall(d, 11, &k, Question{1, 4096}) == 5);
+  CHECK(armForCall(d, 11, &k, Question{2, 4096}) == 2);   // turn
+  CHECK(armForCall(d, 11, &k, Question{3, 8192}) == 5);   // other bytes
+  CHECK(armForCall(d, 11, &k, Question{4, 4096}) == 2);   // turn
+  CHECK(armForCall(d, 12, &k, Question{5, 4096}) == 5);   // another context
+  CHECK(armForCall(d, 11, &k, Question{7, 4096}) == 5);   // not the next question
+  CHECK(armForCall(d, 11, &k, Question{8, 4096}) == 2);   // turn (budget spent now)
+  CHECK(armForCall(d, 11, &k, Question{9, 4096}) == 2);   // its repeat
+  CHECK(armForCall(d, 11, &k, Question{10, 4096}) == 5);  // not a repeat of a repeat
   // Unnumbered questions (replay, simulation) are never repeats.
   k.reset();
-  CHECK(cellForCall(d, 11, &k) == 5);
-  CHECK(cellForCall(d, 11, &k) == 2);
-  CHECK(cellForCall(d, 11, &k) == 5);
+  CHECK(armForCall(d, 11, &k) == 5);
+  CHECK(armForCall(d, 11, &k) == 2);
+  CHECK(armForCall(d, 11, &k) == 5);
 }
 
 TEST_CASE("a correction from another scale moves the prior, never the decision", "[policy]") {
@@ -398,7 +398,7 @@ TEST_CASE("a correction from another scale moves the prior, never the decision",
     CHECK(o.probes == 0);  // implausible under the model alone: never probed
     CHECK(p.incumbent(kCtx) == cell(1, 2));
   }
-  float correction[kNumCells] = {};
+  BanditPolicy::ArmValues correction{};
   correction[cell(0, 2)] = float(std::log(60.0 / 300.0));  // what the other scale measured
   BanditPolicy p(cfg);
   REQUIRE(p.setPrior(kCtx, c.prior));
@@ -411,7 +411,7 @@ TEST_CASE("a correction from another scale moves the prior, never the decision",
   ContextDecision d = p.decide(kCtx);
   bool switched = false;
   for (int i = 0; i < 300; ++i) {
-    int forced = cellForCall(d, kCtx, &counters);
+    int forced = armForCall(d, kCtx, &counters);
     int played = forced >= 0 ? forced : p.defaultCell(kCtx);
     p.observe(kCtx, played, c.truth[played] * std::exp(0.03 * n01(rng)));
     ContextDecision next = p.decide(kCtx);
@@ -427,19 +427,19 @@ TEST_CASE("a correction from another scale moves the prior, never the decision",
   }
   CHECK(switched);
   CHECK(p.incumbent(kCtx) == cell(0, 2));
-  float learned[kNumCells];
-  REQUIRE(p.learnedCorrection(kCtx, learned));
+  BanditPolicy::ArmValues learned;
+  REQUIRE(p.learnedCorrection(kCtx, &learned));
   CHECK(learned[cell(0, 2)] == Approx(std::log(60.0 / 300.0)).margin(0.05));
   CHECK(learned[cell(1, 2)] == 0);
   // What a tuning file saves gives the same correction (how another scale reads it).
-  float saved[kNumCells];
+  BanditPolicy::ArmValues saved;
   auto records = p.snapshot();
   REQUIRE(records.size() == 1);
-  REQUIRE(BanditPolicy::correctionOf(records[0], cfg.minSamples, saved));
-  for (int c = 0; c < kNumCells; ++c) CHECK(saved[c] == learned[c]);
+  REQUIRE(BanditPolicy::correctionOf(records[0], cfg.minSamples, &saved));
+  CHECK(saved == learned);
   // A record with too few samples of the default holds none.
   records[0].arms[p.defaultCell(kCtx)].n = 1;
-  CHECK_FALSE(BanditPolicy::correctionOf(records[0], cfg.minSamples, saved));
+  CHECK_FALSE(BanditPolicy::correctionOf(records[0], cfg.minSamples, &saved));
 }
 
 TEST_CASE("what one size learns moves the prior of its neighbours (sharing across sizes)",
@@ -507,7 +507,7 @@ Interleaved playInterleaved(BanditPolicy& policy, std::vector<Context> contexts,
   for (int r = 0; r < rounds; ++r) {
     for (int i = 0; i < n; ++i) {
       const int ctx = kCtx + first + i;
-      int forced = cellForCall(current[i], ctx, &counters);
+      int forced = armForCall(current[i], ctx, &counters);
       int played = forced >= 0 ? forced : policy.defaultCell(ctx);
       policy.observe(ctx, played, contexts[i].truth[played] * std::exp(noise * n01(rng)));
       if (played != policy.incumbent(ctx)) ++out.probes[i];

@@ -1,5 +1,6 @@
 // The framed connection under the tuner's rendezvous: bounded work per read, frames left in the
-// buffer handed out later without new data, oversized frames refused.
+// buffer handed out later without new data, oversized frames refused; and what travels in the
+// frames: decision tables with their channel counts.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include "tuner_plugin/control_channel.h"
 #include "tuner_plugin/wire_format.h"
 
+using namespace autopilot;
 using namespace autopilot::tuner;
 
 namespace {
@@ -74,4 +76,70 @@ TEST_CASE(
   REQUIRE(q.conn.readFrames(&out, 256, 64));
   CHECK(out.size() == 64);
   CHECK(q.conn.hasBufferedFrame());
+}
+
+TEST_CASE("a decision table travels with its channel counts; a count out of place is refused",
+          "[wire]") {
+  DecisionTable t;
+  ContextDecision& a = t.entries[17];
+  a.primary = int8_t(kNumCells + 4);  // Ring/LL128 at half the channels
+  a.primaryChannels = 8;
+  a.explore = 2;
+  a.period = 2;
+  a.budget = 1;
+  a.generation = 9;
+  ContextDecision& b = t.entries[600];
+  b.primary = 5;
+  b.explore = int8_t(kNumCells + 5);
+  b.exploreChannels = 3;
+  b.period = 2;
+  b.budget = 2;
+  wire::Writer w;
+  wire::encodeTable(t, &w);
+  DecisionTable back;
+  {
+    wire::Reader r(w.str().data(), w.str().size());
+    REQUIRE(wire::decodeTable(&r, &back));
+  }
+  CHECK(back == t);
+  CHECK(back.entries[17].primaryChannels == 8);
+  CHECK(back.entries[600].exploreChannels == 3);
+
+  auto refused = [](const DecisionTable& bad) {
+    wire::Writer bw;
+    wire::encodeTable(bad, &bw);
+    DecisionTable out;
+    wire::Reader r(bw.str().data(), bw.str().size());
+    return !wire::decodeTable(&r, &out);
+  };
+  DecisionTable noCount = t;
+  noCount.entries[17].primaryChannels = 0;  // a halved arm must say how many
+  CHECK(refused(noCount));
+  DecisionTable strayCount = t;
+  strayCount.entries[600].primaryChannels = 4;  // a cell at NCCL's count carries none
+  CHECK(refused(strayCount));
+  DecisionTable beyond = t;
+  beyond.entries[17].primary = int8_t(kNumArms);
+  CHECK(refused(beyond));
+}
+
+TEST_CASE("the arm a call plays and its channel count", "[wire]") {
+  ContextDecision d;
+  d.primary = int8_t(kNumCells + 7);
+  d.primaryChannels = 16;
+  d.explore = 7;
+  d.period = 2;
+  d.budget = 1;
+  ExplorationCounters c;
+  c.reset();
+  int first = armForCall(d, 3, &c), second = armForCall(d, 3, &c), third = armForCall(d, 3, &c);
+  CHECK(first == kNumCells + 7);
+  CHECK(channelsForArm(d, first) == 16);
+  CHECK(second == 7);  // the probe: cell 7 at NCCL's count
+  CHECK(channelsForArm(d, second) == 0);
+  CHECK(third == kNumCells + 7);
+  CHECK(armCell(first) == 7);
+  CHECK(cellTakesChannelCount(abi::kAlgoRing * abi::kNumProtocols));
+  CHECK_FALSE(cellTakesChannelCount(abi::kAlgoCollNetDirect * abi::kNumProtocols + 2));
+  CHECK_FALSE(cellTakesChannelCount(abi::kAlgoCollNetChain * abi::kNumProtocols));
 }

@@ -43,6 +43,10 @@ std::vector<BanditPolicy::ContextRecord> records() {
     r.arms[5] = {12.0, 3.25, 0.0004};
     r.arms[3] = {64.0, -1.5, 1e-9};
   }
+  // The second context also ran cell 3 at half its channels (arm kNumCells + 3, 6 channels).
+  out[1].halvedChannels[3] = 6;
+  out[1].prior[kNumCells + 3] = out[1].prior[3];
+  out[1].arms[kNumCells + 3] = {5.0, -1.75, 0.002};
   return out;
 }
 
@@ -71,6 +75,11 @@ TEST_CASE("tuning file round trip; other keys are kept and ignored", "[store]") 
   CHECK(got[1].arms[5].mean == 3.25);
   CHECK(got[1].arms[3].var == 1e-9);
   CHECK(got[1].arms[0].n == 0);
+  CHECK(got[1].halvedChannels[3] == 6);
+  CHECK(got[1].prior[kNumCells + 3] == got[1].prior[3]);
+  CHECK(got[1].arms[kNumCells + 3].mean == -1.75);
+  CHECK(got[1].prior[kNumCells] == -1.0f);  // not offered: no arm
+  CHECK(got[0].halvedChannels[3] == 0);
   got.clear();
   REQUIRE(loadTuningFile(path, key(16), &got, &why));
   CHECK(got.size() == 1);
