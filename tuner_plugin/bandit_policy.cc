@@ -280,18 +280,32 @@ const BanditPolicy::ArmStats* BanditPolicy::arm(int ctx, int a) const {
   return s && validArm(a) ? &s->arms[a] : nullptr;
 }
 
-double BanditPolicy::noiseSigma(const ContextState& s) const {
-  double weight = 0, sum = 0;
+double BanditPolicy::noiseSigma(const ContextState& s, double* dof) const {
+  double weight = 0, sum = 0, freedom = 0;
   for (const ArmStats& a : s.arms) {
     if (a.n >= 2) {
       // The weighted variance underestimates with few samples; n/(n-1) corrects it.
       sum += a.n * a.var * a.n / (a.n - 1);
       weight += a.n;
+      freedom += a.n - 1;
     }
   }
-  double sigma = weight >= 4 ? std::sqrt(sum / weight) : config_.defaultNoise;
+  const bool estimated = weight >= 4;
+  if (dof != nullptr) *dof = estimated ? freedom : 0;  // 0: the assumed default, not estimated
+  double sigma = estimated ? std::sqrt(sum / weight) : config_.defaultNoise;
   return std::max(sigma, config_.noiseFloor);
 }
+
+namespace {
+// The Student-t quantile at the normal quantile z with `dof` degrees of freedom (Cornish-Fisher,
+// two terms): a difference judged against a noise level estimated from few samples needs more
+// of that level to be as sure (z 3 at 8 degrees of freedom: 4.2; at 50: 3.2).
+double studentZ(double z, double dof) {
+  if (!(dof > 0)) return z;
+  const double z3 = z * z * z, z5 = z3 * z * z;
+  return z + (z3 + z) / (4 * dof) + (5 * z5 + 16 * z3 + 3 * z) / (96 * dof * dof);
+}
+}  // namespace
 
 void BanditPolicy::posterior(const ContextState& s, double sigmaObs, bool narrowed, double* mean,
                              double* var) const {
@@ -310,9 +324,11 @@ void BanditPolicy::posterior(const ContextState& s, double sigmaObs, bool narrow
   const double obsPrecision = 1.0 / (sigmaObs * sigmaObs);
   // A model that missed a measured arm of this context by a factor F is not trusted on the
   // others beyond F either (one sd): the sizes' shared spread never hides an arm there.
+  // Only cells count: the model has no channel dimension, so a halved arm that beats its
+  // cell's prior says nothing about how well the model ranks the cells.
   double miss = 0;
   if (anchor >= 0) {
-    for (int c = 0; c < kNumArms; ++c) {
+    for (int c = 0; c < kNumCells; ++c) {
       if (s.prior[c] >= 0 && c != anchor && s.arms[c].n >= 1)
         miss = std::max(miss, std::fabs(s.arms[c].mean - (logPrior(c) + offset)));
     }
@@ -393,8 +409,8 @@ void BanditPolicy::observe(int ctx, int arm, double timeUs) {
   }
 }
 
-int BanditPolicy::probesThatPay(int c, int I, const double* mean, const double* var, int probes,
-                                double* each) const {
+int BanditPolicy::probesThatPay(int c, int I, const double* mean, const double* var, bool measured,
+                                int probes, double* each) const {
   // In the context: the expected saving over the horizon against the expected excess of the
   // probes. The horizon: a switch stays in force at least until the next refresh.
   double gain, excess;
@@ -408,6 +424,10 @@ int BanditPolicy::probesThatPay(int c, int I, const double* mean, const double* 
   // A grant the budget cannot pay in full shrinks to one probe: early in a job the budget
   // is small, and one probe already shows whether an arm the model placed above is any good.
   *each = std::max(0.0, std::exp(mu) - 1) * std::exp(mean[I]);
+  // An arm that its own samples place below the incumbent is expected to save time: its probes
+  // need no budget, even while earlier probes have overspent it (a probe that turns out slower
+  // is charged all the same, and then the arm's estimate rises above the incumbent's).
+  if (measured && mu < 0) return probes;
   const double left = config_.probeBudget * observedUs_ - probeCostUs_ - probeReservedUs_;
   return probes * *each <= left ? probes : *each <= left ? 1 : 0;
 }
@@ -446,7 +466,8 @@ ContextDecision BanditPolicy::decide(int ctx) {
   const int D = s->defaultCell;
   if (s->arms[s->incumbent].n == 0 && s->arms[D].n == 0) return {};  // measure NCCL's own first
 
-  const double sigmaObs = noiseSigma(*s);
+  double dof = 0;
+  const double sigmaObs = noiseSigma(*s, &dof);
   double mean[kNumArms], var[kNumArms];
   // A switch rests on this context's own samples and the model's own spread: what other sizes
   // vouch for may choose what to probe, never make a switch confident.
@@ -454,13 +475,13 @@ ContextDecision BanditPolicy::decide(int ctx) {
   const double gainLog = std::log(1 - config_.minGain);
 
   // Exploitation: switch only to an arm confidently better than the incumbent.
+  const double zSwitch = studentZ(config_.switchZ, dof);
   int I = s->incumbent;
   int best = I;
   for (int c = 0; c < kNumArms; ++c) {
     if (c == I || s->prior[c] < 0 || s->arms[c].n < config_.minSamples) continue;
     double sd = std::sqrt(var[c] + var[I]);
-    if (mean[c] < mean[I] + gainLog && mean[c] + config_.switchZ * sd < mean[I] &&
-        mean[c] < mean[best]) {
+    if (mean[c] < mean[I] + gainLog && mean[c] + zSwitch * sd < mean[I] && mean[c] < mean[best]) {
       best = c;
     }
   }
@@ -497,7 +518,7 @@ ContextDecision BanditPolicy::decide(int ctx) {
       if (!plausible(c)) continue;
       if (optimistic(c) >= bestLcb) continue;
       double each;
-      const int probes = probesThatPay(c, I, mean, var, budget, &each);
+      const int probes = probesThatPay(c, I, mean, var, s->arms[c].n > 0, budget, &each);
       if (probes > 0) {
         bestLcb = optimistic(c);
         candidate = c;

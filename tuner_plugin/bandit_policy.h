@@ -16,8 +16,10 @@
 //  - Before the default has been measured: NCCL's own choice (the table untouched).
 //  - Exploitation: the incumbent (initially NCCL's choice) is replaced only by an arm with at
 //    least minSamples samples whose posterior is better by more than minGain and better with
-//    confidence (switchZ standard deviations of the difference). Contexts are re-evaluated after
-//    every sample, so the test is strict: it bounds the chance of ever doing worse than NCCL.
+//    confidence (switchZ standard deviations of the difference; where the noise level is
+//    estimated from the context's own samples, the Student-t quantile for as many degrees of
+//    freedom: few samples underestimate it). Contexts are re-evaluated after every sample, so
+//    the test is strict: it bounds the chance of ever doing worse than NCCL.
 //  - Exploration, bounded: only arms whose optimistic estimate (posterior mean - exploreZ sd)
 //    beats the incumbent by minGain are probed, the most promising first, with a small
 //    per-decision budget and at most maxExploreSamples samples per arm; an arm the prior places
@@ -34,7 +36,10 @@
 //  - And globally: the extra time probes cost over the incumbent (measured, plus the expected
 //    cost of probes granted but not yet seen, at the arm's point estimate) stays within
 //    probeBudget of all the time observed in collectives; a grant whose probes turn out worse
-//    than expected overshoots it by at most that grant. The budget is the leader's alone: the
+//    than expected overshoots it by at most that grant. An arm that its own samples already
+//    place below the incumbent is expected to save time, and is probed whatever the budget
+//    holds: early in a job the first probes overspend it, and on forced-arm data an arm found
+//    3x faster waited 20 calls for its next probe. The budget is the leader's alone: the
 //    decisions it shapes are agreed like any other.
 //  - Continued learning: reopen() (a change point reported by the profiler, or one the policy
 //    detects itself on the incumbent's times with the library's change detector,
@@ -171,11 +176,13 @@ class BanditPolicy {
   };
   ContextState* state(int ctx) const;
   void refreshGroup(ShareGroup& g);
-  double noiseSigma(const ContextState& s) const;
+  // dof (optional): the degrees of freedom of the estimate, 0 where none was made yet.
+  double noiseSigma(const ContextState& s, double* dof = nullptr) const;
   void releaseReserve(ContextState* s);
   void refreshShared();
   // How many of `probes` probes of c pay for themselves and fit the budget (`probes`, 1 or 0).
-  int probesThatPay(int c, int I, const double* mean, const double* var, int probes,
+  // measured: c has samples of its own in this context.
+  int probesThatPay(int c, int I, const double* mean, const double* var, bool measured, int probes,
                     double* each) const;
   // narrowed: the group's shared spread narrows the prior's (for exploration only).
   void posterior(const ContextState& s, double sigmaObs, bool narrowed, double* mean,
