@@ -193,7 +193,8 @@ class TunerRuntime final : public ServiceClient {
         "not: %llu in aggregates, "
         "%llu realigned, %llu without a recorded call, %llu other clock, %llu unusable); %llu "
         "saved contexts used, %llu discarded, %llu seeded from another scale; %llu cells "
-        "offered at half their channels (%llu samples ran another cell)",
+        "offered at half their channels (%llu samples ran another cell); %llu contexts re-opened "
+        "(%llu change points reported by the profiler)",
         ull(commId_), rank_, coordinator_.describe().c_str(), comm_.appliedVersion(),
         ull(s.applied), ull(s.dropped),
         s.applied ? double(s.latencySumNs) / s.applied / 1000.0 : 0.0,
@@ -201,7 +202,8 @@ class TunerRuntime final : public ServiceClient {
         ull(c.commits), ull(c.aborts), ull(c.strangersRejected), ull(l.samples), ull(l.attributed),
         ull(m.repeatsSkipped), ull(m.aggregateParts), ull(m.realigned),
         ull(m.notRecorded + m.noCall), ull(m.otherClock), ull(m.badSample), ull(l.restoredUsed),
-        ull(l.restoredDiscarded), ull(l.seededFromOtherScale), ull(l.halvedArms), ull(l.otherCell));
+        ull(l.restoredDiscarded), ull(l.seededFromOtherScale), ull(l.halvedArms), ull(l.otherCell),
+        ull(learner_.policy().reopenCount()), ull(l.shifts));
   }
 
   // ServiceClient, on the service thread.
