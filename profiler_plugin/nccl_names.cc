@@ -21,6 +21,32 @@ constexpr const char* kDatatypeNames[kNumDatatypes] = {
     "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
 constexpr int kDatatypeSizes[kNumDatatypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 
+// Algorithm and protocol names come in two spellings (docs/nccl-plugin-abi.md, "Name strings"):
+// the profiler's Coll descriptor carries NCCL's upper-case names with underscores ("RING",
+// "NVLS_TREE", "SIMPLE"), its logs and cost tables the mixed-case ones ("Ring", "NVLSTree",
+// "Simple"). Both are accepted: letters compare without case, underscores are skipped.
+bool sameName(const char* table, const char* name) noexcept {
+  for (;;) {
+    while (*name == '_') ++name;
+    const char a = *table, b = *name;
+    if (a == '\0' || b == '\0') return a == b;
+    const char la = (a >= 'A' && a <= 'Z') ? char(a - 'A' + 'a') : a;
+    const char lb = (b >= 'A' && b <= 'Z') ? char(b - 'A' + 'a') : b;
+    if (la != lb) return false;
+    ++table;
+    ++name;
+  }
+}
+
+template <size_t N>
+int lookupAnyCase(const char* name, const char* const (&names)[N]) noexcept {
+  if (name == nullptr) return -1;
+  for (size_t i = 0; i < N; ++i) {
+    if (sameName(names[i], name)) return int(i);
+  }
+  return -1;
+}
+
 template <size_t N>
 int lookup(const char* name, const char* const (&names)[N]) noexcept {
   if (name == nullptr) return -1;
@@ -34,8 +60,8 @@ int lookup(const char* name, const char* const (&names)[N]) noexcept {
 }  // namespace
 
 int parseFunc(const char* name) noexcept { return lookup(name, kFuncNames); }
-int parseAlgo(const char* name) noexcept { return lookup(name, kAlgoNames); }
-int parseProto(const char* name) noexcept { return lookup(name, kProtoNames); }
+int parseAlgo(const char* name) noexcept { return lookupAnyCase(name, kAlgoNames); }
+int parseProto(const char* name) noexcept { return lookupAnyCase(name, kProtoNames); }
 
 int parseDatatype(const char* name) noexcept {
   // Every name starts with "nccl": compare what follows, first character first.

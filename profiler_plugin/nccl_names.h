@@ -12,9 +12,11 @@ namespace autopilot::profiler {
 
 // abi::Func index of "AllReduce", "Broadcast", ... or -1 when unknown.
 int parseFunc(const char* name) noexcept;
-// abi::Algo index of "Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT".
+// abi::Algo index of "TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE",
+// "PAT" (the Coll descriptor's spelling) or of "Tree", "Ring", "CollNetDirect", ... (the tuner
+// table's); case and underscores do not matter. -1 when unknown.
 int parseAlgo(const char* name) noexcept;
-// abi::Proto index of "LL", "LL128", "Simple".
+// abi::Proto index of "LL", "LL128", "SIMPLE" (or "Simple"); -1 when unknown.
 int parseProto(const char* name) noexcept;
 
 // NCCL datatypes ("ncclInt8" ... "ncclFloat8e5m2"), indexed like ncclDataType_t.

@@ -10,6 +10,17 @@ ProfilerFeed::ProfilerFeed(host::HostProfiler* profiler, void* context, int rank
                            const int* activationMask)
     : profiler_(profiler), context_(context), rank_(rank), mask_(activationMask) {}
 
+const char* ProfilerFeed::descriptorAlgo(int algo) {
+  static const char* const kNames[abi::kNumAlgorithms] = {
+      "TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
+  return algo >= 0 && algo < abi::kNumAlgorithms ? kNames[algo] : "Unknown";
+}
+
+const char* ProfilerFeed::descriptorProto(int proto) {
+  static const char* const kNames[abi::kNumProtocols] = {"LL", "LL128", "SIMPLE"};
+  return proto >= 0 && proto < abi::kNumProtocols ? kNames[proto] : "Unknown";
+}
+
 void ProfilerFeed::enqueued(const CollectiveInfo& info) {
   coll_ = nullptr;
   nChannels_ = info.nChannels;

@@ -27,11 +27,16 @@ class ProfilerFeed {
     size_t taskCount;  // NCCL's task count (AllGather/Broadcast: bytes as int8)
     const char* taskDatatype;
     int root;
-    const char* algo;    // "Ring", "Tree"
-    const char* proto;   // "LL", "LL128", "Simple"
+    const char* algo;    // NCCL's descriptor spelling: "RING", "TREE" (descriptorAlgo)
+    const char* proto;   // "LL", "LL128", "SIMPLE" (descriptorProto)
     int nChannels;       // channels used; one KernelCh event is emitted per channel
     uint64_t seqNumber;  // per-communicator, per-function
   };
+
+  // The names NCCL puts in a Coll descriptor (upper case, not the tuner table's "Ring" and
+  // "Simple": docs/nccl-plugin-abi.md, "Name strings"), by abi::Algo and abi::Proto index.
+  static const char* descriptorAlgo(int algo);
+  static const char* descriptorProto(int proto);
 
   // Enqueue and group end; the collective then runs.
   void enqueued(const CollectiveInfo& info);

@@ -181,8 +181,8 @@ class Rank {
                                         int8Task ? item.count * sizeof(float) : item.count,
                                         int8Task ? "ncclInt8" : "ncclFloat32",
                                         item.root,
-                                        algorithmName(call.algorithm),
-                                        protocolByIndex(call.protocol).name,
+                                        ProfilerFeed::descriptorAlgo(int(call.algorithm)),
+                                        ProfilerFeed::descriptorProto(call.protocol),
                                         1,  // one "channel": one KernelCh event marks completion
                                         seq[int(item.kind)]++};
       workload.fillInput(item, it, o_.rank, data.data());

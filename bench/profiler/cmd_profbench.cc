@@ -167,8 +167,8 @@ class Subject {
     d.coll.datatype = "ncclFloat32";
     d.coll.nChannels = kChannels;
     d.coll.nWarps = 16;
-    d.coll.algo = "Ring";
-    d.coll.proto = "Simple";
+    d.coll.algo = "RING";  // NCCL's Coll descriptor spelling
+    d.coll.proto = "SIMPLE";
     d.coll.parentGroup = group;
     Abi<kAbi>::tag(&d);
     call([&] { t->startEvent(ctx_, &coll, &d); });

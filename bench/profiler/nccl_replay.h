@@ -56,8 +56,9 @@ struct CollSpec {
   const char* func = "AllReduce";
   const char* datatype = "ncclFloat32";
   size_t count = 1 << 20;
-  const char* algo = "Ring";
-  const char* proto = "Simple";
+  // NCCL's Coll descriptor spelling (docs/nccl-plugin-abi.md, "Name strings").
+  const char* algo = "RING";
+  const char* proto = "SIMPLE";
   int nChannels = 16;
   uint64_t seqNumber = 0;
   int root = 0;

@@ -123,8 +123,8 @@ TEST_CASE("one full call sequence per plugin in each dialect from 2.28 to 2.32",
       d.coll.datatype = "ncclFloat32";
       d.coll.count = 1024;
       d.coll.nChannels = 2;
-      d.coll.algo = "Ring";
-      d.coll.proto = "Simple";
+      d.coll.algo = "RING";  // NCCL's Coll descriptor spelling
+      d.coll.proto = "SIMPLE";
       d.coll.userTag = 7;
       void* coll = nullptr;
       REQUIRE(p->startEvent(ctx, &coll, &d) == abi::kSuccess);

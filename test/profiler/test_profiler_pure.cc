@@ -33,6 +33,20 @@ TEST_CASE("NCCL names map to the tuner's indices and back", "[names]") {
     CHECK(parseFunc(funcs[i]) == i);
     CHECK(std::string(funcName(i)) == funcs[i]);
   }
+  // The Coll descriptor's spelling (what NCCL 2.28.9 passed on an H200: before both spellings
+  // were accepted, every Ring, Tree and Simple collective was recorded as "Unknown").
+  const char* descriptorAlgos[] = {"TREE",      "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS",
+                                   "NVLS_TREE", "PAT"};
+  for (int i = 0; i < abi::kNumAlgorithms; ++i) {
+    CHECK(parseAlgo(descriptorAlgos[i]) == i);
+    CHECK(parseAlgo(algoName(i)) == i);  // the tuner table's spelling
+  }
+  CHECK(parseProto("SIMPLE") == abi::kProtoSimple);
+  CHECK(parseProto("Simple") == abi::kProtoSimple);
+  CHECK(parseProto("LL128") == abi::kProtoLL128);
+  CHECK(parseAlgo("RINGS") == -1);
+  CHECK(parseAlgo("RIN") == -1);
+  CHECK(parseAlgo("") == -1);
   CHECK(parseAlgo("NVLSTree") == abi::kAlgoNvlsTree);
   CHECK(parseAlgo("NVLS") == abi::kAlgoNvls);
   CHECK(parseAlgo("PAT") == abi::kAlgoPat);

@@ -165,7 +165,7 @@ TEST_CASE("odd orders: completion is the last child's stop, whatever the order",
     d.coll.func = "AllReduce";
     d.coll.datatype = "ncclInt32";
     d.coll.count = 16;
-    d.coll.algo = "Tree";
+    d.coll.algo = "TREE";
     d.coll.proto = "LL";
     d.coll.nChannels = 2;
     void* coll = nullptr;

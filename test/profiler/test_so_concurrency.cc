@@ -62,8 +62,8 @@ void application(host::HostProfiler* hp, void* ctx, HandOff* toProxy) {
     d.coll.func = "AllReduce";
     d.coll.datatype = "ncclFloat32";
     d.coll.count = 1024;
-    d.coll.algo = i % 2 ? "Ring" : "Tree";
-    d.coll.proto = "Simple";
+    d.coll.algo = i % 2 ? "RING" : "TREE";  // NCCL's Coll descriptor spelling
+    d.coll.proto = "SIMPLE";
     d.coll.nChannels = kChannels;
     void* coll = nullptr;
     hp->startEvent(ctx, &coll, &d);

@@ -63,11 +63,12 @@ uint64_t gpuNs(int cell) {
   return cell == kRingSimple ? 60000 : cell == kTreeLL128 ? 100000 : 200000;
 }
 
+// The names NCCL puts in a Coll descriptor (docs/nccl-plugin-abi.md, "Name strings").
 const char* algoName(int cell) {
-  return cell / abi::kNumProtocols == abi::kAlgoRing ? "Ring" : "Tree";
+  return cell / abi::kNumProtocols == abi::kAlgoRing ? "RING" : "TREE";
 }
 const char* protoName(int cell) {
-  static const char* names[] = {"LL", "LL128", "Simple"};
+  static const char* names[] = {"LL", "LL128", "SIMPLE"};
   return names[cell % abi::kNumProtocols];
 }
 
