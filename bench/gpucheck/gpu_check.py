@@ -16,19 +16,27 @@ decisions and rail figures (from the profiler's Prometheus export), and writes g
 and gpu-check.md under $OUT (else gpu-check-out/). Exit status: 0 all good, 1 something failed,
 2 bad arguments, 77 no GPU (nothing checked).
 
+Processes on one GPU time-share it unless CUDA MPS runs: small-size latencies are then the
+GPU's context switches between them, not the network (all-reduce 8 B: 4515 us on an H200,
+23 us under MPS). `--mps auto` (the default) starts a private MPS control daemon for the check
+when nvidia-cuda-mps-control is there and stops it at the end; the report says whether it ran.
+
 Only the parent needs nothing beyond the Python standard library; the workers need torch.
 `--backend gloo` runs the same flow on CPU (no NCCL, plugins not loaded): CI uses it.
 """
 import argparse
+import atexit
 import glob
 import json
 import os
 import random
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -296,6 +304,213 @@ def find_ncclperf(explicit):
     return shutil.which("ncclperf")
 
 
+# ----------------------------------------------------------------------------------------------
+# CUDA MPS. Without it the ranks, separate processes on one GPU, time-share it: a kernel waits
+# for the other processes' time slices, so small sizes measure context switches, not the network
+# (H200, NCCL 2.28.9, stock all-reduce 8 B: 4515 us without MPS, 23 us with; 32 MiB busbw 1.84
+# vs 3.7 GB/s). Under MPS the processes' kernels share the GPU at once. The check starts a
+# private control daemon (its own pipe and log folders, so it neither meets nor stops one the
+# machine runs) before the first run and stops it at the end, whatever happened in between.
+MPS_CONTROL = "nvidia-cuda-mps-control"
+MPS_CAVEAT = ("small-size figures are the GPU's context switches between the processes, not the "
+              "network")
+# What a rank does first under MPS, tried once before the runs: the daemon starts its server
+# on the first client, and a server that cannot start (a container without the rights, say)
+# shows here rather than as failed runs.
+MPS_CLIENT_CODE = ("import torch\n"
+                   "x = torch.ones(4, device='cuda')\nx += 1\ntorch.cuda.synchronize()\n"
+                   "assert x.sum().item() == 8, x\nprint('mps client ok')\n")
+
+
+def mps_env(dirs):
+    """The variables that send CUDA clients (ranks, ncclperf) and the control command to a
+    private MPS daemon; dirs = (pipe folder, log folder), or None (no MPS: no variable)."""
+    if not dirs:
+        return {}
+    return {"CUDA_MPS_PIPE_DIRECTORY": dirs[0], "CUDA_MPS_LOG_DIRECTORY": dirs[1]}
+
+
+class MpsDaemon:
+    """A private MPS control daemon: start() runs `nvidia-cuda-mps-control -d` with fresh pipe
+    and log folders, stop() sends it `quit`, keeps its logs in out_dir (mps-control.log,
+    mps-server.log) and removes the folders. stop() may be called any number of times.
+    The daemon (driver 580, CUDA 13.0) creates `control` (its socket) and
+    `nvidia-cuda-mps-control.pid` in the pipe folder and, on quit, stops its server and exits
+    within a fraction of a second, leaving both files behind: its exit is told by its pid."""
+
+    def __init__(self, control, out_dir=None, wait_s=5.0, timeout_s=30.0):
+        self.control, self.out_dir = control, out_dir
+        self.wait_s, self.timeout_s = wait_s, timeout_s
+        self.root = self.dirs = None
+        self.launched = False  # -d was run: stop() sends quit whatever -d answered
+        self.pid = None        # the daemon's, from its pid file
+        self.stopped = None    # stop()'s note once done
+
+    def env(self):
+        return dict(os.environ, **mps_env(self.dirs))
+
+    def _socket(self):
+        return os.path.join(self.dirs[0], "control")
+
+    def _log_tail(self):
+        try:
+            with open(os.path.join(self.dirs[1], "control.log"), errors="replace") as f:
+                lines = [x.strip() for x in f.read().splitlines() if x.strip()]
+            return "; control.log: " + lines[-1] if lines else ""
+        except OSError:
+            return ""
+
+    def start(self):
+        """None once the daemon's control socket is there, else why not (a sentence)."""
+        # Short paths: the pipe folder holds Unix sockets, whose paths are limited to 107
+        # bytes, so /tmp rather than $TMPDIR or the output folder.
+        base = "/tmp" if os.access("/tmp", os.W_OK) else None
+        self.root = tempfile.mkdtemp(prefix="gpucheck-mps-", dir=base)
+        self.dirs = (os.path.join(self.root, "pipe"), os.path.join(self.root, "log"))
+        for d in self.dirs:
+            os.mkdir(d, 0o700)
+        said = os.path.join(self.root, "start.out")
+        try:
+            # Output to a file, not a pipe: a daemon that kept the pipe open would hold us.
+            with open(said, "w") as out:
+                self.launched = True
+                rc = subprocess.run([self.control, "-d"], env=self.env(), stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT,
+                                    timeout=self.timeout_s).returncode
+        except (OSError, subprocess.SubprocessError) as e:
+            return "%s -d: %s" % (MPS_CONTROL, e)
+        if rc != 0:
+            with open(said, errors="replace") as f:
+                text = " ".join(f.read().split())[:200]
+            return "%s -d exited with %d%s%s" % (MPS_CONTROL, rc, ": " if text else "", text)
+        end = time.time() + self.wait_s
+        while not os.path.exists(self._socket()):
+            if time.time() > end:
+                return "%s -d left no control socket in %s within %.0f s%s" % (
+                    MPS_CONTROL, self.dirs[0], self.wait_s, self._log_tail())
+            time.sleep(0.05)
+        end = time.time() + min(1.0, self.wait_s)
+        while self.pid is None:
+            try:
+                with open(os.path.join(self.dirs[0], "nvidia-cuda-mps-control.pid")) as f:
+                    self.pid = int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                if time.time() > end:
+                    break  # without its pid, its exit is told by its socket going away
+                time.sleep(0.05)
+        return None
+
+    def _running(self):
+        if self.pid is None:
+            return os.path.exists(self._socket())
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        try:  # a zombie no one reaped has exited
+            with open("/proc/%d/stat" % self.pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return True
+
+    def stop(self):
+        """'stopped', or what went wrong; the folders are removed either way."""
+        if self.stopped is not None or self.root is None:
+            return self.stopped
+        note = "stopped"
+        if self.launched:
+            try:  # echo quit | nvidia-cuda-mps-control, with the daemon's own variables
+                r = subprocess.run([self.control], input="quit\n", env=self.env(),
+                                   capture_output=True, text=True, timeout=self.timeout_s)
+                if r.returncode != 0:
+                    note = "quit exited with %d: %s" % (
+                        r.returncode, " ".join((r.stdout + r.stderr).split())[:200])
+            except (OSError, subprocess.SubprocessError) as e:
+                note = "quit: %s" % e
+            end = time.time() + self.wait_s
+            while self._running() and time.time() < end:
+                time.sleep(0.05)
+            if self._running():
+                what = "control daemon" + (" (pid %d)" % self.pid if self.pid else "")
+                note = "%s still running %g s after quit%s" % (
+                    what, self.wait_s, "" if note == "stopped" else " (%s)" % note)
+                if self.pid:  # ours, by its pid: end it rather than leave it to the machine
+                    try:
+                        os.kill(self.pid, signal.SIGTERM)
+                        note += "; sent it SIGTERM"
+                    except OSError as e:
+                        note += "; SIGTERM: %s" % e
+        if self.out_dir:
+            for name in ("control.log", "server.log"):
+                try:
+                    shutil.copyfile(os.path.join(self.dirs[1], name),
+                                    os.path.join(self.out_dir, "mps-" + name))
+                except OSError:
+                    pass
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.stopped = note
+        return note
+
+
+def mps_client_error(python, env, timeout=120):
+    """None if a CUDA client runs under the daemon `env` points to, else why not."""
+    try:
+        r = subprocess.run([python, "-c", MPS_CLIENT_CODE], env=env, capture_output=True,
+                           text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as e:
+        return "a CUDA client under MPS did not run: %s" % e
+    if r.returncode == 0:
+        return None
+    last = [x.strip() for x in (r.stderr + r.stdout).splitlines() if x.strip()]
+    return "a CUDA client under MPS failed (exit %d%s)" % (
+        r.returncode, ": " + last[-1][:200] if last else "")
+
+
+def setup_mps(choice, backend, has_gpu, python, out_dir, wait_s=5.0):
+    """Start a private MPS daemon where --mps and the machine allow. Returns (the running
+    MpsDaemon or None, the report's "mps" entry {mode, used, why}, a problem or None: only
+    --mps on makes a missing or failed daemon a problem; auto goes on without it)."""
+    info = {"mode": choice, "used": False, "why": ""}
+    if choice == "off":
+        info["why"] = "--mps off"
+        return None, info, None
+    if backend != "nccl" or not has_gpu:
+        info["why"] = "%s backend, no GPU used" % backend if backend != "nccl" else "no GPU"
+        return None, info, None
+    control = shutil.which(MPS_CONTROL)
+    why = None if control else "%s not found" % MPS_CONTROL
+    daemon = None
+    if control:
+        daemon = MpsDaemon(control, out_dir, wait_s=wait_s)
+        atexit.register(daemon.stop)  # besides main's finally: any way out stops it
+        try:
+            why = daemon.start() or mps_client_error(python, daemon.env())
+        except BaseException:  # SIGTERM (main's handler) or ^C while it starts
+            daemon.stop()
+            raise
+        if why:
+            note = daemon.stop()
+            if note != "stopped":
+                why += " (and stopping it: %s)" % note
+            daemon = None
+    if why:
+        info["why"] = why
+        return None, info, ("MPS asked for (--mps on) but not used: %s" % why
+                            if choice == "on" else None)
+    info.update(used=True, why="private daemon", pipe_dir=daemon.dirs[0])
+    return daemon, info, None
+
+
+def mps_line(mps, backend):
+    """The report's MPS line (Markdown header and progress output)."""
+    if mps.get("used"):
+        return "MPS: on (%s)" % mps.get("why", "private daemon")
+    return "MPS: off (%s)%s" % (mps.get("why") or "-",
+                                ": " + MPS_CAVEAT if backend == "nccl" else "")
+
+
 def free_port():
     """A port for the ranks' rendezvous, taken below the kernel's ephemeral range: a port the
     kernel handed out (bind to 0) and we released can be handed out again at once, as the local
@@ -350,12 +565,39 @@ def probe_torch(python, backend):
         return {"error": "cannot run %s: %s" % (python, e)}
 
 
-def run_mode(args, mode, tag, lib_dir, deadline, fault=None, native=None):
-    """Start args.ranks workers for one mode (torch processes, or the `native` ncclperf
-    binary, which forks them itself), stream rank 0's progress, collect results."""
-    env_extra = mode_env(mode, lib_dir, args.out, tag, args)
+def run_env(mode, lib_dir, out_dir, tag, args, fault=None, mps=None):
+    """What one run adds to the caller's environment, for every rank (or ncclperf): the
+    mode's, the fault plan's, and the MPS daemon's (mps = its (pipe, log) folders, or None)."""
+    env = mode_env(mode, lib_dir, out_dir, tag, args)
     if fault:
-        env_extra["NCCL_AUTOPILOT_FAULT_FILE"] = fault["plan"]
+        env["NCCL_AUTOPILOT_FAULT_FILE"] = fault["plan"]
+    env.update(mps_env(mps))
+    return env
+
+
+def rank_env(env_extra, rank, args, port, tag, native=False, base=None):
+    """The whole environment of rank `rank` (of ncclperf when native), on top of `base`
+    (default: ours)."""
+    env = dict(os.environ if base is None else base)
+    env.update(env_extra)
+    env.update({"RANK": str(rank), "WORLD_SIZE": str(args.ranks), "LOCAL_RANK": "0",
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                # each process its own "node": NCCL cannot use P2P/SHM between them and
+                # sends everything through the network plugin
+                "NCCL_HOSTID": "autopilot-gpucheck-node-%d" % rank,
+                "GPUCHECK_RESULT": os.path.join(args.out, "%s.rank%d.result.json" %
+                                                (tag, rank))})
+    if native:
+        del env["NCCL_HOSTID"]  # ncclperf gives each process it forks its own
+    return env
+
+
+def run_mode(args, mode, tag, lib_dir, deadline, fault=None, native=None, mps=None):
+    """Start args.ranks workers for one mode (torch processes, or the `native` ncclperf
+    binary, which forks them itself), stream rank 0's progress, collect results. mps: the
+    private MPS daemon's (pipe, log) folders, or None."""
+    env_extra = run_env(mode, lib_dir, args.out, tag, args, fault, mps)
+    if fault:
         open(fault["plan"], "w").close()
     spec = {
         "backend": args.backend, "sizes": args.sizes,
@@ -372,20 +614,11 @@ def run_mode(args, mode, tag, lib_dir, deadline, fault=None, native=None):
     procs, logs = [], []
     started = time.time()
     for rank in range(1 if native else args.ranks):
-        env = dict(os.environ)
-        env.update(env_extra)
-        env.update({"RANK": str(rank), "WORLD_SIZE": str(args.ranks), "LOCAL_RANK": "0",
-                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                    # each process its own "node": NCCL cannot use P2P/SHM between them and
-                    # sends everything through the network plugin
-                    "NCCL_HOSTID": "autopilot-gpucheck-node-%d" % rank,
-                    "GPUCHECK_RESULT": os.path.join(args.out, "%s.rank%d.result.json" %
-                                                    (tag, rank))})
+        env = rank_env(env_extra, rank, args, port, tag, native=bool(native))
         log_path = os.path.join(args.out, "%s.rank%d.out" % (tag, rank))
         logs.append(log_path)
         cmd = [args.python, os.path.abspath(__file__), "--worker", spec_path]
         if native:
-            del env["NCCL_HOSTID"]  # ncclperf gives each process it forks its own
             cmd = [native, "--ranks", str(args.ranks), "--min-bytes", str(args.sizes[0]),
                    "--max-bytes", str(args.sizes[-1]), "--factor", str(args.factor),
                    "--iters", str(args.iters), "--min-iters", str(args.min_iters),
@@ -417,12 +650,18 @@ def run_mode(args, mode, tag, lib_dir, deadline, fault=None, native=None):
     pumper.start()
     limit = max(10.0, min(args.run_timeout, deadline + args.grace - time.time()))
     rcs, timed_out = [], False
-    for p in procs:
-        try:
-            rcs.append(p.wait(timeout=max(1.0, started + limit - time.time())))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            rcs.append("timeout")
+    try:
+        for p in procs:
+            try:
+                rcs.append(p.wait(timeout=max(1.0, started + limit - time.time())))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                rcs.append("timeout")
+    except BaseException:  # interrupted (SIGTERM, ^C): leave no rank behind, on MPS or not
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        raise
     if timed_out:
         for p in procs:
             if p.poll() is None:
@@ -512,6 +751,8 @@ def render_markdown(report):
     lines.append("- GPU: %s; torch %s (CUDA %s); NCCL %s" % (
         env.get("gpu", "-"), env.get("torch", "-"), env.get("cuda_version", "-"),
         report.get("nccl_version") or env.get("nccl", "-")))
+    if report.get("mps"):
+        lines.append("- " + mps_line(report["mps"], report.get("backend")))
     lines.append("- verdict: **%s**; elapsed %.0f s" % (
         "PASS" if report.get("ok") else "FAIL", report.get("elapsed_s", 0)))
     lines.append("")
@@ -790,6 +1031,11 @@ def build_parser():
                    help="NCCL_AUTOPILOT_NET_ADDRS for our net plugin (loopback rails)")
     p.add_argument("--stock-net", default="Socket",
                    help="NCCL_NET for runs without our net plugin ('' for NCCL's choice)")
+    p.add_argument("--mps", choices=["auto", "on", "off"], default="auto",
+                   help="CUDA MPS for the ranks. Without it the processes time-share the GPU "
+                   "and small sizes measure its context switches, not the network. auto: start "
+                   "a private MPS daemon if " + MPS_CONTROL + " is on PATH, else go on without; "
+                   "on: the same, but the check fails without it; off: never")
     p.add_argument("--backend", choices=["nccl", "gloo"], default="nccl",
                    help="gloo: the same flow on CPU, without NCCL (CI)")
     p.add_argument("--lib", help="folder with libnccl-net-autopilot.so (default build/lib)")
@@ -829,6 +1075,10 @@ def check_args(p, args):
     if len(rails) < 2 and not args.no_fault:
         p.error("the fault run needs two or more --rails")
     args.sizes = size_sweep(lo, hi, args.factor)
+
+
+def _exit_on_signal(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds through main's finally, which stops MPS
 
 
 def main(argv=None):
@@ -909,27 +1159,52 @@ def main(argv=None):
         plan[at:at] = [(m, "native-" + m, None) for m in ("stock", "all") if m in args.modes]
     elif not args.no_native and args.backend == "nccl":
         report["problems"].append("ncclperf not found (build it, or --no-native)")
-    for i, (mode, tag, fault) in enumerate(plan):
-        now = time.time()
-        if now > deadline:
-            report["problems"].append("%s: not run, time budget spent" % tag)
-            continue
-        # Each run gets an equal share of what is left, so one slow mode cannot starve the
-        # others; what a quick run leaves goes to the next ones.
-        run_deadline = now + (deadline - now) / (len(plan) - i)
-        print("gpu-check: %s (%s) at +%.0f s, %.0f s allotted" % (
-            tag, ",".join(MODES[mode]) or "stock", now - t_start, run_deadline - now),
-            flush=True)
-        run = run_mode(args, mode, tag, lib_dir, run_deadline, fault,
-                       native if tag.startswith("native-") else None)
-        if fault:
-            run["problems"] += fault_verdict(run, args.backend)
-        report["runs"].append(run)
-        report["problems"] += ["%s: %s" % (tag, x) for x in run["problems"]]
-        print("gpu-check: %s done in %.1f s: %s" % (tag, run["seconds"], "; ".join(
-            run["problems"]) or "ok"), flush=True)
-        if run["skipped"]:
-            print("gpu-check: %s skipped: %s" % (tag, "; ".join(run["skipped"])), flush=True)
+    # MPS from here to the end, so the runs measure the network rather than the GPU's time
+    # slicing between the processes; stopped whatever happens (an exception, SIGTERM).
+    old_term = term_set = False
+    if args.mps != "off" and args.backend == "nccl":
+        try:
+            old_term, term_set = signal.signal(signal.SIGTERM, _exit_on_signal), True
+        except ValueError:  # not the main thread
+            pass
+    mps = None
+    try:
+        mps, report["mps"], problem = setup_mps(args.mps, args.backend,
+                                                bool(env_info.get("cuda")), args.python, args.out)
+        if problem:
+            report["problems"].append(problem)
+        print("gpu-check: " + mps_line(report["mps"], args.backend), flush=True)
+        for i, (mode, tag, fault) in enumerate(plan):
+            now = time.time()
+            if now > deadline:
+                report["problems"].append("%s: not run, time budget spent" % tag)
+                continue
+            # Each run gets an equal share of what is left, so one slow mode cannot starve the
+            # others; what a quick run leaves goes to the next ones.
+            run_deadline = now + (deadline - now) / (len(plan) - i)
+            print("gpu-check: %s (%s) at +%.0f s, %.0f s allotted" % (
+                tag, ",".join(MODES[mode]) or "stock", now - t_start, run_deadline - now),
+                flush=True)
+            run = run_mode(args, mode, tag, lib_dir, run_deadline, fault,
+                           native if tag.startswith("native-") else None,
+                           mps=mps.dirs if mps else None)
+            if fault:
+                run["problems"] += fault_verdict(run, args.backend)
+            report["runs"].append(run)
+            report["problems"] += ["%s: %s" % (tag, x) for x in run["problems"]]
+            print("gpu-check: %s done in %.1f s: %s" % (tag, run["seconds"], "; ".join(
+                run["problems"]) or "ok"), flush=True)
+            if run["skipped"]:
+                print("gpu-check: %s skipped: %s" % (tag, "; ".join(run["skipped"])),
+                      flush=True)
+    finally:
+        if term_set:
+            signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
+        if mps:
+            report["mps"]["stop"] = mps.stop()
+            if report["mps"]["stop"] != "stopped":
+                print("gpu-check: the MPS daemon (%s) may still run: %s" % (
+                    report["mps"].get("pipe_dir"), report["mps"]["stop"]), file=sys.stderr)
     versions = {r["nccl"]["version"] for r in report["runs"] if r["nccl"]["version"]}
     report["nccl_version"] = ", ".join(sorted(versions)) or env_info.get("nccl")
     report["elapsed_s"] = round(time.time() - t_start, 1)

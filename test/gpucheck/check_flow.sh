@@ -38,6 +38,8 @@ import json, os, sys
 out = sys.argv[1]
 r = json.load(open(os.path.join(out, "gpu-check.json")))
 assert r["ok"], r["problems"]
+# No MPS daemon for the CPU flow (--mps auto, the default, applies to NCCL on a GPU only).
+assert r["mps"] == {"mode": "auto", "used": False, "why": "gloo backend, no GPU used"}, r["mps"]
 assert [x["tag"] for x in r["runs"]] == ["stock", "fault"], [x["tag"] for x in r["runs"]]
 sizes = [8, 64, 512, 4096, 32768, 65536]
 for run in r["runs"][:1]:
@@ -57,6 +59,7 @@ assert open(fault["env"]["NCCL_AUTOPILOT_FAULT_FILE"]).read() == "rail 1 up\n"
 md = open(os.path.join(out, "gpu-check.md")).read()
 assert "| size | stock busbw | stock us | fault busbw | fault us | fault ratio |" in md, md
 assert "## all_gather" in md and "## reduce_scatter" not in md
+assert "\n- MPS: off (gloo backend, no GPU used)\n" in md, md
 for tag in ("stock", "fault"):
     for rank in (0, 1):
         assert os.path.exists(os.path.join(out, "%s.rank%d.out" % (tag, rank)))

@@ -7,9 +7,11 @@ import ctypes
 import io
 import json
 import os
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -75,6 +77,16 @@ class Arguments(unittest.TestCase):
         # One rail is fine without the fault run.
         self.assertEqual(parse_args(["--rails", "127.0.0.1", "--no-fault"]).rails, "127.0.0.1")
 
+    def test_mps(self):
+        self.assertEqual(parse_args([]).mps, "auto")
+        for choice in ("auto", "on", "off"):
+            self.assertEqual(parse_args(["--mps", choice]).mps, choice)
+        for argv in (["--mps", "yes"], ["--mps"]):
+            with self.subTest(argv=argv), contextlib.redirect_stderr(io.StringIO()):
+                with self.assertRaises(SystemExit) as e:
+                    parse_args(argv)
+                self.assertEqual(e.exception.code, 2)
+
 
 class Environment(unittest.TestCase):
     def setUp(self):
@@ -108,6 +120,30 @@ class Environment(unittest.TestCase):
                                  "autopilot" if kind == mode else "none", (mode, kind))
             self.assertEqual(env["NCCL_NET"], "autopilot" if mode == "net" else "Socket")
             self.assertEqual("NCCL_AUTOPILOT_PROM_FILE" in env, mode == "profiler")
+
+    def test_mps_variables_only_with_mps(self):
+        base = {"PATH": "/bin"}  # not ours: a caller's CUDA_MPS_* must not hide a missing one
+        dirs = ("/tmp/gpucheck-mps-x/pipe", "/tmp/gpucheck-mps-x/log")
+        for mode in gc.MODES:
+            without = gc.run_env(mode, "/lib", "/out", mode, self.args)
+            self.assertEqual([k for k in without if k.startswith("CUDA_MPS")], [], mode)
+            for native in (False, True):
+                env = gc.rank_env(without, 1, self.args, 1234, mode, native=native, base=base)
+                self.assertEqual([k for k in env if k.startswith("CUDA_MPS")], [], mode)
+            extra = gc.run_env(mode, "/lib", "/out", mode, self.args, mps=dirs)
+            for native in (False, True):
+                env = gc.rank_env(extra, 1, self.args, 1234, mode, native=native, base=base)
+                self.assertEqual(env["CUDA_MPS_PIPE_DIRECTORY"], dirs[0])
+                self.assertEqual(env["CUDA_MPS_LOG_DIRECTORY"], dirs[1])
+                self.assertEqual(env["NCCL_NET_PLUGIN"], extra["NCCL_NET_PLUGIN"])
+                self.assertEqual(env["RANK"], "1")
+                self.assertEqual(env["PATH"], "/bin")
+                self.assertEqual("NCCL_HOSTID" in env, not native)
+        self.assertEqual(gc.mps_env(None), {})
+        fault = gc.run_env("all", "/lib", "/out", "fault", self.args,
+                           fault={"plan": "/out/fault.plan"}, mps=dirs)
+        self.assertEqual(fault["NCCL_AUTOPILOT_FAULT_FILE"], "/out/fault.plan")
+        self.assertEqual(fault["CUDA_MPS_PIPE_DIRECTORY"], dirs[0])
 
 
 class Values(unittest.TestCase):
@@ -285,6 +321,21 @@ class Table(unittest.TestCase):
         self.assertIn("## Not measured\n\n- all: sizes from 256 MiB: time\n", md)
         self.assertIn("NCCL 2.28.9+cuda13.0", md)
 
+    def test_mps_line(self):
+        report = {"runs": [fake_run("stock", 1.0)], "ok": True, "elapsed_s": 1,
+                  "backend": "nccl", "ranks": 2}
+        self.assertNotIn("MPS", gc.render_markdown(report))  # reports from before --mps
+        report["mps"] = {"mode": "auto", "used": True, "why": "private daemon"}
+        self.assertIn("\n- MPS: on (private daemon)\n", gc.render_markdown(report))
+        report["mps"] = {"mode": "auto", "used": False,
+                         "why": "nvidia-cuda-mps-control not found"}
+        self.assertIn("\n- MPS: off (nvidia-cuda-mps-control not found): small-size figures are "
+                      "the GPU's context switches between the processes, not the network\n",
+                      gc.render_markdown(report))
+        report.update(backend="gloo", mps={"mode": "auto", "used": False,
+                                           "why": "gloo backend, no GPU used"})
+        self.assertIn("\n- MPS: off (gloo backend, no GPU used)\n", gc.render_markdown(report))
+
     def test_native_runs_compare_with_native_stock(self):
         report = {"runs": [fake_run("stock", 1.0), fake_run("all", 2.0),
                            fake_run("native-stock", 4.0), fake_run("native-all", 2.0)],
@@ -322,6 +373,292 @@ FAKE_TORCH = {
                             "def is_gloo_available(): return True\n"
                             "def is_nccl_available(): return True\n",
 }
+
+
+# A stand-in for nvidia-cuda-mps-control, as the real one behaves (driver 580): `-d` records its
+# variables, creates the control socket (a plain file here) and starts the "daemon" (a sleep),
+# whose pid it writes; `quit` on stdin records and ends it, leaving the socket and pid files.
+# FAKE_MPS_FAIL=start: -d fails; =nosocket: -d succeeds but no socket appears; =noquit: the
+# daemon ignores quit.
+FAKE_MPS_CONTROL = """#!/bin/sh
+pipe=$CUDA_MPS_PIPE_DIRECTORY
+if [ "$1" = -d ]; then
+  echo "start pipe=$pipe log=$CUDA_MPS_LOG_DIRECTORY" >>"$FAKE_MPS_CALLS"
+  case "${FAKE_MPS_FAIL:-}" in
+    start) echo "An instance of this daemon is already running" >&2; exit 1;;
+    nosocket) exit 0;;
+  esac
+  sleep 60 </dev/null >/dev/null 2>&1 &
+  echo $! >"$pipe/nvidia-cuda-mps-control.pid"
+  : >"$pipe/control"
+  echo "fake control daemon started" >"$CUDA_MPS_LOG_DIRECTORY/control.log"
+  exit 0
+fi
+read cmd
+echo "$cmd pipe=$pipe" >>"$FAKE_MPS_CALLS"
+if [ "$cmd" = quit ] && [ "${FAKE_MPS_FAIL:-}" != noquit ] &&
+   [ -f "$pipe/nvidia-cuda-mps-control.pid" ]; then
+  kill "$(cat "$pipe/nvidia-cuda-mps-control.pid")"
+fi
+exit 0
+"""
+# A stand-in for the ranks' Python: torch's probe answers with one GPU, the MPS client check
+# passes (unless FAKE_PY_CLIENT_FAIL), a worker records its MPS variable and fails (or sleeps
+# FAKE_PY_WORKER_SLEEP seconds).
+FAKE_PYTHON = """#!/bin/sh
+case "$2" in
+  *is_available*)
+    echo '{"torch": "9.9", "cuda": true, "devices": 1, "cuda_version": "13.0",'\
+' "gpu": "Fake GPU", "nccl": "2.28.9", "gloo": true, "nccl_backend": true}';;
+  --worker)
+    echo "worker mps=${CUDA_MPS_PIPE_DIRECTORY:-} log=${CUDA_MPS_LOG_DIRECTORY:-}" \
+      >>"$FAKE_MPS_CALLS"
+    [ -n "${FAKE_PY_WORKER_SLEEP:-}" ] && exec sleep "$FAKE_PY_WORKER_SLEEP"
+    exit 1;;
+  *)
+    echo "client mps=${CUDA_MPS_PIPE_DIRECTORY:-}" >>"$FAKE_MPS_CALLS"
+    if [ -n "${FAKE_PY_CLIENT_FAIL:-}" ]; then
+      echo "RuntimeError: CUDA error: MPS client failed to connect" >&2; exit 1
+    fi;;
+esac
+"""
+
+
+def alive(pid):
+    """pid runs (a zombie no one reaped has exited)."""
+    try:
+        os.kill(pid, 0)
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Mps(unittest.TestCase):
+    """Starting and stopping the private MPS daemon, against a stand-in control command on
+    PATH (no GPU, no root)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        d = self.tmp.name
+        self.bin, self.out = os.path.join(d, "bin"), os.path.join(d, "out")
+        os.mkdir(self.bin)
+        os.mkdir(self.out)
+        for name, text in (("nvidia-cuda-mps-control", FAKE_MPS_CONTROL),
+                           ("python", FAKE_PYTHON)):
+            with open(os.path.join(self.bin, name), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(self.bin, name), 0o755)
+        self.python = os.path.join(self.bin, "python")
+        self.calls = os.path.join(d, "calls.txt")
+        old = dict(os.environ)
+        self.addCleanup(lambda: (os.environ.clear(), os.environ.update(old)))
+        for k in [k for k in os.environ if k.startswith(("CUDA_MPS", "FAKE_"))]:
+            del os.environ[k]
+        os.environ["PATH"] = self.bin + os.pathsep + os.environ.get("PATH", "")
+        os.environ["FAKE_MPS_CALLS"] = self.calls
+
+    def read_calls(self):
+        try:
+            with open(self.calls) as f:
+                return f.read().splitlines()
+        except OSError:
+            return []
+
+    def setup(self, choice, backend="nccl", gpu=True):
+        return gc.setup_mps(choice, backend, gpu, self.python, self.out, wait_s=0.5)
+
+    def test_started_and_stopped(self):
+        for choice in ("auto", "on"):
+            os.unlink(self.calls) if os.path.exists(self.calls) else None
+            daemon, info, problem = self.setup(choice)
+            self.assertIsNotNone(daemon)
+            self.assertIsNone(problem)
+            self.assertEqual(info, {"mode": choice, "used": True, "why": "private daemon",
+                                    "pipe_dir": daemon.dirs[0]})
+            pipe, log = daemon.dirs
+            # Short, private, fresh: under /tmp, only ours, empty but for the socket.
+            self.assertTrue(pipe.startswith("/tmp/gpucheck-mps-") and len(pipe) < 60, pipe)
+            self.assertEqual(os.stat(pipe).st_mode & 0o777, 0o700)
+            self.assertEqual(sorted(os.listdir(pipe)),
+                             ["control", "nvidia-cuda-mps-control.pid"])
+            self.assertTrue(daemon._running())
+            self.assertEqual(gc.mps_env(daemon.dirs), {"CUDA_MPS_PIPE_DIRECTORY": pipe,
+                                                       "CUDA_MPS_LOG_DIRECTORY": log})
+            self.assertEqual(self.read_calls(), ["start pipe=%s log=%s" % (pipe, log),
+                                                 "client mps=%s" % pipe])
+            pid = daemon.pid
+            self.assertGreater(pid, 0)
+            self.assertEqual(daemon.stop(), "stopped")
+            self.assertFalse(alive(pid))
+            self.assertEqual(daemon.stop(), "stopped")  # once only
+            self.assertEqual(self.read_calls()[2:], ["quit pipe=%s" % pipe])
+            self.assertFalse(os.path.exists(os.path.dirname(pipe)))
+            with open(os.path.join(self.out, "mps-control.log")) as f:
+                self.assertEqual(f.read(), "fake control daemon started\n")
+
+    def test_daemon_that_ignores_quit(self):
+        os.environ["FAKE_MPS_FAIL"] = "noquit"
+        daemon, info, _ = self.setup("auto")
+        self.assertTrue(info["used"])
+        pid = daemon.pid
+        self.assertEqual(daemon.stop(), "control daemon (pid %d) still running 0.5 s after "
+                                        "quit; sent it SIGTERM" % pid)
+        deadline = time.time() + 5
+        while alive(pid) and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertFalse(alive(pid))
+        self.assertFalse(os.path.exists(daemon.root))
+
+    def test_off_never_starts(self):
+        daemon, info, problem = self.setup("off")
+        self.assertEqual((daemon, info, problem),
+                         (None, {"mode": "off", "used": False, "why": "--mps off"}, None))
+        self.assertEqual(self.read_calls(), [])
+
+    def test_not_applicable(self):
+        for choice in ("auto", "on"):
+            daemon, info, problem = self.setup(choice, backend="gloo")
+            self.assertEqual((daemon, problem, info["used"]), (None, None, False))
+            self.assertEqual(info["why"], "gloo backend, no GPU used")
+            daemon, info, problem = self.setup(choice, gpu=False)
+            self.assertEqual((daemon, problem, info["why"]), (None, None, "no GPU"))
+        self.assertEqual(self.read_calls(), [])
+
+    def test_not_found(self):
+        os.environ["PATH"] = os.pathsep.join(
+            p for p in os.environ["PATH"].split(os.pathsep) if p != self.bin)
+        if gc.shutil.which(gc.MPS_CONTROL):
+            self.skipTest("a real nvidia-cuda-mps-control is on PATH")
+        daemon, info, problem = self.setup("auto")
+        self.assertEqual((daemon, problem), (None, None))
+        self.assertEqual(info, {"mode": "auto", "used": False,
+                                "why": "nvidia-cuda-mps-control not found"})
+        daemon, info, problem = self.setup("on")
+        self.assertEqual(problem, "MPS asked for (--mps on) but not used: "
+                                  "nvidia-cuda-mps-control not found")
+
+    def check_failed_start(self, why_part, quit_sent=True):
+        for choice in ("auto", "on"):
+            os.unlink(self.calls) if os.path.exists(self.calls) else None
+            daemon, info, problem = self.setup(choice)
+            self.assertIsNone(daemon)
+            self.assertFalse(info["used"])
+            self.assertIn(why_part, info["why"])
+            if choice == "auto":
+                self.assertIsNone(problem)
+            else:
+                self.assertEqual(problem, "MPS asked for (--mps on) but not used: " + info["why"])
+            calls = self.read_calls()
+            self.assertTrue(calls[0].startswith("start pipe=/tmp/gpucheck-mps-"), calls)
+            pipe = calls[0].split()[1][len("pipe="):]
+            # Whatever -d said, quit is sent (a daemon that started is never left behind) and
+            # the folders are gone.
+            self.assertEqual(calls[-1], "quit pipe=" + pipe)
+            self.assertFalse(os.path.exists(os.path.dirname(pipe)))
+
+    def test_start_fails(self):
+        os.environ["FAKE_MPS_FAIL"] = "start"
+        self.check_failed_start("nvidia-cuda-mps-control -d exited with 1: An instance of this "
+                                "daemon is already running")
+
+    def test_no_socket(self):
+        os.environ["FAKE_MPS_FAIL"] = "nosocket"
+        self.check_failed_start("left no control socket in /tmp/gpucheck-mps-")
+
+    def test_client_fails(self):
+        os.environ["FAKE_PY_CLIENT_FAIL"] = "1"
+        self.check_failed_start("a CUDA client under MPS failed (exit 1: RuntimeError: CUDA "
+                                "error: MPS client failed to connect)")
+
+    def main(self, *extra):
+        argv = ["--python", self.python, "--out", self.out, "--modes", "stock", "--no-fault",
+                "--no-native", "--max-bytes", "8", "--budget", "60"] + list(extra)
+        with contextlib.redirect_stdout(io.StringIO()) as out, \
+                contextlib.redirect_stderr(io.StringIO()):
+            rc = gc.main(argv)
+        with open(os.path.join(self.out, "gpu-check.json")) as f:
+            return rc, json.load(f), out.getvalue()
+
+    def test_check_uses_mps_and_stops_it_after_a_failed_run(self):
+        rc, report, out = self.main()
+        self.assertEqual(rc, 1)  # the stand-in workers fail
+        mps = report["mps"]
+        self.assertEqual((mps["used"], mps["why"], mps["stop"]), (True, "private daemon",
+                                                                  "stopped"))
+        pipe = mps["pipe_dir"]
+        calls = self.read_calls()
+        self.assertEqual(calls[0].split()[:2], ["start", "pipe=" + pipe])
+        workers = [c for c in calls if c.startswith("worker ")]
+        self.assertEqual(len(workers), 2)
+        self.assertTrue(all(c.startswith("worker mps=%s log=/tmp/" % pipe) for c in workers))
+        self.assertEqual(calls[-1], "quit pipe=" + pipe)
+        self.assertEqual(report["runs"][0]["env"]["CUDA_MPS_PIPE_DIRECTORY"], pipe)
+        self.assertIn("gpu-check: MPS: on (private daemon)", out)
+        with open(os.path.join(self.out, "gpu-check.md")) as f:
+            self.assertIn("- MPS: on (private daemon)\n", f.read())
+        self.assertFalse(os.path.exists(os.path.dirname(pipe)))
+
+    def test_check_without_mps(self):
+        rc, report, _ = self.main("--mps", "off")
+        self.assertEqual(rc, 1)
+        self.assertEqual(report["mps"], {"mode": "off", "used": False, "why": "--mps off"})
+        self.assertEqual(self.read_calls(), ["worker mps= log="] * 2)
+        self.assertFalse([k for k in report["runs"][0]["env"] if k.startswith("CUDA_MPS")])
+        # on, where the daemon does not start: a problem, and the runs go on without MPS
+        os.environ["FAKE_MPS_FAIL"] = "start"
+        os.unlink(self.calls)
+        rc, report, _ = self.main("--mps", "on")
+        self.assertEqual(rc, 1)
+        self.assertFalse(report["mps"]["used"])
+        self.assertTrue(report["problems"][0].startswith(
+            "MPS asked for (--mps on) but not used: nvidia-cuda-mps-control -d exited with 1"))
+        self.assertEqual([c for c in self.read_calls() if c.startswith("worker")],
+                         ["worker mps= log="] * 2)
+
+    def test_stopped_on_sigterm(self):
+        """SIGTERM in the middle of a run: the ranks are killed, the daemon stopped."""
+        os.environ["FAKE_PY_WORKER_SLEEP"] = "37.25"
+        old = signal.getsignal(signal.SIGTERM)
+        timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGTERM))
+        timer.start()
+        t0 = time.time()
+        try:
+            with self.assertRaises(SystemExit) as e, \
+                    contextlib.redirect_stdout(io.StringIO()):
+                gc.main(["--python", self.python, "--out", self.out, "--modes", "stock",
+                         "--no-fault", "--no-native"])
+        finally:
+            timer.cancel()
+        self.assertEqual(e.exception.code, 128 + signal.SIGTERM)
+        self.assertLess(time.time() - t0, 15)
+        self.assertEqual(signal.getsignal(signal.SIGTERM), old)  # restored
+        calls = self.read_calls()
+        pipe = calls[0].split()[1][len("pipe="):]
+        self.assertEqual(len([c for c in calls if c.startswith("worker mps=" + pipe)]), 2)
+        self.assertEqual(calls[-1], "quit pipe=" + pipe)
+        self.assertFalse(os.path.exists(os.path.dirname(pipe)))
+        out = os.popen("ps -eo args").read()
+        self.assertNotIn("sleep 37.25", out)
+
+    def test_stopped_when_the_check_breaks(self):
+        def broken(*args, **kwargs):
+            raise RuntimeError("broken run")
+        real = gc.run_mode
+        gc.run_mode = broken
+        try:
+            with self.assertRaises(RuntimeError), \
+                    contextlib.redirect_stdout(io.StringIO()):
+                gc.main(["--python", self.python, "--out", self.out, "--modes", "stock",
+                         "--no-fault", "--no-native"])
+        finally:
+            gc.run_mode = real
+        calls = self.read_calls()
+        self.assertTrue(calls[0].startswith("start pipe=/tmp/gpucheck-mps-"), calls)
+        pipe = calls[0].split()[1][len("pipe="):]
+        self.assertEqual(calls[-1], "quit pipe=" + pipe)
+        self.assertFalse(os.path.exists(os.path.dirname(pipe)))
 
 
 class Probe(unittest.TestCase):
