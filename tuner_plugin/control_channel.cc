@@ -331,13 +331,21 @@ bool FrameConnection::readFrames(std::vector<std::string>* out, size_t maxBody, 
   // sends faster than its frames are consumed fills its socket, not our memory.
   char buf[16384];
   size_t budget = kReadBudget;
+  // The peer's last frames and its shutdown often arrive in one read (a rank that says goodbye
+  // and finalizes at once): what it sent is handed out before the connection is reported
+  // closed, or its goodbye would be taken for a lost peer.
+  bool open = true;
   while (budget > 0 && in_.size() - inPos_ < maxBody + 4 + kReadBudget) {
     ssize_t n = ::recv(fd_.get(), buf, std::min(sizeof(buf), budget), 0);
-    if (n == 0) return false;  // orderly shutdown by the peer
+    if (n == 0) {  // orderly shutdown by the peer
+      open = false;
+      break;
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return false;
+      open = false;
+      break;
     }
     in_.append(buf, size_t(n));
     budget -= size_t(n);
@@ -350,7 +358,9 @@ bool FrameConnection::readFrames(std::vector<std::string>* out, size_t maxBody, 
     out->emplace_back(in_, inPos_ + 4, len);
     inPos_ += 4 + size_t(len);
   }
-  return true;
+  // Closed, but frames beyond this call's allowance are still buffered: reported open until
+  // they are handed out (the next calls read the shutdown again, at no cost).
+  return open || hasBufferedFrame();
 }
 
 bool FrameConnection::hasBufferedFrame() const {

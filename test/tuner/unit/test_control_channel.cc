@@ -78,6 +78,33 @@ TEST_CASE(
   CHECK(q.conn.hasBufferedFrame());
 }
 
+// Seen with a real NCCL: a follower's goodbye and its close reached the leader in one read, and
+// the goodbye was dropped with the connection, so a normal end was logged as a lost rank (WARN).
+TEST_CASE("frames that arrive with the peer's shutdown are handed out before it is reported",
+          "[control_channel]") {
+  Pair p;
+  p.write(wire::frame("last words"));
+  REQUIRE(::shutdown(p.peer, SHUT_WR) == 0);
+  std::vector<std::string> out;
+  CHECK_FALSE(p.conn.readFrames(&out, 256, 8));          // closed...
+  CHECK(out == std::vector<std::string>{"last words"});  // ...after its last frame
+  // More frames than one call hands out: the connection stays open until the last is out.
+  Pair r;
+  r.write(wire::frame("a") + wire::frame("b"));
+  REQUIRE(::shutdown(r.peer, SHUT_WR) == 0);
+  out.clear();
+  CHECK(r.conn.readFrames(&out, 256, 1));
+  CHECK_FALSE(r.conn.readFrames(&out, 256, 1));
+  CHECK(out == (std::vector<std::string>{"a", "b"}));
+  // A partial frame at the shutdown is not handed out.
+  Pair q;
+  q.write(wire::frame("cut").substr(0, 5));
+  REQUIRE(::shutdown(q.peer, SHUT_WR) == 0);
+  out.clear();
+  CHECK_FALSE(q.conn.readFrames(&out, 256, 8));
+  CHECK(out.empty());
+}
+
 TEST_CASE("a decision table travels with its channel counts; a count out of place is refused",
           "[wire]") {
   DecisionTable t;
