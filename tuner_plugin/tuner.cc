@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -296,7 +297,16 @@ std::unique_ptr<TunerRuntime> makeRuntime(const TunerInitArgs& args) {
   std::string why;
   cc.endpoint = resolveEndpoint(args.commId, int(args.nNodes), &why);
   if (cc.endpoint.kind == Endpoint::Kind::kNone) {
-    AP_INFO(kFlags, "tuner: comm 0x%llx: %s; NCCL's choices stand", ull(args.commId), why.c_str());
+    // Loading the tuner and getting no learning is worth one warning per process (on rank 0, or
+    // wherever the rank is unknown): at NCCL's default level an INFO line is never seen, and a
+    // job launched by mpirun without MASTER_ADDR would just keep NCCL's choices.
+    static std::atomic<bool> warned{false};
+    const bool warn = rank <= 0 && !warned.exchange(true);
+    log::emit(warn ? abi::kLogWarn : abi::kLogInfo, kFlags, __func__, __LINE__,
+              "tuner: comm 0x%llx: %s; NCCL's choices stand%s", ull(args.commId), why.c_str(),
+              warn ? " (NCCL_AUTOPILOT_COORDINATOR=host:port names where the ranks meet; "
+                     "README: Using it with NCCL)"
+                   : "");
     return nullptr;
   }
   std::optional<std::string> secret = readRendezvousSecret();

@@ -364,6 +364,33 @@ TEST_CASE("a configured secret file that cannot serve as a secret turns learning
   }
 }
 
+// Seen on an H200 with NCCL 2.28.9 under a launcher that set no MASTER_ADDR: the tuner loaded,
+// learned nothing, and said so only at INFO, which NCCL's default level never shows.
+TEST_CASE("ranks on several nodes with nowhere to meet: WARN once on rank 0, INFO elsewhere",
+          "[tuner_host]") {
+  for (int rank : {0, 1}) {
+    Env env;
+    env.set("NCCL_AUTOPILOT_COORDINATOR", "");
+    env.set("MASTER_ADDR", "");
+    LogCapture::clear();
+    PluginHost host(options());
+    REQUIRE(host.loadProfiler());
+    REQUIRE(host.loadTuner());
+    for (uint64_t comm : {0x7501, 0x7502}) {
+      CommSession::Config cfg = oneRank(comm);
+      cfg.nRanks = 2;
+      cfg.nNodes = 2;
+      cfg.rank = rank;
+      CommSession session(host, cfg);
+      REQUIRE(session.init() == abi::kSuccess);
+    }
+    INFO("rank " << rank);
+    const std::string why = "nor MASTER_ADDR is set; NCCL's choices stand";
+    CHECK(LogCapture::count(abi::kLogWarn, why) == (rank == 0 ? 1 : 0));
+    CHECK(LogCapture::count(abi::kLogInfo, why) == (rank == 0 ? 1 : 2));
+  }
+}
+
 TEST_CASE("a TCP rendezvous without a secret is reported once: WARN on rank 0, INFO elsewhere",
           "[tuner_host][security]") {
   for (int rank : {0, 1}) {
