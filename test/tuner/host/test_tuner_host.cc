@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <set>
 #include <thread>
@@ -364,6 +365,22 @@ TEST_CASE("a configured secret file that cannot serve as a secret turns learning
   }
 }
 
+// Loads the profiler and the tuner, then initializes and finalizes each of `comms` as `rank`
+// of 2 ranks on 2 nodes.
+void initTwoNodeComms(int rank, std::initializer_list<uint64_t> comms) {
+  PluginHost host(options());
+  REQUIRE(host.loadProfiler());
+  REQUIRE(host.loadTuner());
+  for (uint64_t comm : comms) {
+    CommSession::Config cfg = oneRank(comm);
+    cfg.nRanks = 2;
+    cfg.nNodes = 2;
+    cfg.rank = rank;
+    CommSession session(host, cfg);
+    REQUIRE(session.init() == abi::kSuccess);
+  }
+}
+
 // Seen on an H200 with NCCL 2.28.9 under a launcher that set no MASTER_ADDR: the tuner loaded,
 // learned nothing, and said so only at INFO, which NCCL's default level never shows.
 TEST_CASE("ranks on several nodes with nowhere to meet: WARN once on rank 0, INFO elsewhere",
@@ -373,17 +390,7 @@ TEST_CASE("ranks on several nodes with nowhere to meet: WARN once on rank 0, INF
     env.set("NCCL_AUTOPILOT_COORDINATOR", "");
     env.set("MASTER_ADDR", "");
     LogCapture::clear();
-    PluginHost host(options());
-    REQUIRE(host.loadProfiler());
-    REQUIRE(host.loadTuner());
-    for (uint64_t comm : {0x7501, 0x7502}) {
-      CommSession::Config cfg = oneRank(comm);
-      cfg.nRanks = 2;
-      cfg.nNodes = 2;
-      cfg.rank = rank;
-      CommSession session(host, cfg);
-      REQUIRE(session.init() == abi::kSuccess);
-    }
+    initTwoNodeComms(rank, {0x7501, 0x7502});
     INFO("rank " << rank);
     const std::string why = "nor MASTER_ADDR is set; NCCL's choices stand";
     CHECK(LogCapture::count(abi::kLogWarn, why) == (rank == 0 ? 1 : 0));
@@ -399,17 +406,7 @@ TEST_CASE("a TCP rendezvous without a secret is reported once: WARN on rank 0, I
     env.set("NCCL_AUTOPILOT_COORDINATOR",
             "127.0.0.1:" + std::to_string(21000 + getpid() % 500 * 8));
     LogCapture::clear();
-    PluginHost host(options());
-    REQUIRE(host.loadProfiler());
-    REQUIRE(host.loadTuner());
-    for (uint64_t comm : {0x7401, 0x7402}) {
-      CommSession::Config cfg = oneRank(comm);
-      cfg.nRanks = 2;
-      cfg.nNodes = 2;
-      cfg.rank = rank;
-      CommSession session(host, cfg);
-      REQUIRE(session.init() == abi::kSuccess);
-    }
+    initTwoNodeComms(rank, {0x7401, 0x7402});
     INFO("rank " << rank);
     CHECK(LogCapture::count(rank == 0 ? abi::kLogWarn : abi::kLogInfo, "is not authenticated") ==
           1);
