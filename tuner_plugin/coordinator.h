@@ -81,7 +81,8 @@ struct CoordinatorConfig {
 };
 
 // The communicator's call rate as the leader sees it: its own calls, since every rank makes the
-// same ones. Estimated over windows of kWindowNs, smoothed; a window without calls lowers it.
+// same ones. Estimated over windows of kWindowNs: a window with fewer calls than the estimate
+// replaces it, one with more is averaged in (the lead errs towards short, see update()).
 class CallRate {
  public:
   static constexpr uint64_t kWindowNs = 250'000'000;

@@ -173,13 +173,19 @@ TEST_CASE("the lead spans a fixed time at the measured call rate", "[coordinator
   CHECK(rate.perSecond() == Approx(1000));
   CHECK(leadCalls(c, rate, 1) == 100);
   CHECK(leadCalls(c, rate, 4) == 400);  // after a refusal
-  // A job that slows down: a window without calls halves the estimate, and the lead follows
-  // down to its floor (a job making 8 calls a second waited 64 calls, 8 s, for every change).
-  rate.update(250, 500 * ms);
-  CHECK(rate.perSecond() == Approx(500));
-  CHECK(leadCalls(c, rate, 1) == 50);
-  for (int w = 3; w <= 12; ++w) rate.update(250, uint64_t(w) * 250 * ms);
-  CHECK(rate.perSecond() < 1);
+  // A job that speeds up: the faster window is averaged in.
+  rate.update(750, 500 * ms);
+  CHECK(rate.perSecond() == Approx(1500));
+  CHECK(leadCalls(c, rate, 1) == 150);
+  // A job that slows down (a size sweep reaching large messages): the slower window counts at
+  // once. Smoothed, a lead sized at 1,500 calls a second would have lasted 750 ms at 250.
+  rate.update(812, 750 * ms);
+  CHECK(rate.perSecond() == Approx(248));
+  CHECK(leadCalls(c, rate, 1) == 25);
+  // A window without calls: the lead falls to its floor (a job making 8 calls a second waited
+  // 64 calls, 8 s, for every change).
+  rate.update(812, 1000 * ms);
+  CHECK(rate.perSecond() == 0);
   CHECK(leadCalls(c, rate, 1) == 2);
   // Fast jobs: 50,000 calls a second take 5,000 calls of lead (64 calls were 1.3 ms).
   CallRate fast;
