@@ -17,6 +17,7 @@ void RailStriper::reset(int n) {
   picks_ = 0;
   nextEqual_ = 0;
   nextTie_ = 0;
+  lastSticky_ = 0;
 }
 
 double RailStriper::clampBandwidth(double bw) const {
@@ -168,12 +169,23 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
   }
   int usableRails = 0;
   const double m = refreshBands(nowNs, standbyPass, &usableRails);
+  // A small message stays on the rail the previous small message took (Config::
+  // stickyBelowBytes), while that rail is usable, not measured slow and has room.
+  const bool sticky = wholeMessage && chunkBytes < config_.stickyBelowBytes;
+  if (sticky && lastSticky_ < n_ && usable(lastSticky_, standbyPass) &&
+      !(rails_[lastSticky_].distinct && rails_[lastSticky_].samples > 0 &&
+        rails_[lastSticky_].bandwidth < m) &&
+      fits(lastSticky_, chunkBytes, excludedMask)) {
+    return lastSticky_;
+  }
   // Ties are common (a message whose chunks start on idle rails) and must not always go to the
-  // lowest index: the scan starts after the rail picked last, so equal rails take turns.
+  // lowest index: the scan starts after the rail picked last, so equal rails take turns. A small
+  // message that must move starts the scan at its old rail, which keeps a tie.
+  const int first = sticky ? lastSticky_ : nextTie_;
   int best = -1;
   double bestFinish = 0;
   for (int k = 0; k < n_; ++k) {
-    int i = (nextTie_ + k) % n_;
+    int i = (first + k) % n_;
     if (!usable(i, standbyPass)) continue;
     const Rail& r = rails_[i];
     double finish = double(r.inFlight + chunkBytes) / effective(i, m, usableRails);
@@ -188,7 +200,11 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
   }
   // If the rail that would finish first is full, waiting for it beats a slower rail.
   if (best < 0 || !fits(best, chunkBytes, excludedMask)) return -1;
-  nextTie_ = (best + 1) % n_;
+  if (sticky) {
+    lastSticky_ = best;
+  } else {
+    nextTie_ = (best + 1) % n_;
+  }
   return best;
 }
 

@@ -28,6 +28,7 @@ void RailLink::detach(bool abort) {
   partialBytes = 0;
   tcp_ = TcpProgress{};
   lastTcpSampleNs_ = 0;
+  lastReadNs_ = lastDataNs_ = 0;
 }
 
 IoResult RailLink::fill() {
@@ -41,7 +42,12 @@ IoResult RailLink::fill() {
   if (tail_ == kStagingBytes) return {Io::kOk, 0, 0};
   IoResult r = readSome(fd_.get(), staging_.get() + tail_, kStagingBytes - tail_);
   tail_ += r.bytes;
+  bytesIn_ += r.bytes;
   return r;
+}
+
+bool RailLink::readDue(uint64_t nowNs) const {
+  return inPayload || stagedBytes() > 0 || active(nowNs) || nowNs - lastReadNs_ >= kQuietReadNs;
 }
 
 bool RailLink::queueControl(const uint8_t* bytes, size_t n) {

@@ -138,22 +138,33 @@ void RecvComm::progress(uint64_t nowNs) {
   int which[wire::kMaxRails];
   int n = 0;
   firstRail_ = (firstRail_ + 1) % nRails_;  // rotating service order, as on the sender
+  // Quiet rails are read as paced while another rail is active (RailLink::readDue).
+  bool pace = false;
+  for (int r = 0; r < nRails_; ++r) pace |= rails_[r].link.active(nowNs);
   for (int i = 0; i < nRails_; ++i) {
     int r = (firstRail_ + i) % nRails_;
-    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r) && !simulatedDeaf(r)) {
-      fds[n] = {rails_[r].link.fd(), POLLIN, 0};
+    RailLink& link = rails_[r].link;
+    if (health_.live(r) && link.up() && !simulatedDown(r) && !simulatedDeaf(r) &&
+        (!pace || link.readDue(nowNs))) {
+      fds[n] = {link.fd(), POLLIN, 0};
       which[n++] = r;
     }
   }
+  auto read = [&](int r) {
+    RailLink& link = rails_[r].link;
+    const uint64_t before = link.bytesIn();
+    readRail(r, nowNs);
+    link.noteRead(nowNs, link.bytesIn() != before);
+  };
   if (n <= kDirectReadRails) {
     // One or two rails: reading each directly costs no more than poll() when idle, and one
     // system call less on the latency path when data is there.
-    for (int i = 0; i < n; ++i) readRail(which[i], nowNs);
+    for (int i = 0; i < n; ++i) read(which[i]);
   } else if (::poll(fds, nfds_t(n), 0) >= 0) {
     // Bytes already staged (a previous pass stopped at its budget) are parsed even when the
     // socket itself has nothing new.
     for (int i = 0; i < n; ++i) {
-      if (fds[i].revents != 0 || rails_[which[i]].link.stagedBytes() > 0) readRail(which[i], nowNs);
+      if (fds[i].revents != 0 || rails_[which[i]].link.stagedBytes() > 0) read(which[i]);
     }
   }
   // Acknowledgements go out at the end of every pass: the sender's completions and windows

@@ -100,11 +100,24 @@ void SendComm::progress(uint64_t nowNs) {
   // path (a send posted after its clear-to-send arrived) the first system call is the write.
   sendReady(nowNs);
   bool gotFrames = false;
+  // A rail is read on every pass while an acknowledgement is due on it, while a send waits for
+  // its receive's announcement (which any rail may bring), or while no rail is active; else as
+  // paced (RailLink::readDue).
+  bool pace = !pool_.anyWaiting();
+  if (pace) {
+    bool anyActive = false;
+    for (int r = 0; r < nRails_; ++r) anyActive |= rails_[r].link.active(nowNs);
+    pace = anyActive;
+  }
   for (int i = 0; i < nRails_; ++i) {
     int r = (firstRail_ + i) % nRails_;
     if (rails_[r].dialer.active()) pumpDialer(r, nowNs);
-    if (health_.live(r) && rails_[r].link.up() && !simulatedDown(r) && !simulatedDeaf(r)) {
+    RailLink& link = rails_[r].link;
+    if (health_.live(r) && link.up() && !simulatedDown(r) && !simulatedDeaf(r) &&
+        (!pace || tracker_.queued(r) > 0 || link.readDue(nowNs))) {
+      const uint64_t before = link.bytesIn();
       gotFrames |= readRail(r, nowNs);
+      link.noteRead(nowNs, link.bytesIn() != before);
     }
   }
   if (gotFrames) sendReady(nowNs);

@@ -937,3 +937,60 @@ TEST_CASE("striper: a re-joined rail in slow start is not judged degraded", "[ne
   CHECK(after.share[1] > 0.4);
   CHECK(after.seconds < 1.1 * base.seconds);
 }
+
+TEST_CASE("striper: small messages stay on one rail while it can take them; larger ones spread",
+          "[net][striper]") {
+  // Messages of one chunk, 8 in flight as NCCL's steps: the rail holding fewer bytes finishes
+  // first by the estimate, so without stickiness every other message would take the idle rail.
+  // Returns how many of `count` messages of `bytes` each rail took.
+  auto stream = [](RailStriper& s, uint64_t bytes, int count, uint64_t t) {
+    std::vector<int> taken(size_t(s.railCount()), 0);
+    std::vector<int> inFlight;
+    for (int m = 0; m < count; ++m) {
+      int r = s.pick(bytes, t, 0, true);
+      REQUIRE(r >= 0);
+      s.onAssigned(r, bytes, t);
+      ++taken[size_t(r)];
+      inFlight.push_back(r);
+      if (inFlight.size() == 8) {
+        s.onCompleted(inFlight.front(), bytes, t);
+        inFlight.erase(inFlight.begin());
+      }
+    }
+    for (int r : inFlight) s.onCompleted(r, bytes, t);
+    return taken;
+  };
+  RailStriper s = activeStriper(2);
+  uint64_t t = 1'000'000'000;
+  std::vector<int> small = stream(s, 8, 320, t);
+  // One rail takes them all but the idle rail's probe (one in 32 picks, once per 50 ms).
+  CHECK(std::max(small[0], small[1]) >= 319);
+  const int home = small[0] > small[1] ? 0 : 1;
+  // 32 KiB and more: spread over both (on two loopback rails they moved as fast either way).
+  std::vector<int> large = stream(s, 32 << 10, 320, t);
+  CHECK(std::min(large[0], large[1]) >= 150);
+  // Its rail gone, small messages move to the other one, and stay there when it comes back.
+  s.setMode(home, RailMode::kDown);
+  std::vector<int> moved = stream(s, 8, 100, t);
+  CHECK(moved[size_t(1 - home)] == 100);
+  s.setMode(home, RailMode::kActive);
+  std::vector<int> back = stream(s, 8, 31, t);
+  CHECK(back[size_t(1 - home)] == 31);
+  // A rail measured slow (below the band of its peers) loses them too.
+  RailStriper slow = activeStriper(2);
+  uint64_t t2 = 1'000'000'000;
+  measureRails(slow, {1e9, 1e9}, &t2);
+  std::vector<int> first = stream(slow, 8, 31, t2);
+  const int used = first[0] > 0 ? 0 : 1;
+  measureAt(slow, used, 5e7, &t2);
+  slow.pick(64 << 10, t2);         // the rail leaves the band ...
+  t2 += slow.config().bandHoldNs;  // ... once it stayed outside this long
+  std::vector<int> after = stream(slow, 8, 31, t2);
+  CHECK(after[size_t(1 - used)] == 31);
+  // Off (0): as before, the idle rail takes every other one.
+  RailStriper::Config off;
+  off.stickyBelowBytes = 0;
+  RailStriper spread = activeStriper(2, off);
+  std::vector<int> even = stream(spread, 8, 320, 1'000'000'000);
+  CHECK(std::min(even[0], even[1]) >= 150);
+}
