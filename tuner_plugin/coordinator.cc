@@ -57,7 +57,7 @@ void CallRate::update(uint64_t calls, uint64_t nowNs) {
   if (nowNs < markNs_ + kWindowNs) return;
   const double sample = double(calls - std::min(calls, markCalls_)) * 1e9 / double(nowNs - markNs_);
   // A slowdown counts at once, a speed-up is smoothed. The lead is a number of calls: one sized
-  // at yesterday's faster rate lasts longer than leadNs, by the full ratio (a size sweep that
+  // at an earlier, faster rate lasts longer than leadNs, by the full ratio (a size sweep that
   // goes from 20 us to 6 ms per call waited seconds for a change), while one sized too short is
   // refused by a rank already past the switch point and retried with a longer lead.
   rate_ = known_ && sample >= rate_ ? 0.5 * (rate_ + sample) : sample;
