@@ -13,6 +13,8 @@
 //   pingpong                   8-byte ping-pong latency vs a plain TCP ping-pong over the same
 //                              rail that polls non-blocking sockets as NCCL's socket transport
 //                              does; ratio = ours / plain (lower is better); blocking TCP shown
+//   small_messages             a stream of 2 KiB messages (8 in flight) on two unshaped rails
+//                              vs one: time per message, ratio = two / one (lower is better)
 // Prints a table and, with --json FILE, writes {"scenarios": [...]}. Both processes of a pair
 // drive the plugin .so through the plugin-host harness exactly as NCCL's proxy threads would.
 #include <arpa/inet.h>
@@ -72,7 +74,8 @@ struct Scenario {
   // but rail_down and transitions injects no fault, so there each one is a false failover
   // (transitions counts them per phase).
   uint64_t failovers = 0;
-  double latencyUs = 0, baselineLatencyUs = 0;  // pingpong only
+  double latencyUs = 0, baselineLatencyUs = 0;  // pingpong and small_messages only
+  bool timed = false;                           // figures are latencies (us), not Gbit/s
   std::string target;  // README's target (the figure on a machine with free CPUs)
   bool targetMet = false;
   std::string bound;  // what --verify enforces: the target with slack for a loaded host
@@ -769,11 +772,11 @@ void printTable(const std::vector<Scenario>& all) {
                   limitsText(s.limitsMbit).c_str(), s.error.c_str(), bound.c_str());
       continue;
     }
-    if (s.name == "pingpong") {
-      std::printf("%-26s %-16s %6.1fus %7.1fus %-22s %7.2f %5s %8s %5s  %-34s %-28s\n",
+    if (s.timed) {
+      std::printf("%-26s %-16s %6.1fus %7.1fus %-22s %7.2f %5llu %8s %5llu  %-34s %-28s\n",
                   s.name.c_str(), limitsText(s.limitsMbit).c_str(), s.latencyUs,
-                  s.baselineLatencyUs, s.baseline.c_str(), s.ratio, "-", "-", "-", target.c_str(),
-                  bound.c_str());
+                  s.baselineLatencyUs, s.baseline.c_str(), s.ratio, (unsigned long long)s.bytesLost,
+                  "-", (unsigned long long)s.failovers, target.c_str(), bound.c_str());
     } else {
       std::printf("%-26s %-16s %8.2f %9.2f %-22s %7.2f %5llu %8.1f %5llu  %-34s %-28s\n",
                   s.name.c_str(), limitsText(s.limitsMbit).c_str(), s.gbps, s.baselineGbps,
@@ -861,8 +864,8 @@ bool writeJson(const std::string& path, const std::vector<Scenario>& all, const 
 
 // What --only selects (each with what it is compared with).
 const std::vector<std::string> kScenarioNames = {
-    "rail_vs_iperf3", "four_rails", "rail_down", "degraded_rail", "degraded_rail_equal_split",
-    "transitions",    "pingpong"};
+    "rail_vs_iperf3", "four_rails", "rail_down",     "degraded_rail", "degraded_rail_equal_split",
+    "transitions",    "pingpong",   "small_messages"};
 
 int cmdNetbench(int argc, char** argv) {
   Options opt;
@@ -1021,6 +1024,7 @@ int cmdNetbench(int argc, char** argv) {
   if (want("pingpong")) {  // 6. 8-byte ping-pong
     Scenario s;
     s.name = "pingpong";
+    s.timed = true;
     s.rails = 1;
     s.limitsMbit = {0};
     shapeAll(bed, {});
@@ -1049,6 +1053,49 @@ int cmdNetbench(int argc, char** argv) {
     s.targetMet = s.ran && s.ratio <= 1.2;
     s.bound = "ours <= " + fmt("%.0f us", kPingPongBoundUs);
     s.boundMet = s.ran && s.latencyUs > 0 && s.latencyUs <= kPingPongBoundUs;
+    all.push_back(s);
+  }
+  if (want("small_messages")) {  // 7. small messages: two rails against one
+    // Latency-bound traffic gains nothing from a second rail; what a second rail must not do
+    // is cost time per message. Rounds alternate one rail and two; medians are compared.
+    Scenario s;
+    s.name = "small_messages";
+    s.timed = true;
+    s.rails = 2;
+    s.limitsMbit = {0, 0};
+    shapeAll(bed, {});
+    std::fprintf(stderr, "netbench: %s ...\n", s.name.c_str());
+    constexpr size_t kBytes = 2048;
+    constexpr int kRounds = 3;
+    const double streamSec = opt.quick ? 0.5 : 1.5;
+    auto usPerMessage = [&](int rails) {
+      StreamRun run = runStream(pairOptions(bed, rails, {}), kBytes, opt.depth, Verify::kSampled,
+                                [&](const std::function<void()>&) { sleepSec(streamSec); });
+      if (!run.ok || run.result.messages == 0) {
+        s.error = "stream on " + std::to_string(rails) + " rail(s) failed";
+        return 0.0;
+      }
+      s.bytesLost += run.result.corrupt * kBytes;
+      return 1e6 * run.result.seconds / double(run.result.messages);
+    };
+    std::vector<double> one, two;
+    for (int round = 0; round < kRounds && s.error.empty(); ++round) {
+      one.push_back(usPerMessage(1));
+      two.push_back(usPerMessage(2));
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.empty() ? 0.0 : v[v.size() / 2];
+    };
+    s.latencyUs = median(two);
+    s.baselineLatencyUs = median(one);
+    s.baseline = "one rail";
+    s.ran = s.error.empty();
+    s.ratio = s.baselineLatencyUs > 0 ? s.latencyUs / s.baselineLatencyUs : 0;
+    s.target = "ratio <= 1.1";
+    s.targetMet = s.ran && s.ratio <= 1.1;
+    s.bound = "completes, 0 B lost";
+    s.boundMet = s.ran && s.bytesLost == 0;
     all.push_back(s);
   }
   printTable(all);
