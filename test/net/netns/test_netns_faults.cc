@@ -101,7 +101,7 @@ TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when 
   const std::string send1 = "send rail 1 (" + rail1 + "): ";
   bool failedOver = false, moved = false, rejoined = false, healthy = false, carried = false;
   uint64_t duringOutage = 0;
-  EndState atHealthy, later;
+  EndState atHealthy, ramped, later;
   WatchedRun run = runWatchedStream(inNamespaces(bed), 4 << 20, 8, [&](StreamWatch& w) {
     EndState st;
     if (!w.waitState(
@@ -122,10 +122,15 @@ TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when 
     rejoined = w.waitLog(false, {send1 + "failed -> probing"}, 20);
     healthy = w.waitLog(false, {send1 + "probing -> healthy"}, 20);
     w.state(false, &atHealthy);
-    // 100 more messages (400 MiB) on both rails.
-    carried = w.waitState(
-        false, [&](const EndState& s) { return s.completed >= atHealthy.completed + 100; }, 30,
-        &later);
+    // 100 more messages (400 MiB) while the re-joined rail's share grows, then 100 more on
+    // both rails.
+    carried =
+        w.waitState(
+            false, [&](const EndState& s) { return s.completed >= atHealthy.completed + 100; }, 30,
+            &ramped) &&
+        w.waitState(
+            false, [&](const EndState& s) { return s.completed >= ramped.completed + 100; }, 30,
+            &later);
   });
   INFO("sender log:\n" << run.senderLog);
   checkRanClean(run);
@@ -140,11 +145,19 @@ TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when 
   CHECK(healthy);
   CHECK(carried);
   // The re-joined rail starts small and grows with what it delivers: on two equal rails it
-  // carries a real share again (the kernel's counters of its new socket).
-  double b0 = double(later.bytesSince(atHealthy, bed.address('A', 0), true));
-  double b1 = double(later.bytesSince(atHealthy, bed.address('A', 1), true));
-  double share = b0 + b1 > 0 ? b1 / (b0 + b1) : -1;
-  INFO("rail 1's share after the re-join: " << share);
+  // carries a real share again (the kernel's counters of its new socket). How fast it grows
+  // depends on the host: one CI run gave it 0.23 of the first 100 messages (400 MiB), where
+  // our 2-core machine gives it 0.47-0.50 even under a CPU hog, so the share is checked over
+  // the 100 after those; the first window's is reported.
+  auto rail1Share = [&](const EndState& to, const EndState& from) {
+    double b0 = double(to.bytesSince(from, bed.address('A', 0), true));
+    double b1 = double(to.bytesSince(from, bed.address('A', 1), true));
+    return b0 + b1 > 0 ? b1 / (b0 + b1) : -1;
+  };
+  INFO("rail 1's share of the first 100 messages after the re-join: " << rail1Share(ramped,
+                                                                                    atHealthy));
+  double share = rail1Share(later, ramped);
+  INFO("rail 1's share of the next 100: " << share);
   CHECK(share > 0.3);
 }
 
