@@ -157,7 +157,9 @@ int cmdReplay(int argc, char** argv) {
                "one line per context (with its regret, probes and when it settled)");
   args.footer(
       "A row whose system ends with \"; channels forced to N\" (N in 1..64) is the arm (algo,\n"
-      "proto, N channels) of the system named without that suffix.\n"
+      "proto, N channels) of the system named without that suffix. A configuration whose cell\n"
+      "the topology's model marks IGNORE (LL128 without NVLink) is no arm: NCCL never offers\n"
+      "it to a tuner. Losses are against the best arm.\n"
       "--check fails unless, over all files: 0 contexts lose > 10%, mean < 0.5%, p99 < 3%; on\n"
       "every file where the default loses > 10% somewhere: 0 contexts lose > 10%, mean < 1%,\n"
       "p99 < 5%; and no context is worse than the default by more than 1%. The regret is\n"
@@ -235,16 +237,24 @@ int cmdReplay(int argc, char** argv) {
   double overallRegret = od.contexts > 0 ? regretWeighted / od.contexts : 0;
   printRow("overall", od.contexts, od, ol, overallRegret, "");
   std::printf(
-      "\nlosses vs the best measured arm per context; learned = worst of %d runs of %d "
+      "\nlosses vs the best measured arm (one a tuner can choose) per context; learned = worst of "
+      "%d runs of %d "
       "calls per context;\nregret = extra time vs always-best over all replayed calls, "
       "while learning.\n",
       options.runs, options.callsPerContext);
   for (const FileResult& r : results) {
     std::printf(
         "  %s: prior %s; noise sigma %.3f (%s); %d rows and %d contexts skipped; "
-        "default regret %.2f%%\n",
+        "default regret %.2f%%",
         r.file.substr(r.file.rfind('/') + 1).c_str(), r.prior.c_str(), r.noiseSigma,
         r.noiseSource.c_str(), r.skippedRows, r.skippedContexts, r.defaultRegretPct);
+    if (r.unofferedArms > 0) {
+      std::printf(
+          "; %d measured configurations not replayed: IGNORE in the model's table, so never "
+          "offered to a tuner (fastest of their context in %d)",
+          r.unofferedArms, r.unofferedFastest);
+    }
+    std::printf("\n");
   }
 
   if (!jsonPath.empty()) {
@@ -259,11 +269,12 @@ int cmdReplay(int argc, char** argv) {
       std::fprintf(out,
                    "%s\n  {\"file\": \"%s\", \"contexts\": %d, \"default\": %s, \"learned\": %s, "
                    "\"regret_pct\": %.4f, \"default_regret_pct\": %.4f, \"prior\": \"%s\", "
-                   "\"noise_sigma\": %.4f, \"skipped_contexts\": %d}",
+                   "\"noise_sigma\": %.4f, \"skipped_contexts\": %d, \"unoffered_arms\": %d, "
+                   "\"unoffered_fastest\": %d}",
                    i ? "," : "", jsonEscape(r.file).c_str(), r.defaults.contexts,
                    summaryJson(r.defaults).c_str(), summaryJson(r.learned).c_str(), r.regretPct,
-                   r.defaultRegretPct, jsonEscape(r.prior).c_str(), r.noiseSigma,
-                   r.skippedContexts);
+                   r.defaultRegretPct, jsonEscape(r.prior).c_str(), r.noiseSigma, r.skippedContexts,
+                   r.unofferedArms, r.unofferedFastest);
     }
     std::fprintf(out,
                  "\n],\n\"overall\": {\"contexts\": %d, \"default\": %s, \"learned\": %s, "

@@ -161,8 +161,13 @@ int cellForConfig(const std::string& algoName, const std::string& protoName, con
 // cell (AUTO and Ring/AUTO often do): they were measured separately and can differ (B300: AUTO
 // was NVLS). The policy only needs distinct cells, so arm i gets cell i (the default first) and
 // the cost the model predicts for the cell NCCL would run under that configuration.
+// A configuration whose cell the model marks IGNORE is not an arm: NCCL passes a tuner no cost
+// for it, and the plugin never raises an IGNORE cell. Here that is LL128 without NVLink, which
+// NCCL leaves off by default (docs/nccl-cost-model.md section 7); the L40S and RTX 5090 files
+// measured it forced with NCCL_PROTO. Such configurations are counted in `unoffered`, and in
+// `unofferedFastest` when one measured faster than every arm.
 bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model,
-               std::map<std::string, int>* cellOf) {
+               std::map<std::string, int>* cellOf, int* unoffered, bool* unofferedFastest) {
   float full[kNumCells];
   if (model != nullptr)
     model->fillTable(ctx->func, ctx->size, 1, reinterpret_cast<float(*)[3]>(full));
@@ -175,6 +180,7 @@ bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model,
                         [](const std::string& c) { return c == "AUTO/AUTO"; });
   if (configs.empty() || configs[0] != "AUTO/AUTO") return false;
   std::vector<float> predicted;
+  std::vector<double> unofferedTimes;
   for (const std::string& config : configs) {
     // One cell per configuration across the contexts of a system, so that contexts that share
     // what they learn (setShareKey) mean the same arm by the same cell; NCCL's default is cell 0.
@@ -188,6 +194,16 @@ bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model,
     std::string proto = config.substr(slash + 1, end == std::string::npos ? end : end - slash - 1);
     int natural = cellForConfig(config.substr(0, slash), proto, model != nullptr ? full : nullptr);
     if (natural == -2) continue;  // an algorithm or protocol name this model does not know
+    if (model != nullptr && (natural < 0 || full[natural] < 0)) {
+      ++*unoffered;
+      double sum = 0;
+      int n = 0;
+      for (const auto& [c, t] : ctx->measurements) {
+        if (c == config) sum += t, ++n;
+      }
+      unofferedTimes.push_back(sum / n);
+      continue;
+    }
     if (known == cellOf->end()) (*cellOf)[config] = cell;
     Arm arm;
     arm.config = config;
@@ -215,6 +231,9 @@ bool buildArms(ReplayContext* ctx, const tuner::model::CostModel* model,
       ctx->bestArm = int(a);
     }
     ctx->armOfCell[arm.cell] = int(a);
+  }
+  for (double t : unofferedTimes) {
+    if (t < best) *unofferedFastest = true;
   }
   // The policy's table: the model's prediction where it has one, the default's (a neutral
   // value) where it has none, everything equal without a model; the default stays NCCL's
@@ -334,10 +353,14 @@ bool replayFile(const std::string& csvPath, const ReplayOptions& options, FileRe
     }
     std::string err;
     const tuner::model::CostModel* model = topo.model(key.system, &err);
-    if (!buildArms(&c, model, &cellsOfSystem[key.system])) {
+    int unoffered = 0;
+    bool unofferedFastest = false;
+    if (!buildArms(&c, model, &cellsOfSystem[key.system], &unoffered, &unofferedFastest)) {
       ++out->skippedContexts;
       continue;
     }
+    out->unofferedArms += unoffered;
+    if (unofferedFastest) ++out->unofferedFastest;
     std::string g = key.system + "|" + key.collective + (key.inPlace ? "|in" : "|out");
     auto it = groupOf.emplace(g, int(groupOf.size())).first;
     c.group = it->second;

@@ -78,6 +78,10 @@ struct FileResult {
   std::string noiseSource;
   int skippedRows = 0;
   int skippedContexts = 0;  // no default, a single arm, or a collective the tuner never sees
+  // Measured configurations the model marks IGNORE (not arms: a tuner cannot choose them), and
+  // the replayed contexts where one of them measured faster than every arm.
+  int unofferedArms = 0;
+  int unofferedFastest = 0;
   LossSummary defaults, learned;
   double regretPct = 0;         // learning: extra time vs always-best over all replayed calls, %
   double defaultRegretPct = 0;  // the same for always-default, %

@@ -1,6 +1,6 @@
 # Runs `autopilot replay --check` on FILES (fails unless the targets hold) and checks the JSON it
-# writes: its documented shape and, again, the overall targets (0 contexts above 10% loss, mean
-# loss < 0.5%, p99 < 3%).
+# writes: its documented shape, the configurations a tuner is never offered, and, again, the
+# overall targets (0 contexts above 10% loss, mean loss < 0.5%, p99 < 3%).
 execute_process(COMMAND ${TOOL} replay ${FILES} --check --json ${JSON}
                 OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 message("${out}")
@@ -14,9 +14,19 @@ if(nfiles LESS 1)
 endif()
 math(EXPR last "${nfiles} - 1")
 foreach(i RANGE ${last})
-  foreach(key file contexts regret_pct)
+  foreach(key file contexts regret_pct unoffered_arms unoffered_fastest)
     string(JSON v GET "${json}" files ${i} ${key})
   endforeach()
+  # LL128 is off by default without NVLink: the L40S files' forced LL128 rows are no arm (a tuner
+  # never gets a cost for them); the NVLink systems' are.
+  string(JSON name GET "${json}" files ${i} file)
+  string(JSON unoffered GET "${json}" files ${i} unoffered_arms)
+  if(name MATCHES "l40s_[24]gpu_cs244c.csv$" AND unoffered EQUAL 0)
+    message(FATAL_ERROR "${name}: its LL128 rows were replayed as arms")
+  endif()
+  if(name MATCHES "(b300|gb200|h100)[^/]*$" AND NOT unoffered EQUAL 0)
+    message(FATAL_ERROR "${name}: ${unoffered} configurations not replayed on an NVLink system")
+  endif()
   foreach(kind default learned)
     foreach(key over_10pct mean_loss p99_loss)
       string(JSON v GET "${json}" files ${i} ${kind} ${key})
