@@ -1,7 +1,9 @@
 // Offline evaluation of the tuner policy on forced-arm measurements (`autopilot replay`).
 //
 // A context is (system, collective, size, placement): in-place and out-of-place times are
-// separate contexts, since they are separate measurements. The arms of a context are its
+// separate contexts, since they are separate measurements; they learn as one share group per
+// (system, collective), as the plugin's contexts of a collective do (a tuner is not told whether
+// a call is in place). The arms of a context are its
 // measured rows: AUTO/AUTO is NCCL's default; partly forced rows (Ring/AUTO, AUTO/LL) are mapped
 // to the cell NCCL's model would pick within that restriction, and rows that map to the same
 // cell are one arm with several measurements. Rows that give only bandwidth are converted with
@@ -42,7 +44,7 @@ struct ReplayOptions {
   bool flatPrior = false;  // ignore sidecars
   uint64_t minBytes = 0;   // as NCCL_AUTOPILOT_TUNER_MIN_BYTES: smaller sizes stay NCCL's
   tuner::PolicyConfig policy;
-  bool shareAcrossSizes = true;  // contexts of a (system, collective, placement) share a model
+  bool shareAcrossSizes = true;  // contexts of a (system, collective) share a model
   // Transfer across scales: learned corrections of another file (FileResult::corrections),
   // keyed by "collective size placement | config"; they seed the prior, never the decisions.
   const std::map<std::string, double>* priorCorrections = nullptr;

@@ -1,6 +1,6 @@
 # Runs `autopilot replay --check` on FILES (fails unless the targets hold) and checks the JSON it
 # writes: its documented shape, the configurations a tuner is never offered, and, again, the
-# overall targets (0 contexts above 10% loss, mean loss < 0.5%, p99 < 3%).
+# overall targets (0 contexts above 10% loss, mean loss < 0.5%, p99 < 3%, regret < 0.5%).
 execute_process(COMMAND ${TOOL} replay ${FILES} --check --json ${JSON}
                 OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 message("${out}")
@@ -49,4 +49,8 @@ if(NOT learned_mean LESS 0.005)
 endif()
 if(NOT learned_p99 LESS 0.03)
   message(FATAL_ERROR "overall p99 loss after learning ${learned_p99} >= 0.03")
+endif()
+string(JSON regret GET "${json}" overall regret_pct)
+if(NOT regret LESS 0.5)
+  message(FATAL_ERROR "overall regret while learning ${regret}% >= 0.5%")
 endif()
