@@ -2,7 +2,9 @@
 // call by call through the same decision mechanics as the plugin (armForCall).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <initializer_list>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "model/cost_model.h"
@@ -442,6 +444,22 @@ TEST_CASE("a correction from another scale moves the prior, never the decision",
   CHECK_FALSE(BanditPolicy::correctionOf(records[0], cfg.minSamples, &saved));
 }
 
+namespace {
+
+// Contexts kCtx, kCtx + 1, ... of one share group (when `share`), each with its prior and log2
+// size.
+void setUpSizes(BanditPolicy& p, std::initializer_list<std::pair<const Context*, double>> sizes,
+                bool share) {
+  int ctx = kCtx;
+  for (const auto& [c, logSize] : sizes) {
+    REQUIRE(p.setPrior(ctx, c->prior));
+    if (share) p.setShareKey(ctx, 0, logSize);
+    ++ctx;
+  }
+}
+
+}  // namespace
+
 TEST_CASE("what one size learns moves the prior of its neighbours (sharing across sizes)",
           "[policy]") {
   // The same model error at three sizes: the Simple tree is 5x faster than the model says.
@@ -455,14 +473,7 @@ TEST_CASE("what one size learns moves the prior of its neighbours (sharing acros
   cfg.probeBudget = 0.5;
   for (bool share : {false, true}) {
     BanditPolicy p(cfg);
-    REQUIRE(p.setPrior(kCtx, a.prior));
-    REQUIRE(p.setPrior(kCtx + 2, a.prior));
-    REQUIRE(p.setPrior(kCtx + 1, b.prior));
-    if (share) {
-      p.setShareKey(kCtx, 0, 19);
-      p.setShareKey(kCtx + 2, 0, 20);
-      p.setShareKey(kCtx + 1, 0, 21);
-    }
+    setUpSizes(p, {{&a, 19}, {&b, 21}, {&a, 20}}, share);
     play(p, a, 300, 0.03, 11, kCtx);
     play(p, a, 300, 0.03, 13, kCtx + 2);
     CHECK(p.incumbent(kCtx) == cell(0, 2));
@@ -491,14 +502,7 @@ TEST_CASE("one size's lesson moves its neighbour's prior part of the way", "[pol
   cfg.probeBudget = 0.5;  // the budget is not what limits here
   for (bool share : {false, true}) {
     BanditPolicy p(cfg);
-    REQUIRE(p.setPrior(kCtx, c.prior));
-    REQUIRE(p.setPrior(kCtx + 1, c.prior));
-    REQUIRE(p.setPrior(kCtx + 2, c.prior));
-    if (share) {
-      p.setShareKey(kCtx, 0, 20);
-      p.setShareKey(kCtx + 1, 0, 21);
-      p.setShareKey(kCtx + 2, 0, 24);
-    }
+    setUpSizes(p, {{&c, 20}, {&c, 21}, {&c, 24}}, share);
     Outcome first = play(p, c, 300, 0.03, 31, kCtx);
     REQUIRE(first.probes > 0);
     REQUIRE(p.arm(kCtx, cell(1, 0))->n >= 1);
