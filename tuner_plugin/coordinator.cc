@@ -17,6 +17,8 @@ constexpr size_t kMaxJoining = 32;  // handshakes in progress; beyond, the oldes
 constexpr size_t kMaxHandshakeBody = 256;
 constexpr size_t kFramesPerRound = 64;  // per authenticated peer and service round
 constexpr uint64_t kMaxConnectBackoffNs = 200'000'000;
+// After a busy refusal the next proposal waits at least this long (a call may take less).
+constexpr uint64_t kMinBusyHoldNs = 1'000'000;
 
 unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
 
@@ -54,22 +56,30 @@ void CallRate::update(uint64_t calls, uint64_t nowNs) {
     markCalls_ = calls;
     return;
   }
-  if (nowNs < markNs_ + kWindowNs) return;
+  const bool firstEarly =
+      !known_ && nowNs >= markNs_ + kFirstWindowMinNs && calls >= markCalls_ + kFirstWindowCalls;
+  if (nowNs < markNs_ + kWindowNs && !firstEarly) return;
   const double sample = double(calls - std::min(calls, markCalls_)) * 1e9 / double(nowNs - markNs_);
   // A slowdown counts at once, a speed-up is smoothed. The lead is a number of calls: one sized
   // at an earlier, faster rate lasts longer than leadNs, by the full ratio (a size sweep that
   // goes from 20 us to 6 ms per call waited seconds for a change), while one sized too short is
   // refused by a rank already past the switch point and retried with a longer lead.
   rate_ = known_ && sample >= rate_ ? 0.5 * (rate_ + sample) : sample;
+  provisional_ = !known_ && nowNs < markNs_ + kWindowNs;
   known_ = true;
   markNs_ = nowNs;
   markCalls_ = calls;
 }
 
 uint64_t leadCalls(const CoordinatorConfig& config, const CallRate& rate, uint64_t scale) {
-  const double timed = config.leadNs == 0 ? 0
-                       : rate.known() ? std::ceil(rate.perSecond() * double(config.leadNs) * 1e-9)
-                                      : double(config.unknownRateLead);
+  double timed = config.leadNs == 0 ? 0
+                 : rate.known()     ? std::ceil(rate.perSecond() * double(config.leadNs) * 1e-9)
+                                    : double(config.unknownRateLead);
+  // A first window closed early only shortens the lead: a short window at a job's start can
+  // catch a burst (CTest tuner_consensus_mp, 8 ranks on 2 cores: hot swaps of up to 22 ms mean
+  // and 43 ms at most per communicator when it could lengthen it, 1.4-2.1 ms and 4.4 ms now).
+  if (config.leadNs != 0 && rate.provisional())
+    timed = std::min(timed, double(config.unknownRateLead));
   // In floating point: a large scale times a large lead must not wrap.
   const double lead = std::max({timed, double(config.minLead), 1.0}) * double(scale);
   return lead >= double(kMaxLeadCalls) ? kMaxLeadCalls : uint64_t(lead);
@@ -454,6 +464,20 @@ bool Coordinator::onLeaderMessage(Peer& p, uint8_t type, wire::Reader& r, uint64
       if (!open_ || version != version_) return true;  // an answer to an aborted proposal
       if (type == wire::kNack) {
         ++stats_.refusals;
+        if (calls < openAt_) {
+          // Not late: the rank still holds the previous table, short of its switch point.
+          // Retry once it can have made the calls up to there (at least one call interval).
+          ++stats_.busyRefusals;
+          const uint64_t behind = committedAt_ > calls ? committedAt_ - calls + 1 : 1;
+          const double perSecond = callRate_.known() ? callRate_.perSecond() : 0;
+          const uint64_t capNs = std::max<uint64_t>(config_.leadNs, kMinBusyHoldNs);
+          const uint64_t holdNs =
+              perSecond > 0 ? uint64_t(std::min(double(capNs), double(behind) * 1e9 / perSecond))
+                            : capNs;
+          proposeNotBeforeNs_ = nowNs + std::max(holdNs, kMinBusyHoldNs);
+          abortProposal("a rank still held the previous table");
+          return true;
+        }
         leadScale_ = std::min(leadScale_ * 4, kMaxLeadCalls);
         abortProposal("a rank was already past the switch point");
         return true;
@@ -471,6 +495,7 @@ bool Coordinator::onLeaderMessage(Peer& p, uint8_t type, wire::Reader& r, uint64
         }
         committed_ = proposed_;
         committedVersion_ = version_;
+        committedAt_ = openAt_;
         open_ = false;
         ++stats_.commits;
         leadScale_ = std::max<uint64_t>(1, leadScale_ / 2);
@@ -531,7 +556,7 @@ bool Coordinator::onFollowerMessage(Peer& p, uint8_t type, wire::Reader& r, uint
 }
 
 bool Coordinator::propose(const DecisionTable& desired, uint64_t nowNs) {
-  if (!canPropose()) return false;
+  if (!canPropose() || nowNs < proposeNotBeforeNs_) return false;
   // The leader stages exactly what the followers will decode (the wire form is canonical), so
   // every rank holds the same bytes.
   wire::Writer encoded;

@@ -15,8 +15,15 @@
 //  2. The leader proposes table v to take effect at call index E = max(own calls, calls last
 //     reported by any follower) + lead, staging it for itself first.
 //  3. Each follower stages it and acknowledges if it has made fewer than E calls, else refuses.
-//  4. All acknowledged: COMMIT v. Any refusal: ABORT v, and the lead grows (x4). No answer from
-//     everyone within the ack timeout: ABORT v and freeze.
+//     It also refuses while it still holds the previous committed table, short of that table's
+//     switch point (one staged table per rank).
+//  4. All acknowledged: COMMIT v. Any refusal: ABORT v. A refusal that reports E or more calls
+//     was late, and the lead grows (x4). One that reports fewer came from a rank still short of
+//     the previous switch point: the lead stays, and the next proposal waits until that rank
+//     can have reached it. (In the mistuned demo every refusal was of this kind: the leader
+//     proposes as soon as its own table took effect, and other ranks trail it by a call or two.
+//     Grown on them, the lead made single hot swaps take up to 14 s.) No answer from everyone
+//     within the ack timeout: ABORT v and freeze.
 //     The lead is counted in calls, since E must be a call index, but sized in time: what
 //     CoordinatorConfig::leadNs spans at the communicator's call rate. A job that calls rarely
 //     (a few large collectives a second) would otherwise wait seconds for every change, and one
@@ -82,17 +89,27 @@ struct CoordinatorConfig {
 
 // The communicator's call rate as the leader sees it: its own calls, since every rank makes the
 // same ones. Estimated over windows of kWindowNs: a window with fewer calls than the estimate
-// replaces it, one with more is averaged in (the lead errs towards short, see update()).
+// replaces it, one with more is averaged in (the lead errs towards short, see update()). The
+// first window closes as soon as it spans kFirstWindowMinNs and kFirstWindowCalls calls: a
+// policy proposes its first table a few calls into a job, and before the rate is known the lead
+// is unknownRateLead calls (64: 3.2 s in the mistuned demo, at 20 calls a second). What that
+// early window measured may shorten the lead below unknownRateLead, never lengthen it
+// (provisional(), leadCalls()).
 class CallRate {
  public:
   static constexpr uint64_t kWindowNs = 250'000'000;
+  static constexpr uint64_t kFirstWindowMinNs = 20'000'000;
+  static constexpr uint64_t kFirstWindowCalls = 4;
   // `calls` made so far, at `nowNs`.
   void update(uint64_t calls, uint64_t nowNs);
   bool known() const { return known_; }
+  // The rate comes from a first window closed early (it may only shorten the lead).
+  bool provisional() const { return provisional_; }
   double perSecond() const { return rate_; }
 
  private:
   bool started_ = false, known_ = false;
+  bool provisional_ = false;  // only a first window closed early measured the rate
   uint64_t markNs_ = 0, markCalls_ = 0;
   double rate_ = 0;
 };
@@ -109,6 +126,7 @@ class Coordinator {
 
   struct Stats {
     uint64_t proposals = 0, commits = 0, aborts = 0, refusals = 0;
+    uint64_t busyRefusals = 0;  // of the refusals: a rank still short of the previous switch
     uint64_t strangersRejected = 0;
     uint64_t evicted = 0;          // unauthenticated connections closed to make room
     uint64_t duplicateClaims = 0;  // a rank claimed twice (the communicator froze)
@@ -126,7 +144,8 @@ class Coordinator {
   bool canPropose() const;
   bool vetoed() const { return veto_; }
   // Leader: starts a proposal (no-op unless canPropose()). Returns false when the comm could not
-  // stage it yet (the previous table has not reached its switch point): try again later.
+  // stage it yet (the previous table has not reached its switch point, here or, as a refusal
+  // said, on a follower): try again later.
   bool propose(const DecisionTable& table, uint64_t nowNs);
   // The committed table (what every rank runs from its switch point on).
   const DecisionTable& committed() const { return committed_; }
@@ -141,6 +160,8 @@ class Coordinator {
   uint64_t nextDeadline() const;
 
   const Stats& stats() const { return stats_; }
+  // Leader: the factor on the lead (1, grown by late refusals, halved by commits).
+  uint64_t leadScale() const { return leadScale_; }
   std::string describe() const;
 
  private:
@@ -184,8 +205,10 @@ class Coordinator {
   uint64_t openDeadline_ = 0;
   size_t acks_ = 0;
   DecisionTable proposed_;
-  uint64_t leadScale_ = 1;  // x4 per refusal, x2 per late staging, halved per commit
-  CallRate callRate_;       // leader only
+  uint64_t leadScale_ = 1;           // x4 per late refusal, x2 per late staging, halved per commit
+  uint64_t committedAt_ = 0;         // the switch point of the last committed table
+  uint64_t proposeNotBeforeNs_ = 0;  // after a busy refusal: when that rank can be past it
+  CallRate callRate_;                // leader only
   uint64_t maxReportedCalls_ = 0;
 
   DecisionTable committed_;

@@ -145,6 +145,8 @@ TEST_CASE("a rank already past the switch point refuses; the leader aborts and t
   pumpUntil({&leader, &follower}, 3000, [&] { return leader.coord->stats().aborts == 1; });
   CHECK(leader.coord->stats().aborts == 1);
   CHECK(leader.coord->stats().refusals == 1);
+  CHECK(leader.coord->stats().busyRefusals == 0);
+  CHECK(leader.coord->leadScale() == 4);
   CHECK(leader.coord->committedVersion() == 0);
   // The refusal told the leader how far the follower is: the next proposal lands beyond it.
   REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return leader.coord->canPropose(); }));
@@ -160,33 +162,89 @@ TEST_CASE("a rank already past the switch point refuses; the leader aborts and t
   CHECK(a.front() == kTreeLL128);
 }
 
+TEST_CASE("a rank still short of the previous switch point refuses; the lead does not grow",
+          "[coordinator]") {
+  std::string path = socketPath();
+  Node leader(config(path, 0, 2)), follower(config(path, 1, 2));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }));
+  REQUIRE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
+    return leader.coord->committedVersion() == 1 && follower.coord->committedVersion() == 1;
+  }));
+  // The leader passes the switch point; the follower, a call or more behind, still holds v1.
+  std::vector<int> a, b;
+  for (int i = 0; i < 100; ++i) a.push_back(call(leader));
+  REQUIRE(leader.comm.appliedVersion() == 1);
+  REQUIRE(follower.comm.appliedVersion() == 0);
+  REQUIRE(leader.coord->propose(DecisionTable(), monotonicNs()));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return leader.coord->stats().aborts == 1; }));
+  CHECK(leader.coord->stats().refusals == 1);
+  CHECK(leader.coord->stats().busyRefusals == 1);
+  CHECK(leader.coord->leadScale() == 1);  // a late refusal would have made it 4
+  CHECK(leader.coord->committedVersion() == 1);
+  // Once the follower is past v1's switch point, the proposal is taken up again.
+  for (int i = 0; i < 100; ++i) b.push_back(call(follower));
+  REQUIRE(follower.comm.appliedVersion() == 1);
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
+    return leader.coord->propose(DecisionTable(), monotonicNs()) ||
+           leader.coord->committedVersion() == 3;
+  }));
+  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
+    return leader.coord->committedVersion() == 3 && follower.coord->committedVersion() == 3;
+  }));
+  for (int i = 0; i < 1000; ++i) {
+    a.push_back(call(leader));
+    b.push_back(call(follower));
+  }
+  CHECK(a == b);
+  CHECK(a.back() == kTreeLL128);  // back to NCCL's choice, on both
+  CHECK(leader.coord->stats().busyRefusals == 1);
+}
+
 TEST_CASE("the lead spans a fixed time at the measured call rate", "[coordinator]") {
   CoordinatorConfig c;  // 100 ms, at least 2 calls, 64 before the rate is known
   CallRate rate;
   CHECK(leadCalls(c, rate, 1) == 64);
   const uint64_t ms = 1'000'000;
   rate.update(0, 0);
-  rate.update(100, 100 * ms);  // a window is 250 ms: nothing measured yet
+  // The first window closes as soon as it spans 20 ms and 4 calls (the first proposal comes a
+  // few calls into a job, and 64 calls of lead were 3.2 s in the mistuned demo); later ones
+  // span 250 ms.
+  rate.update(3, 10 * ms);
   CHECK_FALSE(rate.known());
-  rate.update(250, 250 * ms);  // 1,000 calls a second
+  rate.update(3, 30 * ms);
+  CHECK_FALSE(rate.known());
+  rate.update(100, 100 * ms);  // 1,000 calls a second
   REQUIRE(rate.known());
+  CHECK(rate.provisional());
   CHECK(rate.perSecond() == Approx(1000));
-  CHECK(leadCalls(c, rate, 1) == 100);
-  CHECK(leadCalls(c, rate, 4) == 400);  // after a refusal
+  // Measured by a window closed early, the rate only shortens the 64 calls.
+  CHECK(leadCalls(c, rate, 1) == 64);
+  CHECK(leadCalls(c, rate, 4) == 256);  // after a refusal
+  rate.update(200, 200 * ms);           // within the next window: nothing new
+  CHECK(rate.perSecond() == Approx(1000));
   // A job that speeds up: the faster window is averaged in.
-  rate.update(750, 500 * ms);
+  rate.update(600, 350 * ms);
+  CHECK_FALSE(rate.provisional());
   CHECK(rate.perSecond() == Approx(1500));
   CHECK(leadCalls(c, rate, 1) == 150);
+  CHECK(leadCalls(c, rate, 4) == 600);
   // A job that slows down (a size sweep reaching large messages): the slower window counts at
   // once. Smoothed, a lead sized at 1,500 calls a second would have lasted 750 ms at 250.
-  rate.update(812, 750 * ms);
+  rate.update(662, 600 * ms);
   CHECK(rate.perSecond() == Approx(248));
   CHECK(leadCalls(c, rate, 1) == 25);
   // A window without calls: the lead falls to its floor (a job making 8 calls a second waited
   // 64 calls, 8 s, for every change).
-  rate.update(812, 1000 * ms);
+  rate.update(662, 850 * ms);
   CHECK(rate.perSecond() == 0);
   CHECK(leadCalls(c, rate, 1) == 2);
+  // A job of 20 calls a second: its first 4 calls set a 2-call lead (64 calls were 3.2 s).
+  CallRate slow;
+  slow.update(0, 0);
+  slow.update(4, 200 * ms);
+  REQUIRE(slow.known());
+  CHECK(leadCalls(c, slow, 1) == 2);
   // Fast jobs: 50,000 calls a second take 5,000 calls of lead (64 calls were 1.3 ms).
   CallRate fast;
   fast.update(0, 0);
