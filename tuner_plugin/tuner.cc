@@ -189,7 +189,8 @@ class TunerRuntime final : public ServiceClient {
         kFlags,
         "tuner: comm 0x%llx rank %d: %s; policy v%u in effect (%llu applied, %llu dropped); "
         "hot swap (proposal to effect here) mean %.1f us max %.1f us; %llu waits at a switch "
-        "point, %llu timeouts; leader: %llu proposals, %llu commits, %llu aborts; %llu "
+        "point, %llu timeouts; leader: %llu proposals, %llu commits, %llu aborts (%llu refused "
+        "by a rank still short of the previous switch point); %llu "
         "strangers rejected; %llu measurements, %llu attributed (%llu past a repeated question; "
         "not: %llu in aggregates, "
         "%llu realigned, %llu without a recorded call, %llu other clock, %llu unusable); %llu "
@@ -200,11 +201,11 @@ class TunerRuntime final : public ServiceClient {
         ull(s.applied), ull(s.dropped),
         s.applied ? double(s.latencySumNs) / s.applied / 1000.0 : 0.0,
         double(s.latencyMaxNs) / 1000.0, ull(s.waits), ull(s.timeouts), ull(c.proposals),
-        ull(c.commits), ull(c.aborts), ull(c.strangersRejected), ull(l.samples), ull(l.attributed),
-        ull(m.repeatsSkipped), ull(m.aggregateParts), ull(m.realigned),
-        ull(m.notRecorded + m.noCall), ull(m.otherClock), ull(m.badSample), ull(l.restoredUsed),
-        ull(l.restoredDiscarded), ull(l.seededFromOtherScale), ull(l.halvedArms), ull(l.otherCell),
-        ull(learner_.policy().reopenCount()), ull(l.shifts));
+        ull(c.commits), ull(c.aborts), ull(c.busyRefusals), ull(c.strangersRejected),
+        ull(l.samples), ull(l.attributed), ull(m.repeatsSkipped), ull(m.aggregateParts),
+        ull(m.realigned), ull(m.notRecorded + m.noCall), ull(m.otherClock), ull(m.badSample),
+        ull(l.restoredUsed), ull(l.restoredDiscarded), ull(l.seededFromOtherScale),
+        ull(l.halvedArms), ull(l.otherCell), ull(learner_.policy().reopenCount()), ull(l.shifts));
   }
 
   // ServiceClient, on the service thread.
