@@ -760,6 +760,12 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// The median of a scenario's rounds (the upper one of an even count; 0 when there are none).
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
 void printTable(const std::vector<Scenario>& all) {
   std::printf("\n%-26s %-16s %8s %9s %-22s %7s %5s %8s %5s  %-34s %-28s\n", "scenario",
               "limits (Mbit/s)", "Gbit/s", "baseline", "(what)", "ratio", "lost", "stall ms",
@@ -1040,10 +1046,6 @@ int cmdNetbench(int argc, char** argv) {
       plain.push_back(plainPingPongUs(bed, opt.pingIterations / kRounds, true, &s.error));
       blocking.push_back(plainPingPongUs(bed, opt.pingIterations / kRounds, false, &s.error));
     }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.empty() ? 0.0 : v[v.size() / 2];
-    };
     s.latencyUs = median(ours);
     s.baselineLatencyUs = median(plain);
     s.baseline = fmt("polled TCP (blocking %.0f us)", median(blocking));
@@ -1083,10 +1085,6 @@ int cmdNetbench(int argc, char** argv) {
       one.push_back(usPerMessage(1));
       two.push_back(usPerMessage(2));
     }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.empty() ? 0.0 : v[v.size() / 2];
-    };
     s.latencyUs = median(two);
     s.baselineLatencyUs = median(one);
     s.baseline = "one rail";

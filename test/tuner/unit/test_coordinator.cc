@@ -84,6 +84,13 @@ bool pumpUntil(std::vector<Node*> nodes, int ms, Done done) {
 
 bool ready(Node& n) { return n.coord->phase() == Coordinator::Phase::kReady; }
 
+// Pumps both until leader and follower hold committed version `v` (3 s at most).
+bool committedOnBoth(Node& leader, Node& follower, uint32_t v) {
+  return pumpUntil({&leader, &follower}, 3000, [&] {
+    return leader.coord->committedVersion() == v && follower.coord->committedVersion() == v;
+  });
+}
+
 // One call of the tuner on `n` for an AllReduce of 1 MiB; returns the cell NCCL would run.
 int call(TunerComm& comm, float cost = 10.0f) {
   float table[abi::kNumAlgorithms][abi::kNumProtocols];
@@ -106,6 +113,13 @@ DecisionTable forcingRingSimple() {
   return t;
 }
 
+// Both joined, and version 1 (forcingRingSimple) committed on both.
+bool joinedWithRingSimple(Node& leader, Node& follower) {
+  return pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }) &&
+         leader.coord->propose(forcingRingSimple(), monotonicNs()) &&
+         committedOnBoth(leader, follower, 1);
+}
+
 constexpr int kTreeLL128 = abi::kAlgoTree * abi::kNumProtocols + abi::kProtoLL128;
 constexpr int kRingSimple = abi::kAlgoRing * abi::kNumProtocols + abi::kProtoSimple;
 
@@ -119,9 +133,7 @@ TEST_CASE("leader and follower agree on a table and switch at the same call", "[
   CHECK(follower.coord->role() == Coordinator::Role::kFollower);
   REQUIRE(leader.coord->canPropose());
   REQUIRE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
-  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
-    return leader.coord->committedVersion() == 1 && follower.coord->committedVersion() == 1;
-  }));
+  REQUIRE(committedOnBoth(leader, follower, 1));
   std::vector<int> a, b;
   for (int i = 1; i <= 80; ++i) {
     a.push_back(call(leader));
@@ -151,9 +163,7 @@ TEST_CASE("a rank already past the switch point refuses; the leader aborts and t
   // The refusal told the leader how far the follower is: the next proposal lands beyond it.
   REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return leader.coord->canPropose(); }));
   REQUIRE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
-  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
-    return leader.coord->committedVersion() == 2 && follower.coord->committedVersion() == 2;
-  }));
+  REQUIRE(committedOnBoth(leader, follower, 2));
   std::vector<int> a, b;
   for (int i = 1; i <= 2000; ++i) a.push_back(call(leader));
   for (int i = 1001; i <= 2000; ++i) b.push_back(call(follower));
@@ -166,11 +176,7 @@ TEST_CASE("a rank still short of the previous switch point refuses; the lead doe
           "[coordinator]") {
   std::string path = socketPath();
   Node leader(config(path, 0, 2)), follower(config(path, 1, 2));
-  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }));
-  REQUIRE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
-  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
-    return leader.coord->committedVersion() == 1 && follower.coord->committedVersion() == 1;
-  }));
+  REQUIRE(joinedWithRingSimple(leader, follower));
   // The leader passes the switch point; the follower, a call or more behind, still holds v1.
   std::vector<int> a, b;
   for (int i = 0; i < 100; ++i) a.push_back(call(leader));
@@ -189,9 +195,7 @@ TEST_CASE("a rank still short of the previous switch point refuses; the lead doe
     return leader.coord->propose(DecisionTable(), monotonicNs()) ||
            leader.coord->committedVersion() == 3;
   }));
-  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
-    return leader.coord->committedVersion() == 3 && follower.coord->committedVersion() == 3;
-  }));
+  REQUIRE(committedOnBoth(leader, follower, 3));
   for (int i = 0; i < 1000; ++i) {
     a.push_back(call(leader));
     b.push_back(call(follower));
@@ -269,9 +273,7 @@ TEST_CASE("a leader of a rarely calling job switches a few calls ahead", "[coord
   // measured is a few calls a second, so the lead is its 2-call floor, not 64 calls.
   pumpUntil({&leader, &follower}, 700, [] { return false; });
   REQUIRE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
-  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
-    return leader.coord->committedVersion() == 1 && follower.coord->committedVersion() == 1;
-  }));
+  REQUIRE(committedOnBoth(leader, follower, 1));
   for (int i = 0; i < 3; ++i) {
     a.push_back(call(leader));
     b.push_back(call(follower));
@@ -377,11 +379,7 @@ TEST_CASE("the leader going away freezes the follower at the last committed tabl
           "[coordinator]") {
   std::string path = socketPath();
   Node leader(config(path, 0, 2)), follower(config(path, 1, 2));
-  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] { return ready(leader) && ready(follower); }));
-  REQUIRE(leader.coord->propose(forcingRingSimple(), monotonicNs()));
-  REQUIRE(pumpUntil({&leader, &follower}, 3000, [&] {
-    return leader.coord->committedVersion() == 1 && follower.coord->committedVersion() == 1;
-  }));
+  REQUIRE(joinedWithRingSimple(leader, follower));
   leader.coord.reset();  // finalize: goodbye
   REQUIRE(pumpUntil({&follower}, 2000,
                     [&] { return follower.coord->phase() == Coordinator::Phase::kFrozen; }));
