@@ -1,7 +1,9 @@
-// `autopilot tunerbench`: the tuner's cost per getCollInfo call, measured the way NCCL calls it.
+// `autopilot tunerbench`: the tuner's cost per task, measured the way NCCL calls it: getCollInfo,
+// then getChunkSize for the cell NCCL would run (NCCL asks once per channel part of a task, one
+// to three times; once here).
 //
-// Both libraries are loaded through the plugin-host harness in this process and their raw v5
-// getCollInfo pointer is called (exactly what NCCL calls): ours (libnccl-tuner-autopilot.so)
+// Both libraries are loaded through the plugin-host harness in this process as tuner v6 and
+// their raw pointers are called (exactly what NCCL calls): ours (libnccl-tuner-autopilot.so)
 // with learning on and learned decisions in force, and libnccl-empty.so (a tuner that returns at
 // once), in alternating rounds so that both see the same machine state. Every call gets a fresh
 // copy of the cost table NCCL would pass (C++ cost model, 8 GPUs on one NVSwitch node) for a
@@ -9,8 +11,10 @@
 //
 // "Learning on": our communicator leads itself (one rank), records every call for the learner,
 // and starts from a tuning file (written here) that makes it force a non-default cell in every
-// swept context and probe alternatives, so the timed path includes applying decisions and
-// exploration turns; the service thread runs the learner and the coordinator meanwhile.
+// swept context (a third of them at half the channels, a third at half the chunk size where the
+// cell takes one, NCCL_AUTOPILOT_TUNER_CHUNK=1) and probe alternatives, so the timed path
+// includes applying decisions and exploration turns; the service thread runs the learner and
+// the coordinator meanwhile.
 //
 // Reported: amortized ns per call above empty (batch time / calls), and per-call median and
 // p99 from the time-stamp counter. Other processes share these machines: figures are
@@ -76,9 +80,10 @@ std::vector<SweepEntry> makeSweep() {
   return sweep;
 }
 
-// A tuning file that makes the one-rank communicator force, in every swept context of at least
-// the size threshold, the second-best cell of NCCL's own table, with confident measurements; in
-// every other context that cell at half of 8 channels, so that channel counts are set too.
+// A tuning file that makes the one-rank communicator force, in every swept context, the
+// second-best cell of NCCL's own table, with confident measurements; in every third context
+// that cell at half of 8 channels, in every third one after it the second-best cell that takes
+// a chunk size at half NCCL's, so that channel counts and chunk sizes are set too.
 bool writeTuningFile(const std::string& path, const std::vector<SweepEntry>& sweep) {
   std::vector<tuner::BanditPolicy::ContextRecord> records;
   for (const SweepEntry& e : sweep) {
@@ -86,23 +91,30 @@ bool writeTuningFile(const std::string& path, const std::vector<SweepEntry>& swe
     r.ctx = tuner::contextIndex(e.func, e.nBytes, 1);
     std::memcpy(r.prior, e.table, sizeof(e.table));  // the cells; halved arms below
     int best = tuner::model::ncclChoice(r.prior);
-    int second = -1;
+    const int variant = int(records.size() % 3);
+    int second = -1;  // the second-best cell (for a chunk arm: that takes a chunk size)
     for (int c = 0; c < tuner::kNumCells; ++c) {
-      if (c != best && r.prior[c] >= 0 && (second < 0 || r.prior[c] < r.prior[second])) second = c;
+      if (c != best && r.prior[c] >= 0 && (variant != 2 || tuner::cellTakesChunkSize(c)) &&
+          (second < 0 || r.prior[c] < r.prior[second])) {
+        second = c;
+      }
     }
     if (best < 0 || second < 0) continue;
-    const int chosen = records.size() % 2 ? tuner::kNumCells + second : second;
-    if (chosen != second) {
+    int chosen = second;
+    if (variant == 1) {
+      chosen = tuner::halvedChannelArm(second);
       r.halvedChannels[second] = 4;
-      r.prior[chosen] = r.prior[second];
+    } else if (variant == 2) {
+      chosen = tuner::halvedChunkArm(second);
     }
+    r.prior[chosen] = r.prior[second];
     r.incumbent = chosen;
     r.arms[best] = {64, std::log(double(r.prior[best])), 1e-4};
     r.arms[chosen] = {64, std::log(double(r.prior[best])) - 0.3, 1e-4};
     records.push_back(r);
   }
   tuner::TuningKey key;
-  key.abiVersion = 5;
+  key.abiVersion = 6;
   key.nRanks = 1;
   key.nNodes = 1;
   key.nvlDomain = {1, 1, 1};
@@ -122,15 +134,34 @@ double tscPerNs() {
   return double(c1 - c0) / ns;
 }
 
+// NCCL's chunk size for a ring all-reduce on Simple with its default buffers.
+constexpr size_t kNcclChunk = 2u << 20;
+
 struct Side {
   abi::TunerGetCollInfoV5Fn fn = nullptr;
+  abi::TunerGetChunkSizeFn chunkFn = nullptr;
   void* ctx = nullptr;
   std::vector<uint64_t> perCallTicks;
   uint64_t batchTicks = 0;
   uint64_t calls = 0;
   uint64_t forced = 0;
   uint64_t channelsSet = 0;  // calls where the tuner set a channel count
+  uint64_t chunksSet = 0;    // calls where it changed the chunk size
 };
+
+// One task as NCCL asks about it: getCollInfo, then getChunkSize for the cell the table now
+// makes NCCL's choice (the choice is computed for both tuners alike, and cancels out).
+inline void task(Side& s, const SweepEntry& e, float (*table)[abi::kNumProtocols], int* nChannels,
+                 size_t* chunk) {
+  s.fn(s.ctx, e.func, e.nBytes, 1, reinterpret_cast<float**>(table), abi::kNumAlgorithms,
+       abi::kNumProtocols, 0, nChannels);
+  const int cell = tuner::model::ncclChoice(&table[0][0]);
+  *chunk = kNcclChunk;
+  if (cell >= 0) {
+    s.chunkFn(s.ctx, e.func, e.nBytes, cell / abi::kNumProtocols, cell % abi::kNumProtocols, 1,
+              chunk);
+  }
+}
 
 // One round: `calls` calls over the sweep; per-call ticks on every call.
 void round(Side& s, const std::vector<SweepEntry>& sweep, int calls, bool keepSamples) {
@@ -141,14 +172,15 @@ void round(Side& s, const std::vector<SweepEntry>& sweep, int calls, bool keepSa
     const SweepEntry& e = sweep[size_t(i) % sweep.size()];
     std::memcpy(table, e.table, sizeof(table));
     nChannels = 0;
+    size_t chunk = 0;
     uint64_t t0 = __rdtsc();
-    s.fn(s.ctx, e.func, e.nBytes, 1, reinterpret_cast<float**>(table), abi::kNumAlgorithms,
-         abi::kNumProtocols, 0, &nChannels);
+    task(s, e, table, &nChannels, &chunk);
     uint64_t t1 = __rdtsc();
     if (keepSamples) s.perCallTicks.push_back(t1 - t0);
     s.forced += table[0][0] == 0.0f ||
                 tuner::model::ncclChoice(&table[0][0]) != tuner::model::ncclChoice(&e.table[0][0]);
     s.channelsSet += nChannels != 0;
+    s.chunksSet += chunk != kNcclChunk;
   }
   s.batchTicks += __rdtsc() - start;
   s.calls += uint64_t(calls);
@@ -158,12 +190,12 @@ void round(Side& s, const std::vector<SweepEntry>& sweep, int calls, bool keepSa
 uint64_t batch(Side& s, const std::vector<SweepEntry>& sweep, int calls) {
   float table[abi::kNumAlgorithms][abi::kNumProtocols];
   int nChannels = 0;
+  size_t chunk = 0;
   uint64_t start = __rdtsc();
   for (int i = 0; i < calls; ++i) {
     const SweepEntry& e = sweep[size_t(i) % sweep.size()];
     std::memcpy(table, e.table, sizeof(table));
-    s.fn(s.ctx, e.func, e.nBytes, 1, reinterpret_cast<float**>(table), abi::kNumAlgorithms,
-         abi::kNumProtocols, 0, &nChannels);
+    task(s, e, table, &nChannels, &chunk);
   }
   return __rdtsc() - start;
 }
@@ -215,7 +247,8 @@ int countInstructions(const std::string& jsonPath) {
   double budget = kSlack * kTargetNsPerCall * kInstructionsPerNs;
   bool ok = perCall <= budget;
   std::printf(
-      "tunerbench --instructions: %d getCollInfo calls per tuner under callgrind, learned "
+      "tunerbench --instructions: %d tasks (getCollInfo + getChunkSize) per tuner under "
+      "callgrind, learned "
       "decisions in force\n"
       "instructions per call above empty: %.1f (ours %.1f, empty %.1f); budget %.0f "
       "(%.0fx README's %.0f ns x %.0f per ns): %s\n",
@@ -244,7 +277,7 @@ int cmdTunerbench(int argc, char** argv) {
       "loader harness.");
   args.addFlag("--quick", quick, "a short run for smoke tests (3 rounds of 2000 calls)");
   args.addInt("--rounds", rounds, 1, 1 << 20, "rounds of each tuner, alternating");
-  args.addInt("--calls", callsPerRound, 1, 1 << 30, "getCollInfo calls per round");
+  args.addInt("--calls", callsPerRound, 1, 1 << 30, "tasks (getCollInfo + getChunkSize) per round");
   args.addText("--json", jsonPath, "the results as JSON").typeName("FILE");
   args.addFlag("--instructions", instructions,
                "instead, count instructions per call above empty under valgrind's callgrind "
@@ -270,22 +303,23 @@ int cmdTunerbench(int argc, char** argv) {
   }
   setenv("NCCL_AUTOPILOT_TUNING_FILE", tuningFile.c_str(), 1);
   setenv("NCCL_AUTOPILOT_COORDINATOR_DIR", dir.c_str(), 1);
+  setenv("NCCL_AUTOPILOT_TUNER_CHUNK", "1", 1);
 
   host::PluginHost::Options ours;
   ours.netPlugin = "none";
   ours.profilerPlugin = "autopilot";
   ours.tunerPlugin = "autopilot";
-  ours.maxTunerVersion = 5;  // the raw v5 getCollInfo is what is timed, in both libraries
+  ours.maxTunerVersion = 6;  // the raw v6 functions are what is timed, in both libraries
   host::PluginHost oursHost(ours);
   host::PluginHost::Options empty;
   empty.netPlugin = "none";
   empty.profilerPlugin = "none";
   empty.tunerPlugin = libDirOfTool() + "/libnccl-empty.so";
-  empty.maxTunerVersion = 5;
+  empty.maxTunerVersion = 6;
   host::PluginHost emptyHost(empty);
   if (!oursHost.loadProfiler() || !oursHost.loadTuner() || !emptyHost.loadTuner() ||
-      oursHost.tuner()->version() != 5 || emptyHost.tuner()->version() != 5) {
-    std::fprintf(stderr, "tunerbench: cannot load both tuners (v5) through the harness\n");
+      oursHost.tuner()->version() != 6 || emptyHost.tuner()->version() != 6) {
+    std::fprintf(stderr, "tunerbench: cannot load both tuners (v6) through the harness\n");
     for (const auto& d : oursHost.diagnostics()) std::fprintf(stderr, "  %s\n", d.c_str());
     for (const auto& d : emptyHost.diagnostics()) std::fprintf(stderr, "  %s\n", d.c_str());
     return 1;
@@ -304,8 +338,10 @@ int cmdTunerbench(int argc, char** argv) {
   }
   Side o, e;
   o.fn = oursHost.tuner()->rawGetCollInfoV5();
+  o.chunkFn = oursHost.tuner()->rawGetChunkSize();
   o.ctx = oursSession.tunerContext();
   e.fn = emptyHost.tuner()->rawGetCollInfoV5();
+  e.chunkFn = emptyHost.tuner()->rawGetChunkSize();
   e.ctx = emptySession.tunerContext();
 
   // Warm up until the learned decisions (loaded, proposed, committed) are in force. Under
@@ -360,6 +396,7 @@ int cmdTunerbench(int argc, char** argv) {
   double emptyP99 = percentile(e.perCallTicks, 0.99) / perNs;
   double forcedFraction = double(o.forced) / std::max<uint64_t>(o.calls, 1);
   double channelsFraction = double(o.channelsSet) / std::max<uint64_t>(o.calls, 1);
+  double chunkFraction = double(o.chunksSet) / std::max<uint64_t>(o.calls, 1);
 
   std::printf(
       "tunerbench: %zu contexts (AllReduce, AllGather; 1 KiB .. 1 GiB), %d rounds x %d "
@@ -374,6 +411,7 @@ int cmdTunerbench(int argc, char** argv) {
   std::printf("calls where a learned or probed cell was forced: %.0f%%%s\n", 100 * forcedFraction,
               decisionsInForce ? "" : " (learned decisions did not take effect in time)");
   std::printf("calls where a learned channel count was set: %.0f%%\n", 100 * channelsFraction);
+  std::printf("calls where a learned chunk size was set: %.0f%%\n", 100 * chunkFraction);
   std::printf(
       "per-call figures include two time-stamp reads; figures are provisional on a "
       "shared machine\n(targets: <= 40 ns above empty amortized, p99 < 1 us)\n");
@@ -387,11 +425,11 @@ int cmdTunerbench(int argc, char** argv) {
                  "{\"median_ns\": %.2f, \"p99_ns\": %.2f, \"empty_median_ns\": %.2f, "
                  "\"empty_p99_ns\": %.2f, \"amortized_ns\": %.2f, \"empty_amortized_ns\": %.2f, "
                  "\"amortized_ns_above_empty\": %.2f, \"forced_fraction\": %.4f, "
-                 "\"channels_set_fraction\": %.4f, "
+                 "\"channels_set_fraction\": %.4f, \"chunk_set_fraction\": %.4f, "
                  "\"decisions_in_force\": %s, \"rounds\": %d, \"calls_per_round\": %d, "
                  "\"contexts\": %zu, \"provisional\": true}\n",
                  oursMedian, oursP99, emptyMedian, emptyP99, oursAmortized, emptyAmortized,
-                 oursAmortized - emptyAmortized, forcedFraction, channelsFraction,
+                 oursAmortized - emptyAmortized, forcedFraction, channelsFraction, chunkFraction,
                  decisionsInForce ? "true" : "false", rounds, callsPerRound, sweep.size());
     std::fclose(f);
   }

@@ -107,7 +107,16 @@ bool BanditPolicy::addHalvedChannelArm(int ctx, int cell) {
   ContextState* s = state(ctx);
   if (s == nullptr || s->defaultCell < 0 || cell < 0 || cell >= kNumCells || s->prior[cell] < 0)
     return false;
-  s->prior[kNumCells + cell] = s->prior[cell];
+  s->prior[halvedChannelArm(cell)] = s->prior[cell];
+  return true;
+}
+
+bool BanditPolicy::addHalvedChunkArm(int ctx, int cell) {
+  ContextState* s = state(ctx);
+  if (s == nullptr || s->defaultCell < 0 || cell < 0 || cell >= kNumCells || s->prior[cell] < 0 ||
+      !cellTakesChunkSize(cell))
+    return false;
+  s->prior[halvedChunkArm(cell)] = s->prior[cell];
   return true;
 }
 
@@ -334,8 +343,8 @@ void BanditPolicy::posterior(const ContextState& s, double sigmaObs, bool narrow
   const double obsPrecision = 1.0 / (sigmaObs * sigmaObs);
   // A model that missed a measured arm of this context by a factor F is not trusted on the
   // others beyond F either (one sd): the sizes' shared spread never hides an arm there.
-  // Only cells count: the model has no channel dimension, so a halved arm that beats its
-  // cell's prior says nothing about how well the model ranks the cells.
+  // Only cells count: the model has no channel or chunk dimension, so a halved arm that beats
+  // its cell's prior says nothing about how well the model ranks the cells.
   double miss = 0;
   if (anchor >= 0) {
     for (int c = 0; c < kNumCells; ++c) {
@@ -577,10 +586,13 @@ bool BanditPolicy::restore(const ContextRecord& r, double maxSamples) {
   std::memcpy(s->prior, r.prior, sizeof(s->prior));
   s->defaultCell = ncclChoice(s->prior);
   if (s->defaultCell < 0) return false;
-  // A halved arm exists where the record gives its channel count, with its cell's prior.
+  // A halved arm exists where the record gives its channel count, a halved-chunk arm where
+  // the record has it; both with their cell's prior.
   for (int c = 0; c < kNumCells; ++c) {
-    s->prior[kNumCells + c] =
+    s->prior[halvedChannelArm(c)] =
         r.halvedChannels[c] > 0 && cellTakesChannelCount(c) ? s->prior[c] : -1.0f;
+    s->prior[halvedChunkArm(c)] =
+        r.prior[halvedChunkArm(c)] >= 0 && cellTakesChunkSize(c) ? s->prior[c] : -1.0f;
   }
   s->incumbent = validArm(r.incumbent) && s->prior[r.incumbent] >= 0 ? r.incumbent : s->defaultCell;
   for (int c = 0; c < kNumArms; ++c) {

@@ -1,5 +1,6 @@
 // The learner: a per-context bandit over arms (NCCL's cost-table cells, each also at half its
-// channel count once that count is known, decision.h), warm-started from the table NCCL passes
+// channel count once that count is known, and at half NCCL's chunk size where enabled,
+// decision.h), warm-started from the table NCCL passes
 // (the prior) and driven by measured latencies. A pure class: no clocks, no
 // globals, no I/O; the plugin's leader, the replay benchmark and the tests drive it alike.
 //
@@ -99,6 +100,7 @@ class BanditPolicy {
     ContextRecord() { std::fill(std::begin(prior), std::end(prior), -1.0f); }
     int ctx = -1;
     float prior[kNumArms];  // < 0 for arms not offered (a halved arm: its cell's prior)
+                            // (a halved-chunk arm is offered where its prior is >= 0)
     // Per cell, the channel count of its halved arm (0: not offered); the learner's, kept here
     // so that a saved halved arm means the same count when it is loaded.
     uint8_t halvedChannels[kNumCells] = {};
@@ -122,6 +124,9 @@ class BanditPolicy {
   // context, with its cell's prior: the cost model has no channel dimension, so the prior is
   // neutral on channels and the measurements decide. False when the cell is ignored.
   bool addHalvedChannelArm(int ctx, int cell);
+  // The same for arm 2 * kNumCells + cell, the cell at half NCCL's chunk size; false also for a
+  // cell that takes no chunk size (cellTakesChunkSize).
+  bool addHalvedChunkArm(int ctx, int cell);
   // Learned corrections from another scale of the same system (log of measured / predicted,
   // per cell, relative to NCCL's choice): they shift the prior's ratios, and so which arms look
   // worth a probe, never the decisions themselves: NCCL's choice stays the default and a switch

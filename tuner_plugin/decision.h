@@ -34,21 +34,47 @@ inline int contextIndex(int func, uint64_t nBytes, int numPipeOps) {
   return (func * kSizeBuckets + sizeBucket(nBytes)) * kPipeBuckets + pipeBucket(numPipeOps);
 }
 
-// Arms: what the policy learns over. Arm `cell` runs the cell with NCCL's own channel count;
-// arm kNumCells + cell runs it with half the channels NCCL used for that cell in the context
-// (the count travels in the decision, so it is agreed like the cell). Half, because NCCL's own
-// count shrinks about linearly with the size below saturation (one channel fewer per step of
-// its threshold loop, docs/nccl-plugin-abi.md §2.6): over a size bucket (a factor of two) it
-// varies by at most a factor of two, so half of any count seen in the bucket never raises what
-// NCCL would run at another size of it. A tuner may only lower the count (its value replaces
-// NCCL's upper bound); CollNet cells use the value unclamped and are never given one.
-inline constexpr int kChannelLevels = 2;
-inline constexpr int kNumArms = kNumCells * kChannelLevels;  // 42
+// Arms: what the policy learns over, a cell in one of three variants:
+//  - arm `cell`: the cell as NCCL would run it;
+//  - arm kNumCells + cell: with half the channels NCCL used for that cell in the context (the
+//    count travels in the decision, so it is agreed like the cell). Half, because NCCL's own
+//    count shrinks about linearly with the size below saturation (one channel fewer per step of
+//    its threshold loop, docs/nccl-plugin-abi.md §2.6): over a size bucket (a factor of two) it
+//    varies by at most a factor of two, so half of any count seen in the bucket never raises
+//    what NCCL would run at another size of it. A tuner may only lower the count (its value
+//    replaces NCCL's upper bound); CollNet cells use the value unclamped and are never given one.
+//  - arm 2 * kNumCells + cell: at half the chunk size NCCL computes for each of its tasks
+//    (tuner v6+ getChunkSize, docs/nccl-plugin-abi.md §2.2). Half of NCCL's own value, which is
+//    the same on every rank, so only the variant travels; never below kMinChunkBytes, and only
+//    for ring and tree with LL128 or Simple, where NCCL's chunk is its buffer's ceiling or a
+//    power-of-two step below it (docs/nccl-cost-model.md §8).
+// Arms below 2 * kNumCells keep the meaning they had before chunk arms existed, so tuning
+// files and decision tables of either age mean the same.
+inline constexpr int kArmVariants = 3;
+inline constexpr int kNumArms = kNumCells * kArmVariants;  // 63
 inline int armCell(int arm) { return arm % kNumCells; }
-inline bool armHalvesChannels(int arm) { return arm >= kNumCells; }
+inline int armVariant(int arm) { return arm / kNumCells; }
+inline bool armHalvesChannels(int arm) { return armVariant(arm) == 1; }
+inline bool armHalvesChunk(int arm) { return armVariant(arm) == 2; }
+inline constexpr int halvedChannelArm(int cell) { return kNumCells + cell; }
+inline constexpr int halvedChunkArm(int cell) { return 2 * kNumCells + cell; }
 inline bool cellTakesChannelCount(int cell) {
   const int algo = cell / abi::kNumProtocols;
   return algo != abi::kAlgoCollNetDirect && algo != abi::kAlgoCollNetChain;
+}
+inline bool cellTakesChunkSize(int cell) {
+  const int algo = cell / abi::kNumProtocols, proto = cell % abi::kNumProtocols;
+  return (algo == abi::kAlgoTree || algo == abi::kAlgoRing) &&
+         (proto == abi::kProtoLL128 || proto == abi::kProtoSimple);
+}
+// The smallest chunk a halved-chunk arm asks for: NCCL rounds the value down to its protocol's
+// grain (at most 1,920 bytes, LL128), and a step much smaller than this spends more on per-step
+// overhead than any pipelining gains.
+inline constexpr size_t kMinChunkBytes = 64u << 10;
+// What a halved-chunk arm makes of NCCL's chunk size: half of it, or NCCL's own where half
+// would be below kMinChunkBytes.
+inline size_t halvedChunk(size_t ncclChunk) {
+  return ncclChunk / 2 >= kMinChunkBytes ? ncclChunk / 2 : ncclChunk;
 }
 
 inline int contextFunc(int ctx) { return ctx / (kSizeBuckets * kPipeBuckets); }

@@ -22,14 +22,16 @@ bool samePrior(const float* a, const float* b) {
 
 }  // namespace
 
-Learner::Learner(TunerComm* comm, const PolicyConfig& config, bool learnChannels)
+Learner::Learner(TunerComm* comm, const PolicyConfig& config, bool learnChannels, bool learnChunk)
     : comm_(comm),
       policy_(config),
       live_(kNumContexts, 0),
       dirty_(kNumContexts, 0),
       learnChannels_(learnChannels),
+      learnChunk_(learnChunk),
       ncclChannels_(kNumContexts),
-      halved_(kNumContexts) {}
+      halved_(kNumContexts),
+      halfChunk_(kNumContexts, 0) {}
 
 std::vector<BanditPolicy::ContextRecord> Learner::snapshot() const {
   std::vector<BanditPolicy::ContextRecord> records = policy_.snapshot();
@@ -39,6 +41,16 @@ std::vector<BanditPolicy::ContextRecord> Learner::snapshot() const {
 
 int Learner::halvedChannels(int ctx, int cell) const {
   return ctx >= 0 && ctx < kNumContexts && cell >= 0 && cell < kNumCells ? halved_[ctx][cell] : 0;
+}
+
+void Learner::noteChunk(int ctx, int cell) {
+  if (!learnChunk_ || (halfChunk_[ctx] >> cell & 1u) != 0 || !cellTakesChunkSize(cell)) return;
+  const BanditPolicy::ArmStats* a = policy_.arm(ctx, cell);
+  if (a == nullptr || a->n < policy_.config().minSamples) return;
+  if (policy_.addHalvedChunkArm(ctx, cell)) {
+    halfChunk_[ctx] |= 1u << cell;
+    ++stats_.halfChunkArms;
+  }
 }
 
 void Learner::noteChannels(int ctx, int cell, int nChannels) {
@@ -69,8 +81,11 @@ void Learner::restore(const std::vector<BanditPolicy::ContextRecord>& records, d
   for (const auto& r : records) {
     if (r.ctx < 0 || r.ctx >= kNumContexts) continue;
     BanditPolicy::ContextRecord& kept = restored_[r.ctx] = r;
-    // With channel learning off, saved halved arms are not arms here.
+    // With channel (chunk) learning off, saved halved (halved-chunk) arms are not arms here.
     if (!learnChannels_) std::memset(kept.halvedChannels, 0, sizeof(kept.halvedChannels));
+    if (!learnChunk_) {
+      for (int c = 0; c < kNumCells; ++c) kept.prior[halvedChunkArm(c)] = -1.0f;
+    }
   }
 }
 
@@ -115,6 +130,9 @@ bool Learner::step() {
           for (int c = 0; c < kNumCells; ++c) {
             const uint8_t n = it->second.halvedChannels[c];
             if (n > 0 && cellTakesChannelCount(c)) halved_[ctx][c] = n;
+            if (it->second.prior[halvedChunkArm(c)] >= 0 && cellTakesChunkSize(c)) {
+              halfChunk_[ctx] |= 1u << c;
+            }
           }
         } else {
           ++stats_.restoredDiscarded;
@@ -160,9 +178,9 @@ bool Learner::step() {
       if (ctx < 0 || ctx >= kNumContexts) continue;
       const int cell = s.algo * abi::kNumProtocols + s.proto;
       int arm = cell;
-      if (played >= 0 && armHalvesChannels(played)) {
-        // Its channel count was half of what NCCL runs the cell it was told to play with: a
-        // sample of another cell (NCCL overrode the table) is no sample of either.
+      if (played >= 0 && (armHalvesChannels(played) || armHalvesChunk(played))) {
+        // Its channel count (chunk size) was half of what NCCL runs the cell it was told to
+        // play with: a sample of another cell (NCCL overrode the table) is no sample of either.
         if (armCell(played) != cell) {
           ++stats_.otherCell;
           continue;
@@ -170,7 +188,10 @@ bool Learner::step() {
         arm = played;
       }
       policy_.observe(ctx, arm, double(s.durationNs) / 1000.0);
-      if (arm == cell) noteChannels(ctx, cell, s.nChannels);
+      if (arm == cell) {
+        noteChannels(ctx, cell, s.nChannels);
+        noteChunk(ctx, cell);
+      }
       dirty_[ctx] = 1;
       ++stats_.attributed;
     }

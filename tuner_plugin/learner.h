@@ -12,6 +12,9 @@
 // Channel arms: the count NCCL runs a cell with in a context is what the profiler reports for
 // calls left at NCCL's count. Once a cell has minSamples such samples and NCCL ran it with two
 // channels or more, the cell at half the smallest count seen becomes an arm of the context.
+// Chunk arms (where enabled): once a cell that takes a chunk size has minSamples samples, the
+// cell at half NCCL's chunk becomes an arm too. Its samples are known by the arm the call was
+// told to play, as for a halved-channel arm.
 #pragma once
 
 #include <array>
@@ -43,10 +46,13 @@ class Learner {
     uint64_t seededFromOtherScale = 0;  // contexts whose prior another scale's results corrected
     uint64_t halvedArms = 0;            // (context, cell) pairs offered at half the channels
     uint64_t otherCell = 0;  // samples of a halved arm's call that ran another cell (not learned)
+    uint64_t halfChunkArms = 0;  // (context, cell) pairs offered at half NCCL's chunk size
   };
 
   // learnChannels: offer cells at half NCCL's channel count (NCCL_AUTOPILOT_TUNER_CHANNELS).
-  Learner(TunerComm* comm, const PolicyConfig& config, bool learnChannels = true);
+  // learnChunk: offer them at half NCCL's chunk size (NCCL_AUTOPILOT_TUNER_CHUNK, tuner v6+).
+  Learner(TunerComm* comm, const PolicyConfig& config, bool learnChannels = true,
+          bool learnChunk = false);
 
   // Results loaded from the tuning file. A context's saved state is used once the live cost
   // table NCCL passes for it equals the saved one: the table is a function of topology and NCCL
@@ -73,6 +79,8 @@ class Learner {
   // A sample of `cell` run at NCCL's own channel count `nChannels` in `ctx`.
   void noteChannels(int ctx, int cell, int nChannels);
   void fillChannels(int ctx, ContextDecision* d) const;
+  // A sample of `cell` at NCCL's chunk size in `ctx`.
+  void noteChunk(int ctx, int cell);
 
   TunerComm* comm_;
   BanditPolicy policy_;
@@ -83,10 +91,12 @@ class Learner {
   std::map<int, BanditPolicy::ContextRecord> restored_;
   std::map<int, BanditPolicy::ArmValues> otherScale_;  // by context: the nearest scale's
   const bool learnChannels_;
+  const bool learnChunk_;
   // Per context and cell: the smallest channel count NCCL ran the cell with (0: none seen), and
   // the halved arm's count once offered (0: not offered). Leader-sized, 40 KiB.
   std::vector<std::array<uint8_t, kNumCells>> ncclChannels_;
   std::vector<std::array<uint8_t, kNumCells>> halved_;
+  std::vector<uint32_t> halfChunk_;  // per context, a bit per cell offered at half the chunk
   double restoreCap_ = 0;
   DecisionTable desired_;
   Stats stats_;

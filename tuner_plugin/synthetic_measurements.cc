@@ -15,6 +15,7 @@ std::unique_ptr<SyntheticMeasurements> SyntheticMeasurements::fromSpec(const std
   auto s = std::make_unique<SyntheticMeasurements>();
   for (double& f : s->scale_) f = 1.0;
   for (double& f : s->halved_) f = 1.0;
+  for (double& f : s->halfChunk_) f = 1.0;
   uint64_t seed = 1;
   // Strict number parsing: the whole text must be the number.
   auto number = [](const std::string& text, double* out) {
@@ -42,8 +43,8 @@ std::unique_ptr<SyntheticMeasurements> SyntheticMeasurements::fromSpec(const std
     } else if (key == "channels") {
       ok = number(value, &v) && v >= 0 && v <= 64 && v == double(int(v));
       s->channels_ = int(v);
-    } else if (key == "scale" || key == "halved") {
-      double* factors = key == "scale" ? s->scale_ : s->halved_;
+    } else if (key == "scale" || key == "halved" || key == "halfchunk") {
+      double* factors = key == "scale" ? s->scale_ : key == "halved" ? s->halved_ : s->halfChunk_;
       std::stringstream pairs(value);
       std::string pair;
       while (ok && std::getline(pairs, pair, '/')) {
@@ -76,13 +77,13 @@ double SyntheticMeasurements::uniform() {
 }
 
 void SyntheticMeasurements::publish(uint64_t commId, int func, uint64_t seqNumber, uint64_t nBytes,
-                                    const float* original, int cell, int channels) {
+                                    const float* original, int cell, int channels, bool halfChunk) {
   if (cell < 0 || cell >= kNumCells || !(original[cell] > 0)) return;
   double u1 = std::max(uniform(), 1e-12), u2 = uniform();
   double gauss = std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   const bool fewer = channels > 0 && channels < channels_;
-  double us =
-      original[cell] * scale_[cell] * (fewer ? halved_[cell] : 1.0) * std::exp(noise_ * gauss);
+  double us = original[cell] * scale_[cell] * (fewer ? halved_[cell] : 1.0) *
+              (halfChunk ? halfChunk_[cell] : 1.0) * std::exp(noise_ * gauss);
   bus::CollectiveSample sample;
   sample.commId = commId;
   sample.func = func;

@@ -10,7 +10,8 @@
 // 0.05), scale=CELL:FACTOR[/CELL:FACTOR...] (true time = factor x modelled time; default 1),
 // channels=N (the channel count NCCL runs every cell with, reported in each sample; default 0:
 // none reported, as a profiler that does not know it), halved=CELL:FACTOR[/...] (time of the
-// cell run with fewer channels than NCCL's, relative to the cell at NCCL's count; default 1).
+// cell run with fewer channels than NCCL's, relative to the cell at NCCL's count; default 1),
+// halfchunk=CELL:FACTOR[/...] (the same for the cell at half NCCL's chunk size; default 1).
 #pragma once
 
 #include <cstdint>
@@ -29,8 +30,9 @@ class SyntheticMeasurements {
   // run. Allocation-free; called on NCCL's thread.
   // `seqNumber`: the call's ordinal among this communicator's calls of `func`, which is the
   // sequence number NCCL gives a lone collective. `channels`: the count the tuner set (0: NCCL's).
+  // `halfChunk`: the call played the cell at half NCCL's chunk size.
   void publish(uint64_t commId, int func, uint64_t seqNumber, uint64_t nBytes,
-               const float* original, int cell, int channels = 0);
+               const float* original, int cell, int channels = 0, bool halfChunk = false);
 
  private:
   double uniform();
@@ -38,6 +40,7 @@ class SyntheticMeasurements {
   double noise_ = 0.05;
   double scale_[kNumCells];
   double halved_[kNumCells];
+  double halfChunk_[kNumCells];
   int channels_ = 0;
 };
 

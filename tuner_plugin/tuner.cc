@@ -9,7 +9,8 @@
 //  - no rendezvous (ranks on several nodes, and neither NCCL_AUTOPILOT_COORDINATOR nor
 //    MASTER_ADDR), or not every rank joined within the join timeout.
 // Channel counts (NCCL_AUTOPILOT_TUNER_CHANNELS): only lowered, to half what NCCL runs a cell
-// with in the context, agreed like the cell (decision.h, learner.h).
+// with in the context, agreed like the cell (decision.h, learner.h). Chunk sizes
+// (NCCL_AUTOPILOT_TUNER_CHUNK, tuner v6+ only, off by default): half NCCL's, the same way.
 // And per call: sizes below NCCL_AUTOPILOT_TUNER_MIN_BYTES (an opt-in floor, default 0: the
 // policy itself probes a context only where a probe pays for itself), and contexts not learned
 // yet.
@@ -59,6 +60,11 @@ params::BoolParam gChannels(
     "Also learn where a cell runs faster at half the channel count NCCL runs it with (the "
     "count is agreed across ranks like the cell; it is only ever lowered, never for CollNet). "
     "0: NCCL's channel counts always.");
+params::BoolParam gChunk(
+    "NCCL_AUTOPILOT_TUNER_CHUNK", false,
+    "Also learn where a ring or tree cell (LL128, Simple) runs faster at half the chunk size "
+    "NCCL computes for it (tuner v6+, NCCL 2.30+; agreed across ranks like the cell; never "
+    "below 64 KiB). Off by default until checked against a real NCCL on GPUs.");
 params::IntParam gMinBytes(
     "NCCL_AUTOPILOT_TUNER_MIN_BYTES", 0, 0, int64_t(1) << 50,
     "Smallest collective (nBytes as NCCL passes it) the tuner learns on; smaller ones keep "
@@ -123,7 +129,7 @@ class TunerRuntime final : public ServiceClient {
         comm_(args.commId, uint64_t(gMinBytes.get()), uint64_t(gSyncTimeoutMs.get()) * 1000000,
               synthetic_.get()),
         coordinator_(&comm_, cc),
-        learner_(&comm_, pc, gChannels.get()),
+        learner_(&comm_, pc, gChannels.get(), gChunk.get() && args.abiVersion >= 6),
         updateNs_(uint64_t(gUpdateMs.get()) * 1000000),
         rank_(rank) {
     key_.abiVersion = args.abiVersion;
@@ -185,6 +191,7 @@ class TunerRuntime final : public ServiceClient {
     const Coordinator::Stats& c = coordinator_.stats();
     const Learner::Stats& l = learner_.stats();
     const bus::MeasurementMatcher::Stats& m = learner_.matchStats();
+    const TunerComm::ChunkStats chunks = comm_.chunkStats();
     AP_INFO(
         kFlags,
         "tuner: comm 0x%llx rank %d: %s; policy v%u in effect (%llu applied, %llu dropped); "
@@ -195,8 +202,9 @@ class TunerRuntime final : public ServiceClient {
         "not: %llu in aggregates, "
         "%llu realigned, %llu without a recorded call, %llu other clock, %llu unusable); %llu "
         "saved contexts used, %llu discarded, %llu seeded from another scale; %llu cells "
-        "offered at half their channels (%llu samples ran another cell); %llu contexts re-opened "
-        "(%llu change points reported by the profiler)",
+        "offered at half their channels (%llu samples ran another cell); %llu cells offered at "
+        "half their chunk size (%llu tasks halved, %llu already at the smallest chunk); %llu "
+        "contexts re-opened (%llu change points reported by the profiler)",
         ull(commId_), rank_, coordinator_.describe().c_str(), comm_.appliedVersion(),
         ull(s.applied), ull(s.dropped),
         s.applied ? double(s.latencySumNs) / s.applied / 1000.0 : 0.0,
@@ -205,7 +213,8 @@ class TunerRuntime final : public ServiceClient {
         ull(l.samples), ull(l.attributed), ull(m.repeatsSkipped), ull(m.aggregateParts),
         ull(m.realigned), ull(m.notRecorded + m.noCall), ull(m.otherClock), ull(m.badSample),
         ull(l.restoredUsed), ull(l.restoredDiscarded), ull(l.seededFromOtherScale),
-        ull(l.halvedArms), ull(l.otherCell), ull(learner_.policy().reopenCount()), ull(l.shifts));
+        ull(l.halvedArms), ull(l.otherCell), ull(l.halfChunkArms), ull(chunks.halved),
+        ull(chunks.kept), ull(learner_.policy().reopenCount()), ull(l.shifts));
   }
 
   // ServiceClient, on the service thread.
@@ -245,10 +254,11 @@ class TunerRuntime final : public ServiceClient {
         journal::EventJournal::instance().record(
             journal::Source::kTuner, commId_, -1, "tuner_choice",
             "func %d size 2^%d pipe bucket %d: arm %d -> %d, channels %d -> %d (proposed; "
-            "arm = cell, + %d at fewer channels)",
+            "arm = cell, + %d at fewer channels, + %d at half the chunk size)",
             contextFunc(ctx), contextSizeBucket(ctx), contextPipeBucket(ctx),
             lastPrimary_.entries[ctx].primary, d.entries[ctx].primary,
-            lastPrimary_.entries[ctx].primaryChannels, d.entries[ctx].primaryChannels, kNumCells);
+            lastPrimary_.entries[ctx].primaryChannels, d.entries[ctx].primaryChannels, kNumCells,
+            2 * kNumCells);
       }
     }
     lastPrimary_ = d;
@@ -386,14 +396,12 @@ void getCollInfo(void* ctx, int collType, size_t nBytes, int numPipeOps, float**
 
 void getChunkSize(void* ctx, int collType, size_t nBytes, int algo, int proto, int nChannels,
                   size_t* chunkSize) {
-  (void)nBytes;
-  (void)nChannels;
+  (void)nBytes;     // a channel part's bytes, not the task's (TunerComm::getChunkSize)
+  (void)nChannels;  // 1 for such a part
   if (ctx == nullptr || chunkSize == nullptr) return;
-  if (collType < 0 || collType >= abi::kNumFuncs229 || algo < 0 || algo >= abi::kNumAlgorithms ||
-      proto < 0 || proto >= abi::kNumProtocols) {
-    return;  // a value NCCL has not told us about: its chunk size stands
-  }
-  // No chunk-size arm yet: NCCL's value is the decision, identical on every rank.
+  TunerRuntime* runtime = static_cast<TunerContext*>(ctx)->runtime.get();
+  if (runtime == nullptr) return;  // NCCL's chunk size stands
+  runtime->comm().getChunkSize(collType, algo, proto, chunkSize);
 }
 
 abi::Result finalize(void* ctx) {

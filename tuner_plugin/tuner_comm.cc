@@ -30,6 +30,7 @@ TunerComm::TunerComm(uint64_t commId, uint64_t minBytes, uint64_t syncTimeoutNs,
                      SyntheticMeasurements* synthetic)
     : commId_(commId), minBytes_(minBytes), syncTimeoutNs_(syncTimeoutNs), synthetic_(synthetic) {
   counters_.reset();
+  std::memset(chunkCell_, -1, sizeof(chunkCell_));
 }
 
 TunerComm::~TunerComm() = default;
@@ -44,6 +45,7 @@ void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float**
   // that the learner can tell an unrecorded call from a missing one.
   if (collType < 0 || collType >= abi::kNumTunedFuncs) return;
   const uint64_t ordinal = funcCalls_[collType]++;
+  chunkCell_[collType] = -1;  // NCCL's chunk unless this call plays a halved-chunk arm
 
   if (numAlgo != abi::kNumAlgorithms || numProto != abi::kNumProtocols) return;
   const int ctx = contextIndex(collType, nBytes, numPipeOps);
@@ -67,6 +69,9 @@ void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float**
       channels = channelsForArm(d, arm);
       if (channels > 0 && nChannels != nullptr && cellTakesChannelCount(cell)) {
         *nChannels = channels;
+      } else if (armHalvesChunk(arm) && cellTakesChunkSize(cell)) {
+        channels = 0;
+        chunkCell_[collType] = int8_t(cell);
       } else {
         channels = 0;
         played = cell;
@@ -78,7 +83,25 @@ void TunerComm::getCollInfo(int collType, size_t nBytes, int numPipeOps, float**
                              int8_t(played)});  // full: dropped
   }
   if (synthetic_ != nullptr) {
-    synthetic_->publish(commId_, collType, ordinal, nBytes, original, ncclChoice(cells), channels);
+    synthetic_->publish(commId_, collType, ordinal, nBytes, original, ncclChoice(cells), channels,
+                        chunkCell_[collType] >= 0);
+  }
+}
+
+void TunerComm::getChunkSize(int collType, int algo, int proto, size_t* chunkSize) {
+  if (collType < 0 || collType >= abi::kNumTunedFuncs || algo < 0 || algo >= abi::kNumAlgorithms ||
+      proto < 0 || proto >= abi::kNumProtocols) {
+    return;
+  }
+  const int cell = chunkCell_[collType];
+  // NCCL ran another cell than the table asked for (its own rules overrode it): its chunk.
+  if (cell < 0 || cell != algo * abi::kNumProtocols + proto) return;
+  const size_t half = halvedChunk(*chunkSize);
+  if (half != *chunkSize) {
+    *chunkSize = half;
+    chunksHalved_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    chunksKept_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

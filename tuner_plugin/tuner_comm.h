@@ -67,6 +67,23 @@ class TunerComm {
   // ---- NCCL's calling thread ----
   void getCollInfo(int collType, size_t nBytes, int numPipeOps, float** table, int numAlgo,
                    int numProto, int* nChannels);
+  // Tuner v6+: the chunk size of one scheduled task. NCCL asks after getCollInfo, for each
+  // channel part of the task (decision.h, docs/nccl-cost-model.md §8), with the task's `algo`
+  // and `proto` but not the size getCollInfo saw; the task is taken to be the last one
+  // getCollInfo answered for `collType`. A pure function of the call sequence and the agreed
+  // table, so every rank answers alike. Where NCCL grouped several tasks of one collective and
+  // cell, all of them take the last one's chunk variant: still the same on every rank, but a
+  // sample of the others may then be learned under the wrong variant.
+  void getChunkSize(int collType, int algo, int proto, size_t* chunkSize);
+
+  struct ChunkStats {
+    uint64_t halved = 0;  // tasks given half NCCL's chunk
+    uint64_t kept = 0;    // tasks of a halved-chunk arm whose chunk was already too small
+  };
+  ChunkStats chunkStats() const {
+    return ChunkStats{chunksHalved_.load(std::memory_order_relaxed),
+                      chunksKept_.load(std::memory_order_relaxed)};
+  }
 
   // ---- the tuner service thread ----
   // Stages table `version` to take effect at call index `effectiveAt`. kTooLate: this rank
@@ -117,6 +134,10 @@ class TunerComm {
   ExplorationCounters counters_;
   uint8_t seen_[kNumContexts] = {};
   uint64_t funcCalls_[abi::kNumTunedFuncs] = {};  // calls per function, the next ordinal
+  // Per function, the cell whose chunk the last getCollInfo answer halved (-1: none).
+  int8_t chunkCell_[abi::kNumTunedFuncs];
+  std::atomic<uint64_t> chunksHalved_{0};
+  std::atomic<uint64_t> chunksKept_{0};
 
   // Shared: the Dekker pair, and the logs (the calling thread pushes, the service thread pops).
   std::atomic<uint64_t> publishedCalls_{0};

@@ -174,7 +174,15 @@ bool parseRecords(const Section& s, std::vector<BanditPolicy::ContextRecord>* ou
         return bad("malformed halved record");
       }
       current->halvedChannels[cell] = uint8_t(n);
-      current->prior[kNumCells + cell] = current->prior[cell];
+      current->prior[halvedChannelArm(int(cell))] = current->prior[cell];
+    } else if (tok[0] == "halfchunk") {
+      // "halfchunk CELL": the cell at half NCCL's chunk size is an arm (decision.h).
+      long cell;
+      if (current == nullptr || tok.size() != 2 || !parseInt(tok[1], 0, kNumCells - 1, &cell) ||
+          !cellTakesChunkSize(int(cell))) {
+        return bad("malformed halfchunk record");
+      }
+      current->prior[halvedChunkArm(int(cell))] = current->prior[cell];
     } else {
       return bad("unknown record");
     }
@@ -198,6 +206,11 @@ void formatSection(const TuningKey& key, const std::vector<BanditPolicy::Context
     for (int c = 0; c < kNumCells; ++c) {
       if (r.halvedChannels[c] == 0) continue;
       std::snprintf(buf, sizeof(buf), "halved %d %d", c, int(r.halvedChannels[c]));
+      lines->push_back(buf);
+    }
+    for (int c = 0; c < kNumCells; ++c) {
+      if (r.prior[halvedChunkArm(c)] < 0 || !cellTakesChunkSize(c)) continue;
+      std::snprintf(buf, sizeof(buf), "halfchunk %d", c);
       lines->push_back(buf);
     }
     for (int c = 0; c < kNumArms; ++c) {

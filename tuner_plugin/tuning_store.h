@@ -25,7 +25,9 @@
 //   nccl-autopilot tuning 1
 //   section KEYHEX abi 5 nranks 8 nnodes 1 system SYSTEMHEX   (system: absent in older files)
 //   ctx CTX incumbent CELL prior V0 ... V20
-//   arm CELL N MEAN VAR          (per arm with samples, after its ctx line)
+//   halved CELL N                (the cell at N channels is an arm: decision.h)
+//   halfchunk CELL               (the cell at half NCCL's chunk size is an arm)
+//   arm CELL N MEAN VAR          (per arm with samples, after its ctx line; CELL: the arm)
 //   end SHA256HEX                (of the section's lines, from "section" on)
 #pragma once
 

@@ -27,7 +27,7 @@ namespace autopilot::tuner::wire {
 inline constexpr size_t kNonceSize = 16;
 inline constexpr size_t kFrameMacSize = 16;
 inline constexpr size_t kMaxFrameBody = 64 * 1024;
-inline constexpr uint32_t kProtocolVersion = 2;  // 2: decisions carry channel counts
+inline constexpr uint32_t kProtocolVersion = 3;  // 2: channel counts; 3: halved-chunk arms
 
 enum MsgType : uint8_t {
   kChallenge = 1,   // leader -> follower: protocol version, leader nonce

@@ -92,7 +92,9 @@ CollectiveEngine::CollectiveEngine(Transport& transport)
 }
 
 void CollectiveEngine::run(const CollectiveCall& call, float* data) {
-  const Protocol& p = protocolByIndex(call.protocol);
+  Protocol p = protocolByIndex(call.protocol);
+  // Only ever smaller: the scratch space is sized for the protocols' own steps.
+  if (call.stepBytes >= sizeof(float) && call.stepBytes < p.stepBytes) p.stepBytes = call.stepBytes;
   if (nRanks_ == 1 || call.count == 0) return;
   switch (call.kind) {
     case CollectiveKind::kAllReduce:

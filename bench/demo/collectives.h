@@ -39,6 +39,9 @@ struct CollectiveCall {
   int protocol;  // 0..2
   size_t count;  // elements: per rank for all-gather input / reduce-scatter output
   int root = 0;  // broadcast
+  // Bytes per transfer when smaller than the protocol's (the tuner's chunk size, as NCCL's
+  // getChunkSize answer sets a task's chunk); 0: the protocol's own.
+  size_t stepBytes = 0;
 };
 
 // Sizes as the tuner sees them (NCCL's getCollInfo nBytes): total bytes of the operation.

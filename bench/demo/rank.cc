@@ -33,6 +33,9 @@
 namespace autopilot::demo {
 namespace {
 
+// The mini-cluster's rounding of a tuner's chunk size (NCCL rounds to its protocol's grain).
+constexpr size_t kStepGrain = 4u << 10;
+
 struct RankOptions {
   int rank = -1;
   int nRanks = 0;
@@ -166,12 +169,26 @@ class Rank {
       }
       call.algorithm = Algorithm(cell / abi::kNumProtocols);
       call.protocol = cell % abi::kNumProtocols;
+      // Tuner v6+: the task's chunk size, asked as NCCL asks it (after the choice, one channel
+      // here); as NCCL, never above the protocol's own step, rounded down to a grain (4 KiB).
+      if (host::HostTuner* tuner = plugins.tuner();
+          tuner != nullptr && tuner->hasGetChunkSize() &&
+          CollectiveEngine::supports(item.kind, call.algorithm)) {
+        const size_t own = protocolByIndex(call.protocol).stepBytes;
+        size_t chunk = own;
+        tuner->getChunkSize(session.tunerContext(), int(item.kind), nBytes, int(call.algorithm),
+                            call.protocol, 1, &chunk);
+        chunk = std::min(chunk, own) / kStepGrain * kStepGrain;
+        if (chunk >= kStepGrain && chunk < own) call.stepBytes = chunk;
+      }
       if ((cell / abi::kNumProtocols) > abi::kAlgoRing ||
           !CollectiveEngine::supports(item.kind, call.algorithm)) {
         fatal("the cost table offered an algorithm this mini-cluster cannot run");
         return 3;
       }
-      hash = (hash ^ (it * 131 + uint64_t(cell) * 7 + uint64_t(nChannels))) * 1099511628211ull;
+      hash = (hash ^ (it * 131 + uint64_t(cell) * 7 + uint64_t(nChannels) +
+                      (uint64_t(call.stepBytes) << 20))) *
+             1099511628211ull;
 
       bool int8Task =
           item.kind == CollectiveKind::kAllGather || item.kind == CollectiveKind::kBroadcast;
@@ -211,6 +228,7 @@ class Rank {
       m.algo = int(call.algorithm);
       m.proto = call.protocol;
       m.nChannels = nChannels;
+      m.stepKiB = int32_t(call.stepBytes >> 10);
       m.ncclCell = ncclCell;
       m.tunerBytes = nBytes;
       m.busBytes = workload.busBytes(item);

@@ -50,7 +50,7 @@ void ModeRecord::add(const wire::Iteration& it, uint64_t t0Ns, double phaseOffse
   double s = phaseOffsetS + (it.endNs > t0Ns ? double(it.endNs - t0Ns) / 1e9 : 0.0);
   s = std::min(s, latestS);
   std::string phase = phaseAt(s);
-  int64_t code = int64_t(it.algo) * 1000 + it.proto * 100 + it.nChannels;
+  int64_t code = (int64_t(it.algo) * 1000 + it.proto * 100 + it.nChannels) * 100000 + it.stepKiB;
   auto& row = decisions_[it.iteration];
   row.push_back(code);
   if (int(row.size()) == nRanks_) {
@@ -69,8 +69,10 @@ void ModeRecord::add(const wire::Iteration& it, uint64_t t0Ns, double phaseOffse
   st.latencyUs[it.tunerBytes].push_back(double(it.durationNs) / 1e3);
   std::string arm =
       std::string(algorithmName(Algorithm(it.algo))) + "/" + protocolByIndex(it.proto).name;
+  if (it.stepKiB > 0) arm += " (" + std::to_string(it.stepKiB) + " KiB steps)";
   ++st.decisions[arm];
-  const bool ncclChoice = it.algo * abi::kNumProtocols + it.proto == it.ncclCell;
+  // A task at the tuner's chunk size is the tuner's decision too, even on NCCL's cell.
+  const bool ncclChoice = it.algo * abi::kNumProtocols + it.proto == it.ncclCell && it.stepKiB == 0;
   if (!ncclChoice) ++st.tunerChanged;
   SizeHistory& h = sizes_[it.tunerBytes];
   if (h.firstS < 0) h.firstS = s;

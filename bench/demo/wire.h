@@ -35,12 +35,12 @@ struct Iteration {
   uint64_t iteration;
   uint64_t endNs;  // CLOCK_MONOTONIC (shared by every namespace of the machine)
   uint64_t durationNs;
-  int32_t kind;       // demo::CollectiveKind
-  int32_t algo;       // NCCL algorithm index chosen
-  int32_t proto;      // NCCL protocol index chosen
-  int32_t nChannels;  // tuner's channel cap (0 = NCCL's own)
-  int32_t ncclCell;   // algo * protocols + proto NCCL's own table picks (before the tuner)
-  int32_t pad;
+  int32_t kind;            // demo::CollectiveKind
+  int32_t algo;            // NCCL algorithm index chosen
+  int32_t proto;           // NCCL protocol index chosen
+  int32_t nChannels;       // tuner's channel cap (0 = NCCL's own)
+  int32_t ncclCell;        // algo * protocols + proto NCCL's own table picks (before the tuner)
+  int32_t stepKiB;         // the step the tuner's chunk size set, KiB (0 = the protocol's own)
   uint64_t tunerBytes;     // getCollInfo's nBytes
   uint64_t busBytes;       // bytes for bus bandwidth (nccl-tests convention)
   uint64_t wrongElements;  // result check: 0 when every element was exact

@@ -1,4 +1,4 @@
-// Baseline for the overhead benchmarks: a plugin library whose profiler (v5, v7) and tuner (v5)
+// Baseline for the overhead benchmarks: a plugin library whose profiler (v5, v7) and tuner (v5, v6)
 // do nothing at all. `autopilot profbench` and `autopilot tunerbench` load it through the same
 // harness as ours and subtract its cost, so the figures are "ns above an empty plugin".
 #include "common/abi/profiler_abi.h"
@@ -31,6 +31,7 @@ Result tunerInit(void** ctx, uint64_t, size_t, size_t, Logger, NvlDomainInfoV5*,
 }
 Result tunerGetCollInfo(void*, int, size_t, int, float**, int, int, int, int*) { return kSuccess; }
 Result tunerFinalize(void*) { return kSuccess; }
+Result tunerGetChunkSize(void*, int, size_t, int, int, int, size_t*) { return kSuccess; }
 
 }  // namespace
 
@@ -40,3 +41,5 @@ AP_EXPORT_TABLE(ProfilerV7, ncclProfiler_v7) = {"empty",  profInit,   profStart7
                                                 profStop, profRecord, profFinalize};
 AP_EXPORT_TABLE(TunerV5, ncclTunerPlugin_v5) = {"empty", tunerInit, tunerGetCollInfo,
                                                 tunerFinalize};
+AP_EXPORT_TABLE(TunerV6, ncclTunerPlugin_v6) = {"empty", tunerInit, tunerGetCollInfo, tunerFinalize,
+                                                tunerGetChunkSize};

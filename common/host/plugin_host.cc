@@ -410,6 +410,10 @@ abi::TunerGetCollInfoV5Fn HostTuner::rawGetCollInfoV5() const {
   return version_ >= 4 ? table<abi::TunerV5>(table_)->getCollInfo : nullptr;
 }
 
+abi::TunerGetChunkSizeFn HostTuner::rawGetChunkSize() const {
+  return version_ >= 6 ? table<abi::TunerV6>(table_)->getChunkSize : nullptr;
+}
+
 // ------------------------------------------------------------------------------- HostProfiler
 
 const char* HostProfiler::name() const { return *static_cast<const char* const*>(table_); }

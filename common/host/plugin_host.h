@@ -112,6 +112,8 @@ class HostTuner {
   abi::Result finalize(void* ctx);
   // The raw v5 function, for overhead benchmarks that must call exactly what NCCL calls.
   abi::TunerGetCollInfoV5Fn rawGetCollInfoV5() const;
+  // The raw getChunkSize pointer (v6+; null where the table has none), for the same benchmarks.
+  abi::TunerGetChunkSizeFn rawGetChunkSize() const;
 
  private:
   friend class PluginHost;

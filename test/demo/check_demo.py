@@ -3,7 +3,8 @@
 it must prove, each of which fails when its behaviour is absent:
 - every collective's result exact (0 bytes lost), identical decisions on all ranks;
 - the tuner acted in the closed loop: some decisions differ from NCCL's own choice for the same
-  cost table (none may in static mode, where the tuner is off);
+  cost table (none may in static mode, where the tuner is off); with NCCL_AUTOPILOT_TUNER_CHUNK=1
+  some tasks ran at the tuner's chunk size;
 - the scenario's phases are the documented ones, and the closed loop moves data in each, at an
   efficiency of at least MIN_EFFICIENCY and with no gap between completions over MAX_GAP_MS;
 - the closed loop moves >= 1.5x the static mode's data while rail 1 is faulty (degraded and
@@ -162,6 +163,16 @@ calls = sum(p["closed_loop_calls"] for p in data["phases"])
 if changed < 1:
     problems.append("the tuner changed none of the closed loop's %d decisions (all NCCL's own "
                     "choice: is the tuner plugin loaded and enabled?)" % calls)
+# NCCL_AUTOPILOT_TUNER_CHUNK=1 (demo_quick_loopback): the tuner's chunk sizes were played (a
+# task at smaller steps, "(N KiB steps)"), on every rank alike (identical decisions above).
+if os.environ.get("NCCL_AUTOPILOT_TUNER_CHUNK") == "1":
+    halved = sum(n for p in data["phases"] for arm, n in p["closed_loop_decisions"].items()
+                 if "KiB steps" in arm)
+    if halved < 1:
+        problems.append("NCCL_AUTOPILOT_TUNER_CHUNK=1, but no closed-loop task ran at the "
+                        "tuner's chunk size")
+    else:
+        print("tasks at half the chunk size (closed loop): %d" % halved)
 static_changed = sum(p["static_tuner_changed"] for p in data["phases"])
 if static_changed != 0:
     problems.append("%d static-mode decisions differ from NCCL's choice with the tuner off"

@@ -6,6 +6,7 @@
 # 2. `autopilot tunerbench --instructions`: instructions per call above empty under callgrind
 #    within budget (3x the target at 3 instructions per ns; see bench/cmd_tunerbench.cc).
 #    Without valgrind: skipped with the reason (SKIP_REGULAR_EXPRESSION), a failure under CI=true.
+#    With the learned decisions in force, some calls set a channel count and some a chunk size.
 # SANITIZED=ON (ASan/UBSan builds): the keys only.
 file(REMOVE ${JSON})
 execute_process(COMMAND ${TOOL} tunerbench --quick --json ${JSON}
@@ -25,6 +26,17 @@ foreach(key median_ns p99_ns empty_median_ns empty_p99_ns amortized_ns_above_emp
   endif()
   set(${key} ${v})
 endforeach()
+# Channel counts and chunk sizes in play: once the learned decisions are in force, some calls
+# set each (the tuning file tunerbench writes asks for both).
+string(JSON in_force GET "${json}" decisions_in_force)
+if(in_force)
+  foreach(key channels_set_fraction chunk_set_fraction)
+    string(JSON v GET "${json}" ${key})
+    if(NOT v MATCHES "^0?\\.0*[1-9]|^[1-9]")
+      message(FATAL_ERROR "tunerbench: ${key} is ${v} with learned decisions in force (expected > 0)")
+    endif()
+  endforeach()
+endif()
 if(SANITIZED)
   message("sanitizer build: keys checked; the bounds are checked by the plain build")
   return()

@@ -177,7 +177,7 @@ TEST_CASE("a cell faster at fewer channels is learned: half NCCL's count, kept i
     CHECK(seen == std::set<int>{0, 4});
     session.finalize();
     CHECK(LogCapture::count(abi::kLogInfo, "cells offered at half their channels") == 1);
-    CHECK(LogCapture::count(abi::kLogInfo, "; 0 cells offered at half") == 0);
+    CHECK(LogCapture::count(abi::kLogInfo, "; 0 cells offered at half their channels") == 0);
   }
   {
     // The next job, no measurements and no probes: the file alone brings back the count.

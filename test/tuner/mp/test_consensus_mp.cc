@@ -44,7 +44,9 @@ namespace {
 
 constexpr int kRanks = 8;
 constexpr int kComms = 3;
-constexpr uint8_t kHalvedBit = 0x80;  // in a recorded choice: the cell ran at half the channels
+constexpr uint8_t kHalvedBit = 0x80;     // in a recorded choice: the cell ran at half the channels
+constexpr uint8_t kHalfChunkBit = 0x40;  // ... at half NCCL's chunk size (cells are 0..20)
+constexpr size_t kNcclChunk = 2u << 20;  // the chunk NCCL offers getChunkSize here
 constexpr uint64_t kCommIds[kComms] = {0xA11CE0001ull, 0xA11CE0002ull, 0xA11CE0003ull};
 
 struct Scenario {
@@ -122,14 +124,17 @@ struct Workload {
 };
 
 // Child: one rank. Writes DIR/rank<R>.bin (one byte per call: the cell NCCL would run, plus
-// kHalvedBit when the tuner set a channel count) and DIR/rank<R>.log (the tuner's finalize
-// summaries). Exits 0 on success.
+// kHalvedBit when the tuner set a channel count and kHalfChunkBit when it halved the chunk size
+// NCCL then asked about) and DIR/rank<R>.log (the tuner's finalize summaries). Exits 0 on
+// success.
 [[noreturn]] void runRank(int rank, const std::string& dir, const Scenario& s,
                           SharedState* shared) {
   setenv("NCCL_AUTOPILOT_COORDINATOR_DIR", dir.c_str(), 1);
-  // NCCL runs every cell on 6 channels; Ring/LL128 (cell 4) is faster still on 3.
+  // NCCL runs every cell on 6 channels; Ring/LL128 (cell 4) is faster still on 3, Ring/Simple
+  // (cell 5) at half NCCL's chunk size.
   setenv("NCCL_AUTOPILOT_TUNER_SYNTHETIC",
-         "seed=11,noise=0.05,scale=4:0.7/5:0.75/14:1.4,channels=6,halved=4:0.8", 1);
+         "seed=11,noise=0.05,scale=4:0.7/5:0.75/14:1.4,channels=6,halved=4:0.8,halfchunk=5:0.8", 1);
+  setenv("NCCL_AUTOPILOT_TUNER_CHUNK", "1", 1);
   setenv("NCCL_AUTOPILOT_TUNER_UPDATE_MS", "1", 1);
   setenv("NCCL_AUTOPILOT_TUNER_SYNC_TIMEOUT_MS", "3000", 1);
   setenv("NCCL_AUTOPILOT_TUNER_PEER_TIMEOUT_MS", "1000", 1);
@@ -188,8 +193,18 @@ struct Workload {
           (nChannels != 0 && nChannels != 3)) {
         rc = 12;  // only NCCL's count, or half of the 6 it runs
       }
-      choices.push_back(
-          uint8_t(tuner::model::ncclChoice(&table[0][0]) | (nChannels != 0 ? kHalvedBit : 0)));
+      // Then, as NCCL 2.30+ does for the task, its chunk size for the cell it will run.
+      const int cell = tuner::model::ncclChoice(&table[0][0]);
+      size_t chunk = kNcclChunk;
+      if (cell >= 0 && tuner->hasGetChunkSize() &&
+          tuner->getChunkSize(sessions[c]->tunerContext(), ctx.func, ctx.nBytes,
+                              cell / abi::kNumProtocols, cell % abi::kNumProtocols, 1,
+                              &chunk) != abi::kSuccess) {
+        rc = 13;
+      }
+      if (chunk != kNcclChunk && chunk != kNcclChunk / 2) rc = 14;  // only ever NCCL's or half
+      choices.push_back(uint8_t(cell | (nChannels != 0 ? kHalvedBit : 0) |
+                                (chunk != kNcclChunk ? kHalfChunkBit : 0)));
       if (i == s.killLeaderAt && rank == 0) {
         shared->departed.fetch_add(1);
         raise(SIGKILL);
@@ -507,6 +522,11 @@ TEST_CASE("8 ranks, 3 communicators, 100,000 calls: byte-identical choices, lear
                               [](char c) { return (uint8_t(c) & kHalvedBit) != 0; });
   INFO("calls at half the channels: " << halved);
   CHECK(halved > 0);
+  // So were chunk sizes.
+  long halfChunk = std::count_if(o.choices[0].begin(), o.choices[0].end(),
+                                 [](char c) { return (uint8_t(c) & kHalfChunkBit) != 0; });
+  INFO("calls at half the chunk size: " << halfChunk);
+  CHECK(halfChunk > 0);
   std::vector<double> applied = numbers(o.logs[3], R"(policy v\d+ in effect \((\d+) applied)");
   REQUIRE(applied.size() == size_t(kComms));
   for (double a : applied) CHECK(a >= 1);

@@ -31,6 +31,14 @@ struct Pair {
   }
 };
 
+// Encodes `t` and decodes it again into *back; false when the decoder refuses it.
+bool roundTrip(const DecisionTable& t, DecisionTable* back) {
+  wire::Writer w;
+  wire::encodeTable(t, &w);
+  wire::Reader r(w.str().data(), w.str().size());
+  return wire::decodeTable(&r, back);
+}
+
 }  // namespace
 
 TEST_CASE("frames beyond a read's allowance wait in the buffer and come without new data",
@@ -121,23 +129,15 @@ TEST_CASE("a decision table travels with its channel counts; a count out of plac
   b.exploreChannels = 3;
   b.period = 2;
   b.budget = 2;
-  wire::Writer w;
-  wire::encodeTable(t, &w);
   DecisionTable back;
-  {
-    wire::Reader r(w.str().data(), w.str().size());
-    REQUIRE(wire::decodeTable(&r, &back));
-  }
+  REQUIRE(roundTrip(t, &back));
   CHECK(back == t);
   CHECK(back.entries[17].primaryChannels == 8);
   CHECK(back.entries[600].exploreChannels == 3);
 
   auto refused = [](const DecisionTable& bad) {
-    wire::Writer bw;
-    wire::encodeTable(bad, &bw);
     DecisionTable out;
-    wire::Reader r(bw.str().data(), bw.str().size());
-    return !wire::decodeTable(&r, &out);
+    return !roundTrip(bad, &out);
   };
   DecisionTable noCount = t;
   noCount.entries[17].primaryChannels = 0;  // a halved arm must say how many
@@ -169,4 +169,49 @@ TEST_CASE("the arm a call plays and its channel count", "[wire]") {
   CHECK(cellTakesChannelCount(abi::kAlgoRing * abi::kNumProtocols));
   CHECK_FALSE(cellTakesChannelCount(abi::kAlgoCollNetDirect * abi::kNumProtocols + 2));
   CHECK_FALSE(cellTakesChannelCount(abi::kAlgoCollNetChain * abi::kNumProtocols));
+}
+
+TEST_CASE("a halved-chunk arm travels without a count and halves NCCL's chunk down to a floor",
+          "[wire][chunk]") {
+  const int ringSimple = abi::kAlgoRing * abi::kNumProtocols + abi::kProtoSimple;
+  const int treeLL128 = abi::kAlgoTree * abi::kNumProtocols + abi::kProtoLL128;
+  const int ringLL = abi::kAlgoRing * abi::kNumProtocols + abi::kProtoLL;
+  const int nvlsSimple = abi::kAlgoNvls * abi::kNumProtocols + abi::kProtoSimple;
+  const int collnetSimple = abi::kAlgoCollNetDirect * abi::kNumProtocols + abi::kProtoSimple;
+  // The three variants of a cell, and arms of the two older variants unchanged.
+  CHECK(halvedChunkArm(ringSimple) == 2 * kNumCells + ringSimple);
+  CHECK(armCell(halvedChunkArm(ringSimple)) == ringSimple);
+  CHECK(armHalvesChunk(halvedChunkArm(ringSimple)));
+  CHECK_FALSE(armHalvesChannels(halvedChunkArm(ringSimple)));
+  CHECK(armHalvesChannels(halvedChannelArm(ringSimple)));
+  CHECK_FALSE(armHalvesChunk(halvedChannelArm(ringSimple)));
+  CHECK_FALSE(armHalvesChunk(ringSimple));
+  CHECK(kNumArms == 63);
+  // Ring and tree with LL128 or Simple only.
+  CHECK(cellTakesChunkSize(ringSimple));
+  CHECK(cellTakesChunkSize(treeLL128));
+  CHECK_FALSE(cellTakesChunkSize(ringLL));
+  CHECK_FALSE(cellTakesChunkSize(nvlsSimple));
+  CHECK_FALSE(cellTakesChunkSize(collnetSimple));
+  // Half, never below 64 KiB: NCCL's value stands where half would be smaller.
+  CHECK(halvedChunk(2u << 20) == 1u << 20);
+  CHECK(halvedChunk(576000) == 288000);  // LL128's default, a multiple of its 1,920-byte grain
+  CHECK(halvedChunk(128u << 10) == 64u << 10);
+  CHECK(halvedChunk(100u << 10) == 100u << 10);
+  CHECK(halvedChunk(32u << 10) == 32u << 10);  // LL's default
+  CHECK(halvedChunk(0) == 0);
+
+  DecisionTable t;
+  ContextDecision& a = t.entries[42];
+  a.primary = int8_t(halvedChunkArm(ringSimple));
+  a.explore = int8_t(halvedChunkArm(treeLL128));
+  a.period = 2;
+  a.budget = 1;
+  CHECK(channelsForArm(a, a.primary) == 0);
+  DecisionTable back;
+  REQUIRE(roundTrip(t, &back));
+  CHECK(back == t);
+  DecisionTable stray = t;
+  stray.entries[42].primaryChannels = 4;  // a chunk arm runs NCCL's channel count
+  CHECK_FALSE(roundTrip(stray, &back));
 }

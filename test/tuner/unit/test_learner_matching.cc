@@ -19,6 +19,16 @@ namespace {
 constexpr uint64_t kComm = 0x5eed0001;
 constexpr int kRingSimple = abi::kAlgoRing * abi::kNumProtocols + abi::kProtoSimple;
 
+// A cost table with only the given cells enabled (-1 elsewhere: IGNORE).
+void costTable(float (*table)[abi::kNumProtocols], float ringSimple, float other, int otherAlgo,
+               int otherProto) {
+  for (int a = 0; a < abi::kNumAlgorithms; ++a) {
+    for (int p = 0; p < abi::kNumProtocols; ++p) table[a][p] = -1.0f;
+  }
+  table[abi::kAlgoRing][abi::kProtoSimple] = ringSimple;
+  if (other > 0) table[otherAlgo][otherProto] = other;
+}
+
 struct Fixture {
   TunerComm comm{kComm, /*minBytes=*/0, /*syncTimeoutNs=*/1000000000, nullptr};
   Learner learner{&comm, PolicyConfig{}};
@@ -34,11 +44,7 @@ struct Fixture {
 
   void call(int func, uint64_t nBytes, int numPipeOps) {
     float table[abi::kNumAlgorithms][abi::kNumProtocols];
-    for (auto& row : table) {
-      for (float& c : row) c = -1.0f;
-    }
-    table[abi::kAlgoRing][abi::kProtoSimple] = 100.0f;
-    table[abi::kAlgoTree][abi::kProtoSimple] = 150.0f;
+    costTable(table, 100.0f, 150.0f, abi::kAlgoTree, abi::kProtoSimple);
     int nChannels = 0;
     comm.getCollInfo(func, nBytes, numPipeOps, reinterpret_cast<float**>(table),
                      abi::kNumAlgorithms, abi::kNumProtocols, &nChannels);
@@ -176,4 +182,120 @@ TEST_CASE(
   CHECK(f.learner.stats().seededFromOtherScale == 1);
   // The decision is still NCCL's own until this context measures anything.
   CHECK(f.learner.desired().entries[fresh].untouched());
+}
+
+TEST_CASE(
+    "learner: a cell is offered at half the chunk size once measured, plays through "
+    "getChunkSize, and its samples are learned under that arm",
+    "[learner][chunk]") {
+  bus::MeasurementBus& bus = bus::MeasurementBus::instance();
+  bus.resetForTesting();
+  REQUIRE(bus.attach(kComm));
+  TunerComm comm{kComm, 0, 1000000000, nullptr};
+  Learner learner{&comm, PolicyConfig{}, /*learnChannels=*/false, /*learnChunk=*/true};
+  comm.setRecording(true);
+  const uint64_t kBytes = 8 << 20;
+  const int ctx = contextIndex(abi::kFuncAllReduce, kBytes, 1);
+  const int chunkArm = halvedChunkArm(kRingSimple);
+  uint64_t seq = 0;
+  auto call = [&] {
+    float table[abi::kNumAlgorithms][abi::kNumProtocols];
+    costTable(table, 100.0f, 300.0f, abi::kAlgoRing, abi::kProtoLL);
+    int nChannels = 0;
+    comm.getCollInfo(abi::kFuncAllReduce, kBytes, 1, reinterpret_cast<float**>(table),
+                     abi::kNumAlgorithms, abi::kNumProtocols, &nChannels);
+    CHECK(nChannels == 0);  // a chunk arm keeps NCCL's channel count
+  };
+  auto sample = [&](uint64_t durationNs) {
+    bus::CollectiveSample s;
+    s.commId = kComm;
+    s.func = abi::kFuncAllReduce;
+    s.seqNumber = seq++;
+    s.nBytes = kBytes;
+    s.algo = abi::kAlgoRing;
+    s.proto = abi::kProtoSimple;
+    s.durationNs = durationNs;
+    s.clock = bus::DurationClock::kGpu;
+    REQUIRE(bus.publish(s));
+  };
+  auto chunkOf = [&](int func, int algo, int proto) {
+    size_t chunk = 2u << 20;
+    comm.getChunkSize(func, algo, proto, &chunk);
+    return chunk;
+  };
+
+  // Three samples of Ring/Simple at NCCL's chunk: the cell becomes an arm at half of it.
+  for (int i = 0; i < 3; ++i) {
+    call();
+    CHECK(chunkOf(abi::kFuncAllReduce, abi::kAlgoRing, abi::kProtoSimple) == 2u << 20);
+    sample(100000);
+  }
+  learner.step();
+  CHECK(learner.stats().halfChunkArms == 1);
+  CHECK(learner.snapshot().at(0).prior[chunkArm] == 100.0f);
+  CHECK(learner.snapshot().at(0).prior[halvedChunkArm(abi::kAlgoRing * abi::kNumProtocols +
+                                                      abi::kProtoLL)] < 0);  // LL takes none
+
+  // The agreed table plays that arm: from its switch point on, the task's chunk is halved.
+  DecisionTable t;
+  t.entries[ctx].primary = int8_t(chunkArm);
+  uint64_t callsNow = 0;
+  REQUIRE(comm.stage(1, comm.calls() + 1, 0, t, &callsNow) == TunerComm::StageResult::kStaged);
+  comm.resolve(1, true);
+  call();
+  CHECK(comm.appliedVersion() == 1);
+  CHECK(chunkOf(abi::kFuncAllReduce, abi::kAlgoRing, abi::kProtoSimple) == 1u << 20);
+  // NCCL asks once per channel part of the task: every part gets the same answer.
+  CHECK(chunkOf(abi::kFuncAllReduce, abi::kAlgoRing, abi::kProtoSimple) == 1u << 20);
+  // Another cell (NCCL overrode the table), or another collective: NCCL's chunk.
+  CHECK(chunkOf(abi::kFuncAllReduce, abi::kAlgoTree, abi::kProtoSimple) == 2u << 20);
+  CHECK(chunkOf(abi::kFuncAllGather, abi::kAlgoRing, abi::kProtoSimple) == 2u << 20);
+  CHECK(comm.chunkStats().halved == 2);
+  // Already at the floor: NCCL's value stands (and is counted).
+  size_t small = 96u << 10;
+  comm.getChunkSize(abi::kFuncAllReduce, abi::kAlgoRing, abi::kProtoSimple, &small);
+  CHECK(small == 96u << 10);
+  CHECK(comm.chunkStats().kept == 1);
+  // Bad arguments leave the value alone.
+  size_t v = 12345;
+  comm.getChunkSize(-1, abi::kAlgoRing, abi::kProtoSimple, &v);
+  comm.getChunkSize(abi::kFuncAllReduce, 99, abi::kProtoSimple, &v);
+  comm.getChunkSize(abi::kFuncAllReduce, abi::kAlgoRing, -5, &v);
+  CHECK(v == 12345);
+
+  // Its sample is learned under the chunk arm, not the cell.
+  sample(50000);
+  learner.step();
+  const BanditPolicy::ArmStats* half = learner.policy().arm(ctx, chunkArm);
+  REQUIRE(half != nullptr);
+  CHECK(half->n == 1);
+  CHECK(learner.policy().arm(ctx, kRingSimple)->n == 3);
+
+  // A call of a context the table leaves alone resets the collective's chunk to NCCL's.
+  float table[abi::kNumAlgorithms][abi::kNumProtocols];
+  costTable(table, 10.0f, 0, 0, 0);
+  int nChannels = 0;
+  comm.getCollInfo(abi::kFuncAllReduce, 1024, 1, reinterpret_cast<float**>(table),
+                   abi::kNumAlgorithms, abi::kNumProtocols, &nChannels);
+  CHECK(chunkOf(abi::kFuncAllReduce, abi::kAlgoRing, abi::kProtoSimple) == 2u << 20);
+
+  // A saved chunk arm comes back from the tuning file, except with chunk learning off.
+  BanditPolicy::ContextRecord saved = learner.snapshot().at(0);
+  REQUIRE(saved.prior[chunkArm] >= 0);
+  bus.detach(kComm);
+  for (bool learnChunk : {true, false}) {
+    TunerComm next{kComm + 1, 0, 1000000000, nullptr};
+    Learner l{&next, PolicyConfig{}, false, learnChunk};
+    next.setRecording(true);
+    l.restore({saved}, 4);
+    float again[abi::kNumAlgorithms][abi::kNumProtocols];
+    costTable(again, 100.0f, 300.0f, abi::kAlgoRing, abi::kProtoLL);
+    next.getCollInfo(abi::kFuncAllReduce, kBytes, 1, reinterpret_cast<float**>(again),
+                     abi::kNumAlgorithms, abi::kNumProtocols, &nChannels);
+    l.step();
+    REQUIRE(l.stats().restoredUsed == 1);
+    INFO("chunk learning " << learnChunk);
+    CHECK((l.snapshot().at(0).prior[chunkArm] >= 0) == learnChunk);
+    CHECK((l.policy().arm(ctx, chunkArm)->n > 0) == learnChunk);
+  }
 }

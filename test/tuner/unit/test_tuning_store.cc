@@ -47,6 +47,10 @@ std::vector<BanditPolicy::ContextRecord> records() {
   out[1].halvedChannels[3] = 6;
   out[1].prior[kNumCells + 3] = out[1].prior[3];
   out[1].arms[kNumCells + 3] = {5.0, -1.75, 0.002};
+  // ... and Ring/Simple (cell 5) at half NCCL's chunk size.
+  out[1].prior[5] = 20.0f;
+  out[1].prior[halvedChunkArm(5)] = 20.0f;
+  out[1].arms[halvedChunkArm(5)] = {4.0, 2.5, 0.001};
   return out;
 }
 
@@ -80,6 +84,10 @@ TEST_CASE("tuning file round trip; other keys are kept and ignored", "[store]") 
   CHECK(got[1].arms[kNumCells + 3].mean == -1.75);
   CHECK(got[1].prior[kNumCells] == -1.0f);  // not offered: no arm
   CHECK(got[0].halvedChannels[3] == 0);
+  CHECK(got[1].prior[halvedChunkArm(5)] == 20.0f);
+  CHECK(got[1].arms[halvedChunkArm(5)].mean == 2.5);
+  CHECK(got[0].prior[halvedChunkArm(5)] == -1.0f);  // not offered there
+  CHECK(slurp(path).find("halfchunk 5\n") != std::string::npos);
   got.clear();
   REQUIRE(loadTuningFile(path, key(16), &got, &why));
   CHECK(got.size() == 1);
