@@ -10,6 +10,9 @@ plugin. In one run it sweeps all-reduce, all-gather, reduce-scatter and broadcas
   all       our net, tuner and profiler plugins
   net, tuner, profiler   each of our plugins alone (the others =none)
   fault     all three plugins, rail 1 taken down (simulated inside the plugin) during the sweep
+  chunk     all three plugins with the tuner's chunk-size arms on (NCCL_AUTOPILOT_TUNER_CHUNK=1;
+            not in the default --modes): NCCL 2.30+ asks getChunkSize per task, and every
+            result must stay exact while some tasks run at half NCCL's chunk
 
 It records the NCCL version, which plugin symbol NCCL picked (from NCCL_DEBUG=INFO), our
 decisions and rail figures (from the profiler's Prometheus export), and writes gpu-check.json
@@ -50,7 +53,10 @@ MODES = {
     "net": ("net",),
     "tuner": ("tuner",),
     "profiler": ("profiler",),
+    "chunk": PLUGINS,
 }
+# The tuner's finalize line: "... (N tasks halved, M already at the smallest chunk) ...".
+CHUNK_SUMMARY = re.compile(r"\((\d+) tasks halved, (\d+) already at the smallest chunk\)")
 # nccl-tests' bus bandwidth factors (size = the larger buffer, as nccl-tests counts it).
 def busbw_factor(coll, n):
     if coll == "all_reduce":
@@ -278,6 +284,8 @@ def mode_env(mode, lib_dir, out_dir, tag, args):
     env["NCCL_DEBUG"] = "INFO"
     env["NCCL_DEBUG_SUBSYS"] = "INIT,ENV,NET,TUNING"
     env["NCCL_DEBUG_FILE"] = os.path.join(out_dir, tag + ".%h.%p.nccl.log")
+    if mode == "chunk":
+        env["NCCL_AUTOPILOT_TUNER_CHUNK"] = "1"
     if "profiler" in selected:
         env["NCCL_AUTOPILOT_PROM_FILE"] = os.path.join(out_dir, tag + ".%p.prom")
         env["NCCL_AUTOPILOT_PROM_INTERVAL_MS"] = "500"
@@ -712,13 +720,26 @@ def run_mode(args, mode, tag, lib_dir, deadline, fault=None, native=None, mps=No
                         rank, row["collective"], human(row["bytes"]), row["wrong"]))
     if args.backend == "nccl":
         problems += plugin_verdict(mode, parsed, args.stock_net)
-    return {"tag": tag, "mode": mode, "rc": rcs, "seconds": round(elapsed, 1),
+    chunk = chunk_summary(text) if mode == "chunk" else None
+    return {"tag": tag, "mode": mode, "chunk": chunk, "rc": rcs, "seconds": round(elapsed, 1),
             "timed_out": timed_out, "rows": rows, "nccl": parsed, "rails": rails,
             "decisions": decisions, "problems": problems,
             "env": {k: v for k, v in env_extra.items() if k != "LD_LIBRARY_PATH"},
             "skipped": sorted({s for r in results if r for s in r.get("skipped", [])}) + (
                 ["ncclperf checked nothing (no usable NCCL or CUDA runtime; see %s)" %
                  os.path.basename(logs[0])] if native_skipped else [])}
+
+
+def chunk_summary(text):
+    """What the chunk mode's tuners report at finalize (every rank, every communicator): tasks
+    given half NCCL's chunk, and tasks of a halved-chunk arm already at the smallest chunk.
+    NCCL before 2.30 never calls getChunkSize, so both stay 0 there."""
+    halved = kept = lines = 0
+    for m in CHUNK_SUMMARY.finditer(text):
+        halved += int(m.group(1))
+        kept += int(m.group(2))
+        lines += 1
+    return {"tasks_halved": halved, "tasks_at_smallest": kept, "summaries": lines}
 
 
 def fault_verdict(run, backend):
@@ -765,6 +786,14 @@ def render_markdown(report):
             r["tag"], ",".join(str(x) for x in r["rc"]), r["seconds"], sym("net"), sym("tuner"),
             sym("profiler"), n.get("network") or "-",
             "; ".join(r["problems"]).replace("|", "/") or "none"))
+    for r in runs:
+        if r.get("chunk"):
+            c = r["chunk"]
+            lines.append("")
+            lines.append("- %s: tuner chunk-size arms on; %d tasks at half NCCL's chunk, %d "
+                         "already at the smallest (%d tuner summaries; NCCL before 2.30 never "
+                         "asks)" % (r["tag"], c["tasks_halved"], c["tasks_at_smallest"],
+                                    c["summaries"]))
     def base_of(tag):  # ncclperf runs compare with ncclperf's stock run
         base = "native-stock" if tag.startswith("native-") else "stock"
         return base if base in modes and base != tag else None

@@ -121,6 +121,14 @@ class Environment(unittest.TestCase):
             self.assertEqual(env["NCCL_NET"], "autopilot" if mode == "net" else "Socket")
             self.assertEqual("NCCL_AUTOPILOT_PROM_FILE" in env, mode == "profiler")
 
+    def test_chunk_mode_turns_chunk_arms_on(self):
+        env = gc.mode_env("chunk", "/lib", "/out", "chunk", self.args)
+        for kind in ("NET", "TUNER", "PROFILER"):
+            self.assertEqual(env["NCCL_%s_PLUGIN" % kind], "autopilot")
+        self.assertEqual(env["NCCL_AUTOPILOT_TUNER_CHUNK"], "1")
+        self.assertNotIn("NCCL_AUTOPILOT_TUNER_CHUNK",
+                         gc.mode_env("all", "/lib", "/out", "all", self.args))
+
     def test_mps_variables_only_with_mps(self):
         base = {"PATH": "/bin"}  # not ours: a caller's CUDA_MPS_* must not hide a missing one
         dirs = ("/tmp/gpucheck-mps-x/pipe", "/tmp/gpucheck-mps-x/log")
@@ -280,6 +288,18 @@ class Exports(unittest.TestCase):
         run["nccl"]["ours"] = []
         self.assertEqual(len(gc.fault_verdict(run, "nccl")), 2)
         self.assertEqual(gc.fault_verdict(run, "gloo"), [])
+
+
+class ChunkSummary(unittest.TestCase):
+    def test_summed_over_ranks_and_communicators(self):
+        line = ("h:1:2 [0] NCCL INFO autopilot: tuner: comm 0x1 rank %d: ...; 3 cells offered "
+                "at half their chunk size (%d tasks halved, %d already at the smallest chunk); "
+                "0 contexts re-opened")
+        text = "\n".join([line % (0, 120, 2), line % (1, 120, 2), "unrelated"])
+        self.assertEqual(gc.chunk_summary(text),
+                         {"tasks_halved": 240, "tasks_at_smallest": 4, "summaries": 2})
+        self.assertEqual(gc.chunk_summary(""),
+                         {"tasks_halved": 0, "tasks_at_smallest": 0, "summaries": 0})
 
 
 def fake_run(tag, busbw, problems=()):
