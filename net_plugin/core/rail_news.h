@@ -8,8 +8,11 @@
 // its own timeout. The news is a suspicion, not a verdict: a reason can be specific to one
 // connection (its peer's queue pair, its socket), so each other connection stops placing new
 // data there, asks the rail itself (a liveness ping) and fails it only if nothing answers in its
-// own allowance (SendEngine::followRailNews). A connection whose rail re-joins publishes that
-// too, and the others retry theirs at once instead of at their grown backoff.
+// own allowance (SendEngine::followRailNews). Except where this host's own link of the rail is
+// down: that is evidence for every connection over it, which each checks on the news and fails
+// the rail at once (the TCP transport's send and receive comms). A connection whose rail
+// re-joins publishes that too, and the others retry theirs at once instead of at their grown
+// backoff.
 //
 // Bounded and lock-free: fixed tables of relaxed atomics, written on failures and re-joins only.
 #pragma once

@@ -348,6 +348,13 @@ void SendEngine::followRailNews(uint64_t nowNs) {
       suspectSinceNs_[r] = 0;
       continue;
     }
+    // This host's own link of the rail is down: evidence for every connection over it, idle
+    // ones included (they would otherwise keep the rail through the outage, suspect but never
+    // failed, and fail it after the repair: a failover counted while every rail is up).
+    if (failedElsewhere && failIfLocalLinkDown(r, nowNs)) {
+      suspectSinceNs_[r] = 0;
+      continue;
+    }
     FailureDetector& fd = health_.failure(r);
     // Evidence here since the other connection's verdict: the rail works for this comm.
     if (failedElsewhere && suspectSinceNs_[r] == 0 && fd.lastEvidenceNs() <= failedAt) {

@@ -101,6 +101,10 @@ class SendEngine : public CommBase {
   virtual void pingRail(int r, uint64_t nowNs) = 0;
   // The transport's own failing of rail r, for a reason found by the engine.
   virtual void failRailFor(int r, uint64_t nowNs, const std::string& reason) = 0;
+  // Fails rail r if this host's own link of it is down (port, cable, `ip link set down`), which
+  // is evidence for every connection over it; returns whether it did. False where the
+  // transport cannot tell.
+  virtual bool failIfLocalLinkDown(int /*r*/, uint64_t /*nowNs*/) { return false; }
 
   // Sticky: every pending and later send fails with `error`.
   void failComm(abi::Result error, const std::string& reason);

@@ -43,6 +43,7 @@ RecvComm::RecvComm(RecvCommSetup setup)
   for (int r = 0; r < nRails_; ++r) {
     RailSetup& rs = setup.rails[size_t(r)];
     rails_[r].globalIndex = rs.globalIndex;
+    news_[r].start(&core::RailNews::instance(), rs.telemetryId);
     if (rs.fd.valid()) {
       rails_[r].link.attach(std::move(rs.fd), rs.generation);
       health_.connected(r, now);

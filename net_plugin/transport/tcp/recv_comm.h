@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/abi/net_abi.h"
+#include "net_plugin/core/rail_news.h"
 #include "net_plugin/core/recv_engine.h"
 #include "net_plugin/transport/tcp/accept_hub.h"
 #include "net_plugin/transport/tcp/rail_link.h"
@@ -82,6 +83,8 @@ class RecvComm final : public core::RecvEngine {
 
   uint64_t connectionId_;
   std::unique_ptr<Rail[]> rails_;
+  // What other connections of this process found out about each rail (checkHealth).
+  core::RailNewsWatch news_[wire::kMaxRails];
   std::shared_ptr<AcceptHub> hub_;
   AcceptHub::Mailbox* mailbox_;
   // Every receive with a lower seq is complete; sent with every acknowledgement so that the

@@ -37,7 +37,25 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
 void RecvComm::checkHealth(uint64_t nowNs) {
   for (int r = 0; r < nRails_; ++r) {
     Rail& rail = rails_[r];
+    uint64_t failedAt = 0;
+    const bool failedElsewhere = news_[r].failedSinceLook(&failedAt);
     if (!health_.live(r) || !rail.link.up() || !config_.failover) continue;
+    // Another connection of this process found the rail dead. An idle receive connection
+    // gathers no evidence of its own (nothing of it is held anywhere), so it would keep the rail
+    // through the outage and learn only after the repair, from the sender's reset or
+    // re-connection: a failover counted while every rail is up. When this host's own link is
+    // down, that is evidence for every connection over it: fail the rail now. Any other reason
+    // may be specific to the other connection (its peer, its socket), and is left to it.
+    if (failedElsewhere && !simulatedDown(r) && !simulatedDeaf(r)) {
+      if (const std::string& ifname = interfaceOf(rail.globalIndex);
+          rail.link.interfaceDown(ifname)) {
+        failRail(r, nowNs,
+                 "its interface " + ifname +
+                     " is down or lost its carrier (checked when another connection of this "
+                     "process found the rail dead)");
+        continue;
+      }
+    }
     // What this side sends (announcements, acknowledgements) must be taken by the peer's TCP;
     // a dead link leaves it queued here or unacknowledged in the kernel.
     // A deaf rail (simulated) has lost its inbound direction, TCP's acknowledgements included.

@@ -91,6 +91,7 @@ class SendComm final : public core::SendEngine {
   void failRailFor(int r, uint64_t nowNs, const std::string& reason) override {
     failRail(r, nowNs, reason);
   }
+  bool failIfLocalLinkDown(int r, uint64_t nowNs) override;
   void startReconnect(int r, uint64_t nowNs);
   void retryWhenLinkReturns(int r, uint64_t nowNs);
   void pumpDialer(int r, uint64_t nowNs);

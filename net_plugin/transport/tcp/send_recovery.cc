@@ -35,6 +35,19 @@ bool SendComm::canPing(int r) const {
          rail.link.partialBytes == 0;
 }
 
+bool SendComm::failIfLocalLinkDown(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  if (simulatedDown(r) || simulatedDeaf(r) || !rail.link.up()) return false;
+  const std::string& ifname = interfaceOf(rail.globalIndex);
+  if (!rail.link.interfaceDown(ifname)) return false;
+  failRail(r, nowNs,
+           "its interface " + ifname +
+               " is down or lost its carrier (checked when another connection of this process "
+               "found the rail dead)");
+  rail.lostLocalLink = true;
+  return true;
+}
+
 void SendComm::pingRail(int r, uint64_t nowNs) {
   if (!canPing(r)) return;
   Rail& rail = rails_[r];

@@ -49,6 +49,12 @@ class BareSend final : public core::SendEngine {
     return out;
   }
   void pingRail(int r, uint64_t) override { pings[r]++; }
+  bool failIfLocalLinkDown(int r, uint64_t nowNs) override {
+    ++linkChecks[r];
+    if (!localLinkDown[r]) return false;
+    failRailFor(r, nowNs, "its interface is down");
+    return true;
+  }
   void failRailFor(int r, uint64_t, const std::string& reason) override {
     failedFor[r] = reason;
     failRail(r);
@@ -105,6 +111,8 @@ class BareSend final : public core::SendEngine {
 
   int pings[4] = {};
   std::string failedFor[4];
+  bool localLinkDown[4] = {};  // this host's own link of the rail (what the transport would ask)
+  int linkChecks[4] = {};
 };
 
 class BareRecv final : public core::RecvEngine {
@@ -260,6 +268,37 @@ TEST_CASE(
   CHECK(!b.health_.live(1));
   CHECK(b.failedFor[1].find("another connection") != std::string::npos);
   CHECK(b.health_.live(0));
+}
+
+TEST_CASE(
+    "send engine: a rail found dead elsewhere whose local link is down fails here at once, "
+    "idle or not",
+    "[engine][news]") {
+  BareSend a(2, 48), b(2, 48);
+  uint64_t t = monotonicNs();
+  // Only news makes the engine ask: an idle connection does not poll its links.
+  b.localLinkDown[1] = true;
+  b.followRailNews(t);
+  CHECK(b.linkChecks[1] == 0);
+  CHECK(b.health_.live(1));
+  // Another connection fails rail 1; this one holds nothing and its peer answers nowhere, which
+  // alone would leave the rail suspect through the whole outage. The link is down here too.
+  a.failRail(1);
+  b.followRailNews(t + 1'000'000);
+  CHECK(b.linkChecks[1] == 1);
+  CHECK(!b.health_.live(1));
+  CHECK(b.failedFor[1] == "its interface is down");
+  CHECK(b.pings[1] == 0);
+  CHECK(b.health_.live(0));
+  CHECK(b.linkChecks[0] == 0);
+  // Where the local link is up, the news is a suspicion as before: a ping, no failure.
+  BareSend c(2, 50), d(2, 50);
+  c.failRail(0);
+  d.followRailNews(t + 1'000'000);
+  CHECK(d.linkChecks[0] == 1);
+  CHECK(d.health_.live(0));
+  CHECK(d.pings[0] == 1);
+  CHECK(d.striper_.mode(0) == core::RailMode::kStandby);
 }
 
 TEST_CASE("send engine: a suspect rail that answers goes back to its share", "[engine][news]") {
