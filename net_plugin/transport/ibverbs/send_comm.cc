@@ -141,7 +141,9 @@ void SendComm::progress(uint64_t nowNs) {
   placeChunks(nowNs);
   for (int r = 0; r < nRails_; ++r) postChunks(r, nowNs);
   if (pollCompletions(nowNs)) {
-    // Completions freed room on the rails: refill them in the same pass.
+    // Completions freed room on the rails: refill them in the same pass, at the clock the
+    // completions were stamped with (the striper's times never go backwards).
+    nowNs = std::max(nowNs, monotonicNs());
     placeChunks(nowNs);
     for (int r = 0; r < nRails_; ++r) postChunks(r, nowNs);
   }

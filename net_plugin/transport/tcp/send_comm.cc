@@ -100,6 +100,12 @@ void SendComm::progress(uint64_t nowNs) {
   // path (a send posted after its clear-to-send arrived) the first system call is the write.
   sendReady(nowNs);
   bool gotFrames = false;
+  // What is read now is stamped now, not when the pass began: the writes above can take as long
+  // as the chunks they send. On a fast local path a lone chunk is written, received and
+  // acknowledged within one pass; stamped with the time it was placed, its completion added no
+  // busy time to its rail, which was then never measured and kept the small share it re-joined
+  // with.
+  nowNs = std::max(nowNs, monotonicNs());
   // A rail is read on every pass while an acknowledgement is due on it, while a send waits for
   // its receive's announcement (which any rail may bring), or while no rail is active; else as
   // paced (RailLink::readDue).
