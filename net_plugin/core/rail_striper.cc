@@ -38,7 +38,7 @@ void RailStriper::setBandwidth(int rail, double bytesPerSec) {
   r.sampleBytes = r.sampleNs = 0;
   r.sampleMinChunk = UINT64_MAX;
   r.samples = 0;
-  r.outside = r.distinct = r.checking = false;
+  r.outside = r.distinct = r.checking = r.provenHeal = false;
   r.closedAtNs = UINT64_MAX;  // a new estimate: nothing to take again
 }
 
@@ -96,6 +96,15 @@ double RailStriper::refreshBands(uint64_t nowNs, bool standbyPass, int* count) {
     const uint64_t hold =
         outside && !r.distinct && farBelow ? config_.farBelowHoldNs : config_.bandHoldNs;
     if (nowNs - r.sideSinceNs >= hold) r.distinct = outside;
+    // A check proved the rail healed (it delivered more than any bucket could have saved up):
+    // back inside the band, it takes its peers' share at once. The hold is there against one
+    // fast sample; a check is many, and held, a healed rail kept the slow rail's margin for
+    // another 300 ms (the demo's flapping phase starts with a rail healing from a tenth while
+    // another goes down).
+    if (r.provenHeal) {
+      if (!outside) r.distinct = false;
+      r.provenHeal = false;
+    }
     r.above = r.bandwidth > m;
   }
   return m;
@@ -257,6 +266,7 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
     r.checking = b.checking;
     r.afterIdle = b.afterIdle;
     r.pipelined = b.pipelined;
+    r.provenHeal = false;  // decided again with these bytes
     takeSample(rail, nowNs, b.burstSpent, measuredPeers(rail));
     return;
   }
@@ -341,6 +351,7 @@ void RailStriper::takeSample(int rail, uint64_t nowNs, bool burstSpent, const Pe
     if (r.burstCredit >= 0) {
       next = std::min(next, config_.slowRailRaise * r.sustained);
     } else {
+      r.provenHeal = r.checking;  // a check that no bucket explains: the rail is faster now
       r.sustained = clampBandwidth(next);
       r.burstCredit = double(config_.burstBytes);
       r.checking = false;
