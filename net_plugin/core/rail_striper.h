@@ -200,7 +200,7 @@ class RailStriper {
     bool outside = false;        // the estimate is outside the band (or inside) ...
     uint64_t sideSinceNs = 0;    // ... since then
     bool distinct = false;       // the split uses the rail's own estimate
-    bool provenHeal = false;     // a check proved the rail faster (takeSample): no hold back in
+    bool provenHeal = false;     // a check proved it faster: inside the band without the hold
     bool above = false;          // above the median at the last pick (distinct too: above the band)
     // The last sample, as it stood before it was taken (Estimate), and when: completions
     // reported at that same instant belong to it (see onCompleted).

@@ -114,6 +114,29 @@ RailStriper activeStriper(int n, RailStriper::Config cfg = {}) {
   return s;
 }
 
+// The demo's degraded rail: rail 2 of three behind a 160 KiB token bucket, ring steps of 512 KiB
+// one at a time, each chunk acknowledged 3 ms after its last byte left (a loaded host). The
+// striper starts measured on three healthy rails (64 MiB).
+struct BucketedRing {
+  static RailStriper::Config config() {
+    RailStriper::Config cfg;
+    cfg.sampleMinNs = 2'000'000;
+    return cfg;
+  }
+  static SimShape shape() {
+    SimShape ring;
+    ring.buckets = {0, 0, 160 << 10};
+    ring.messageBytes = 512 << 10;
+    ring.ackNs = 3'000'000;
+    return ring;
+  }
+  const std::vector<double> fast = {31e6, 31e6, 31e6};
+  const std::vector<double> degraded = {31e6, 31e6, 3.1e6};
+  const SimShape ring = shape();
+  RailStriper s = activeStriper(3, config());
+  BucketedRing() { simulate(s, fast, 64 << 20, 64 << 10, 1'000'000'000ull, ring); }
+};
+
 }  // namespace
 
 TEST_CASE("striper: equal rails share equally and reach the sum of their rates", "[net][striper]") {
@@ -752,16 +775,12 @@ TEST_CASE("striper: a degraded rail behind a token bucket keeps a small share, a
   // The demo's degraded phase: rail 2 at a tenth of its peers' rate behind a 160 KiB bucket,
   // which refills while the rail idles between probes, so a probe (one 64 KiB chunk) is
   // acknowledged after the 3 ms any chunk takes on a loaded host, a rate of 22 MB/s.
-  RailStriper::Config cfg;
-  cfg.sampleMinNs = 2'000'000;
-  RailStriper s = activeStriper(3, cfg);
-  const std::vector<double> fast = {31e6, 31e6, 31e6};
-  const std::vector<double> degraded = {31e6, 31e6, 3.1e6};
-  SimShape ring;
-  ring.buckets = {0, 0, 160 << 10};
-  ring.messageBytes = 512 << 10;
-  ring.ackNs = 3'000'000;
-  simulate(s, fast, 64 << 20, 64 << 10, 1'000'000'000ull, ring);
+  BucketedRing bed;
+  const RailStriper::Config cfg = BucketedRing::config();
+  RailStriper& s = bed.s;
+  const std::vector<double>& fast = bed.fast;
+  const std::vector<double>& degraded = bed.degraded;
+  const SimShape& ring = bed.ring;
   simulate(s, degraded, 64 << 20, 64 << 10, 10'000'000'000ull, ring);
   // Settled: 128 MiB more, at about the two fast rails' rate (with 512 KiB messages the slow
   // one can save little: a chunk there takes as long as four on the others).
@@ -997,23 +1016,16 @@ TEST_CASE("striper: a degraded rail that a check proves healed takes its share w
   // The demo's flapping phase begins with rail 2 healing from a tenth (behind its shaper's
   // bucket) while ring steps go on. Once its check has delivered more than a bucket holds, it is
   // back inside the band at once rather than bandHoldNs (300 ms) later at the slow rail's margin.
-  RailStriper::Config cfg;
-  cfg.sampleMinNs = 2'000'000;
-  RailStriper s = activeStriper(3, cfg);
-  const std::vector<double> fast = {31e6, 31e6, 31e6};
-  const std::vector<double> degraded = {31e6, 31e6, 3.1e6};
-  SimShape ring;
-  ring.buckets = {0, 0, 160 << 10};
-  ring.messageBytes = 512 << 10;
-  ring.ackNs = 3'000'000;
-  simulate(s, fast, 64 << 20, 64 << 10, 1'000'000'000ull, ring);
-  REQUIRE(simulate(s, degraded, 128 << 20, 64 << 10, 10'000'000'000ull, ring).share[2] < 0.1);
-  // Healed: 4 MiB at a time (about 45 ms at the three rails' rate) until rail 2 carries a
-  // third; what it carried in the window before counts.
+  BucketedRing bed;
+  RailStriper& s = bed.s;
+  REQUIRE(simulate(s, bed.degraded, 128 << 20, 64 << 10, 10'000'000'000ull, bed.ring).share[2] <
+          0.1);
+  // Healed: 4 MiB at a time (about 90 ms here: each step waits for its slowest chunk) until
+  // rail 2 carries a third of a window.
   uint64_t t = 20'000'000'000ull;
   double elapsed = 0, share = 0;
   while (elapsed < 2.0 && share < 0.3) {
-    SimResult w = simulate(s, fast, 4 << 20, 64 << 10, t, ring);
+    SimResult w = simulate(s, bed.fast, 4 << 20, 64 << 10, t, bed.ring);
     elapsed += w.seconds;
     t += uint64_t(w.seconds * 1e9) + 1;
     share = w.share[2];
