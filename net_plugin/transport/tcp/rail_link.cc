@@ -85,4 +85,10 @@ bool RailLink::sampleTcp(uint64_t nowNs) {
   return advanced;
 }
 
+std::string RailLink::interfaceDownReason(const std::string& ifname, bool onNews) {
+  std::string why = "its interface " + ifname + " is down or lost its carrier";
+  if (onNews) why += " (checked when another connection of this process found the rail dead)";
+  return why;
+}
+
 }  // namespace autopilot::net::tcp

@@ -107,6 +107,9 @@ class RailLink {
   bool interfaceDown(const std::string& ifname) const {
     return fd_.valid() && tcp::interfaceDown(fd_.get(), ifname.c_str());
   }
+  // Why a rail is failed when interfaceDown(ifname): `onNews`, checked because another
+  // connection of this process found the rail dead.
+  static std::string interfaceDownReason(const std::string& ifname, bool onNews);
 
  private:
   Fd fd_;

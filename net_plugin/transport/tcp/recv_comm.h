@@ -70,6 +70,9 @@ class RecvComm final : public core::RecvEngine {
   void flushRail(int r, uint64_t nowNs);
   void checkHealth(uint64_t nowNs);
   void failRail(int r, uint64_t nowNs, const std::string& reason, bool warn = true);
+  // Fails rail r if this host's own link of it is down; returns whether it did (as the send
+  // comm's, on news from another connection).
+  bool failIfLocalLinkDown(int r, uint64_t nowNs);
   void announce(const RecvRequest& q);
   void announceAll();
   // Repeats every pending announcement when receives are posted and nothing arrived for the

@@ -34,6 +34,15 @@ void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool w
   announceAll();
 }
 
+bool RecvComm::failIfLocalLinkDown(int r, uint64_t nowNs) {
+  Rail& rail = rails_[r];
+  if (simulatedDown(r) || simulatedDeaf(r)) return false;
+  const std::string& ifname = interfaceOf(rail.globalIndex);
+  if (!rail.link.interfaceDown(ifname)) return false;
+  failRail(r, nowNs, RailLink::interfaceDownReason(ifname, true));
+  return true;
+}
+
 void RecvComm::checkHealth(uint64_t nowNs) {
   for (int r = 0; r < nRails_; ++r) {
     Rail& rail = rails_[r];
@@ -46,16 +55,7 @@ void RecvComm::checkHealth(uint64_t nowNs) {
     // re-connection: a failover counted while every rail is up. When this host's own link is
     // down, that is evidence for every connection over it: fail the rail now. Any other reason
     // may be specific to the other connection (its peer, its socket), and is left to it.
-    if (failedElsewhere && !simulatedDown(r) && !simulatedDeaf(r)) {
-      if (const std::string& ifname = interfaceOf(rail.globalIndex);
-          rail.link.interfaceDown(ifname)) {
-        failRail(r, nowNs,
-                 "its interface " + ifname +
-                     " is down or lost its carrier (checked when another connection of this "
-                     "process found the rail dead)");
-        continue;
-      }
-    }
+    if (failedElsewhere && failIfLocalLinkDown(r, nowNs)) continue;
     // What this side sends (announcements, acknowledgements) must be taken by the peer's TCP;
     // a dead link leaves it queued here or unacknowledged in the kernel.
     // A deaf rail (simulated) has lost its inbound direction, TCP's acknowledgements included.
@@ -66,7 +66,7 @@ void RecvComm::checkHealth(uint64_t nowNs) {
       } else if (const std::string& ifname = interfaceOf(rail.globalIndex);
                  rail.link.tcpUnacked() > 0 && rail.link.interfaceDown(ifname)) {
         // This host's own link went down: what it holds will not leave.
-        failRail(r, nowNs, "its interface " + ifname + " is down or lost its carrier");
+        failRail(r, nowNs, RailLink::interfaceDownReason(ifname, false));
         continue;
       }
       if (rail.link.tcpUnacked() == 0) rail.tcpWatch = false;

@@ -40,10 +40,7 @@ bool SendComm::failIfLocalLinkDown(int r, uint64_t nowNs) {
   if (simulatedDown(r) || simulatedDeaf(r) || !rail.link.up()) return false;
   const std::string& ifname = interfaceOf(rail.globalIndex);
   if (!rail.link.interfaceDown(ifname)) return false;
-  failRail(r, nowNs,
-           "its interface " + ifname +
-               " is down or lost its carrier (checked when another connection of this process "
-               "found the rail dead)");
+  failRail(r, nowNs, RailLink::interfaceDownReason(ifname, true));
   rail.lostLocalLink = true;
   return true;
 }
@@ -181,7 +178,7 @@ void SendComm::checkHealth(uint64_t nowNs) {
                  rail.link.interfaceDown(ifname)) {
         // This host's own link went down (port, cable, `ip link set down`): no stall needs
         // waiting out to know it.
-        failRail(r, nowNs, "its interface " + ifname + " is down or lost its carrier");
+        failRail(r, nowNs, RailLink::interfaceDownReason(ifname, false));
         rail.lostLocalLink = true;
         continue;
       }
