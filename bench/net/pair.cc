@@ -758,8 +758,10 @@ bool serveParent(Channel& parent, EndState& st) {
 }
 
 // One end's loop: keep `depth` requests posted, test the oldest, answer the parent between calls.
+// `idle` (optional): a second comm with the same peer, the other way round, that carries nothing;
+// the sender keeps one receive posted on it and tests it on every pass.
 int watchedEnd(NetEndpoint& ep, void* comm, Channel& parent, bool receiver, size_t messageBytes,
-               int depth) {
+               int depth, void* idle) {
   std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(depth));
   std::vector<void*> mhs(static_cast<size_t>(depth), nullptr), reqs(static_cast<size_t>(depth));
   for (size_t i = 0; i < bufs.size(); ++i) {
@@ -772,6 +774,13 @@ int watchedEnd(NetEndpoint& ep, void* comm, Channel& parent, bool receiver, size
     st.error = int32_t(r);
     st.errorAt = nowSeconds();
   };
+  std::vector<uint8_t> idleBuf(4096);
+  void* idleMh = nullptr;
+  void* idleReq = nullptr;
+  if (idle != nullptr && !receiver) {
+    idleMh = ep.registerMemory(idle, idleBuf.data(), idleBuf.size());
+    PEER_CHECK(idleMh, "regMr on the idle comm");
+  }
   bool serving = true;
   while (serving) {
     if (parent.readable()) {
@@ -781,6 +790,27 @@ int watchedEnd(NetEndpoint& ep, void* comm, Channel& parent, bool receiver, size
     if (st.error != 0) {  // the comm is unusable: only the parent is served
       usleep(2000);
       continue;
+    }
+    if (idleMh != nullptr) {
+      abi::Result r = abi::kSuccess;
+      if (idleReq == nullptr) {
+        void* data = idleBuf.data();
+        size_t size = idleBuf.size();
+        int tag = 0;
+        r = ep.net()->irecv(idle, 1, &data, &size, &tag, &idleMh, nullptr, &idleReq);
+      } else {
+        int done = 0;
+        int sizes[abi::kProxyMaxSubs] = {};
+        r = ep.test(idleReq, &done, sizes);
+        if (r == abi::kSuccess && done) {  // nothing was sent on it
+          st.corrupt++;
+          idleReq = nullptr;
+        }
+      }
+      if (r != abi::kSuccess) {
+        fail(r);
+        continue;
+      }
     }
     while (st.posted < st.completed + uint64_t(depth)) {
       size_t slot = size_t(st.posted % uint64_t(depth));
@@ -827,8 +857,10 @@ int watchedEnd(NetEndpoint& ep, void* comm, Channel& parent, bool receiver, size
   st.sockets = scanTcpSockets(st.socket, 16);
   if (receiver) {
     ep.net()->closeRecv(comm);
+    if (idle != nullptr) ep.net()->closeSend(idle);
   } else {
     ep.net()->closeSend(comm);
+    if (idle != nullptr) ep.net()->closeRecv(idle);
   }
   PEER_CHECK(parent.send(&st, sizeof(st)), "parent");
   PEER_CHECK(parent.sendLine(allLogLines()), "parent");
@@ -911,21 +943,29 @@ bool StreamWatch::waitLogCount(bool receiver, const std::string& needle, long at
 }
 
 WatchedRun runWatchedStream(const PairOptions& options, size_t messageBytes, int depth,
-                            const std::function<void(StreamWatch&)>& script) {
+                            const std::function<void(StreamWatch&)>& script, bool idleCompanion) {
   WatchedRun run;
   run.outcome = runPair(
       options,
       [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
         void* comm = nullptr;
+        void* idle = nullptr;
         if (int rc = listenAndAccept(ep, peer, &comm)) return rc;
+        if (idleCompanion) {
+          if (int rc = receiveHandleAndConnect(ep, peer, &idle)) return rc;
+        }
         PEER_CHECK(parent.sendLine("connected"), "parent");
-        return watchedEnd(ep, comm, parent, true, messageBytes, depth);
+        return watchedEnd(ep, comm, parent, true, messageBytes, depth, idle);
       },
       [&](NetEndpoint& ep, Channel& peer, Channel& parent) {
         void* comm = nullptr;
+        void* idle = nullptr;
         if (int rc = receiveHandleAndConnect(ep, peer, &comm)) return rc;
+        if (idleCompanion) {
+          if (int rc = listenAndAccept(ep, peer, &idle)) return rc;
+        }
         PEER_CHECK(parent.sendLine("connected"), "parent");
-        return watchedEnd(ep, comm, parent, false, messageBytes, depth);
+        return watchedEnd(ep, comm, parent, false, messageBytes, depth, idle);
       },
       [&](Channel& toReceiver, Channel& toSender) {
         if (!toReceiver.expect("connected", 30000) || !toSender.expect("connected", 30000)) {

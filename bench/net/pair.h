@@ -219,8 +219,13 @@ struct WatchedRun {
 };
 // Streams `messageBytes` messages, `depth` in flight per side, checking every byte, while
 // `script` runs in the parent; then both ends close their comms (requests still in flight
-// included) and report.
+// included) and report. With `idleCompanion`, a second connection over the same rails runs the
+// other way, from the receiver to the sender, and carries nothing (as in a ring of two, where
+// each rank also receives from the other, idle in this phase): the sender keeps one receive
+// posted on it and tests it on every pass, as NCCL's proxy does; the receiver never calls its
+// end. An error there is the sender's error; a completion there is counted in its `corrupt`.
 WatchedRun runWatchedStream(const PairOptions& options, size_t messageBytes, int depth,
-                            const std::function<void(StreamWatch&)>& script);
+                            const std::function<void(StreamWatch&)>& script,
+                            bool idleCompanion = false);
 
 }  // namespace autopilot::bench

@@ -161,6 +161,51 @@ TEST_CASE("veth: a rail taken down mid-transfer loses nothing; it re-joins when 
   CHECK(share > 0.3);
 }
 
+TEST_CASE("veth: an idle connection over a rail another connection found dead leaves it too",
+          "[net][netns]") {
+  // Two connections between the same two processes over the same rails, as in a ring of two:
+  // A streams to B, and B's connection to A is idle (A has a receive posted on it, nothing is
+  // sent). Rail 1's link goes down. A's streaming send comm fails the rail (its own interface is
+  // down). A's idle receive comm holds nothing on the rail, so no stall, timeout or
+  // unacknowledged byte of its own shows the loss; what tells it is the news that the other
+  // connection failed the rail, together with its own interface being down. Without acting on
+  // that it would keep the dead rail through the outage and count a failover only after the
+  // repair, when every rail is up again.
+  NetnsTestbed bed(2);
+  REQUIRE(bed.ok());
+  const std::string rail1 = bed.ifname('A', 1);
+  const std::string down = "-> failed: its interface " + rail1 + " is down or lost its carrier";
+  bool busyFailed = false, idleFailed = false, moved = false;
+  WatchedRun run = runWatchedStream(
+      inNamespaces(bed), 4 << 20, 8,
+      [&](StreamWatch& w) {
+        EndState st;
+        if (!w.waitState(
+                true, [](const EndState& s) { return s.completed >= 20; }, 30, &st))
+          return;
+        bed.linkDown(1);
+        busyFailed = w.waitLog(false, {"send rail 1 (" + rail1 + "): ", down}, 20);
+        // While the link is still down.
+        idleFailed = w.waitLog(false,
+                               {"recv rail 1 (" + rail1 + "): ", down,
+                                " (checked when another connection of this process found the "
+                                "rail dead)"},
+                               20);
+        w.state(true, &st);
+        const uint64_t from = st.completed;
+        moved = w.waitState(
+            true, [&](const EndState& s) { return s.completed >= from + 10; }, 20);
+        bed.linkUp(1);
+      },
+      /*idleCompanion=*/true);
+  INFO("sender log:\n" << run.senderLog);
+  checkRanClean(run);
+  CHECK(run.sender.corrupt == 0);  // nothing was sent on the idle connection
+  CHECK(busyFailed);
+  CHECK(idleFailed);
+  CHECK(moved);
+}
+
 TEST_CASE("veth: a path that goes silent with its links up is failed by the stall check",
           "[net][netns]") {
   // A blackhole route on host A for B's rail-1 address: A's packets to B on that rail vanish
