@@ -333,9 +333,9 @@ abi::Result waitAll(NetEndpoint& ep, const std::vector<void*>& reqs, std::vector
 
 std::vector<Message> sizeSweep(size_t maxSize) {
   std::vector<Message> m;
-  for (size_t s : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(4095), size_t(65536),
-                   size_t(131071), size_t(131072), size_t(1 << 20) + 3, size_t(4 << 20),
-                   size_t(16 << 20) - 1, size_t(64 << 20)}) {
+  for (size_t s : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(4095), size_t(32767),
+                   size_t(32768), size_t(65536), size_t(131071), size_t(131072),
+                   size_t(1 << 20) + 3, size_t(4 << 20), size_t(16 << 20) - 1, size_t(64 << 20)}) {
     if (s <= maxSize) m.push_back({s, s + (s % 3 == 0 ? 0 : 4096)});
   }
   return m;

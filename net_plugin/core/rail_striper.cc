@@ -122,8 +122,8 @@ double RailStriper::effective(int rail, double mid, int usableRails) const {
   return usableRails < 2 || r.samples == 0 || r.distinct ? r.bandwidth : mid;
 }
 
-int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask,
-                      bool wholeMessage) {
+int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask, bool wholeMessage,
+                      bool smallMessage) {
   // Standby rails are a second pass: used only while no active rail is usable at all.
   bool standbyPass = true;
   for (int i = 0; i < n_; ++i) {
@@ -144,10 +144,11 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
   }
   // A degraded rail whose lone chunk came back fast is being checked (see onCompleted): it
   // takes a chunk whenever it is empty, so that what it delivers soon exceeds what a bucket holds.
-  // Not a whole message: at a tenth of its peers' rate such a rail holds a 64 KiB message ten
-  // times as long as they would (in the demo's degraded phases, the 256 KiB all-reduce, six
-  // messages of one chunk each, took 17-47 ms instead of 5-8).
-  for (int k = 0; k < n_ && !wholeMessage; ++k) {
+  // Not a whole or small message: at a tenth of its peers' rate such a rail holds a 64 KiB
+  // message ten times as long as they would (in the demo's degraded phases, the 256 KiB
+  // all-reduce, six messages of one chunk each, took 17-47 ms instead of 5-8).
+  const bool unhidden = wholeMessage || smallMessage;
+  for (int k = 0; k < n_ && !unhidden; ++k) {
     const int i = (nextTie_ + k) % n_;
     const Rail& r = rails_[i];
     if (r.checking && usable(i, standbyPass) && r.inFlight == 0 && !(excludedMask & (1u << i))) {
@@ -168,7 +169,7 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
       if (r.samples > 0 && (r.distinct || isSlowRail(i, measuredPeers(i), nowNs))) {
         const double probeNs = double(chunkBytes) * 1e9 / r.bandwidth;  // >= minBandwidth
         const double spacing =
-            config_.probeSpacing * (wholeMessage ? config_.wholeMessageSpacing : 1.0);
+            config_.probeSpacing * (unhidden ? config_.wholeMessageSpacing : 1.0);
         idleNeeded = std::max(idleNeeded, spacing * probeNs);
       }
       if (double(nowNs - r.lastAssignedNs) < idleNeeded) continue;

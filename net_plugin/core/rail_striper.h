@@ -99,10 +99,11 @@ class RailStriper {
     uint64_t probeIdleNs = 50'000'000;     // a rail idle this long is due for a probe
     double probeSpacing = 10;              // ... and this many times the probe's time on it
     double wholeMessageSpacing = 10;       // ... times this for a chunk that is its whole message
-    double equalBand = 0.5;                // |bw - median| <= band * median: the median
-    uint64_t bandHoldNs = 300'000'000;     // ... and until outside (or back inside) that long
-    double farBelow = 0.25;                // below this fraction of the median ...
-    uint64_t farBelowHoldNs = 50'000'000;  // ... a rail leaves the band after this long
+    uint64_t smallMessageBytes = 128u << 10;  // (or of a message under this, see pick())
+    double equalBand = 0.5;                   // |bw - median| <= band * median: the median
+    uint64_t bandHoldNs = 300'000'000;        // ... and until outside (or back inside) that long
+    double farBelow = 0.25;                   // below this fraction of the median ...
+    uint64_t farBelowHoldNs = 50'000'000;     // ... a rail leaves the band after this long
     double slowRailMargin = 2;       // a degraded rail's predicted completion counts this much more
     double slowRailRaise = 2;        // a possible burst lifts a slow rail this much at most ...
     uint64_t burstBytes = 1u << 20;  // ... while a bucket this large could explain it
@@ -146,9 +147,12 @@ class RailStriper {
   // their queue is full) are treated as full. `wholeMessage`: the chunk is its message's only
   // one, so the message waits for it wherever it goes, with no other chunk to hide the wait
   // behind: a check never takes it, and a probe of a degraded rail only after
-  // `wholeMessageSpacing` times the idle time a probe needs otherwise.
+  // `wholeMessageSpacing` times the idle time a probe needs otherwise. `smallMessage`: its
+  // message is under `smallMessageBytes`, cut into a few small chunks; it gets the same
+  // protection (a few milliseconds of other chunks hide no wait on a slow rail either), but
+  // stays a chunk among its message's others for placing.
   int pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask = 0,
-           bool wholeMessage = false);
+           bool wholeMessage = false, bool smallMessage = false);
 
   // Bookkeeping the transport reports back. `measurable` chunks (>= measureMinBytes) feed the
   // bandwidth estimate; the flag must be the same on both calls for one chunk.

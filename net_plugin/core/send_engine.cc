@@ -204,7 +204,9 @@ void SendEngine::placeChunks(uint64_t nowNs) {
   SendTracker::Entry e;
   while (tracker_.peek(&e)) {
     if (mustWait(e)) return;
-    int r = striper_.pick(e.bytes, nowNs, excluded, tracker_.plan(e.message).count == 1);
+    const ChunkPlan& plan = tracker_.plan(e.message);
+    int r = striper_.pick(e.bytes, nowNs, excluded, plan.count == 1,
+                          plan.totalBytes < config_.striper.smallMessageBytes);
     if (r < 0) return;
     // When it should land: the rail's queue and the chunk at the rail's estimate (what
     // placeLateCopies holds the rail to).

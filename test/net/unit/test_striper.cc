@@ -293,7 +293,7 @@ TEST_CASE("striper: idle rails are probed now and then", "[net][striper]") {
 }
 
 TEST_CASE(
-    "striper: a much slower rail is probed at most once per ten probe times (whole "
+    "striper: a much slower rail is probed at most once per ten probe times (whole or small "
     "messages: a hundred)",
     "[net][striper]") {
   RailStriper::Config cfg;
@@ -321,16 +321,17 @@ TEST_CASE(
   REQUIRE(picks < 8);
   REQUIRE(s.samples(1) == 1);
   CHECK(s.bandwidth(1) == Approx(1e6).epsilon(0.01));
-  // Chunks of larger messages, then chunks that are each their whole message (no other chunk
-  // hides a probe's wait).
-  const bool whole = GENERATE(false, true);
-  const uint64_t spacingNs = whole ? 6'550'000'000 : 655'000'000;
+  // Chunks of larger messages, then chunks that are each their whole message or belong to a
+  // small one (no other chunk hides a probe's wait).
+  const int kind = GENERATE(0, 1, 2);  // large message, whole, small
+  const bool spaced = kind != 0;
+  const uint64_t spacingNs = spaced ? 6'550'000'000 : 655'000'000;
   int probes = 0;
   uint64_t lastProbe = now;
   now += 65'536'000;
   for (int i = 0; i < 2000; ++i) {
     now += 10'000'000;  // 20 s in all
-    int r = s.pick(64 << 10, now, 0, whole);
+    int r = s.pick(64 << 10, now, 0, kind == 1, kind == 2);
     REQUIRE(r >= 0);
     if (r == 1) {
       CHECK(now - lastProbe >= spacingNs);
@@ -341,10 +342,10 @@ TEST_CASE(
     s.onCompleted(r, 64 << 10, now + 1000);
   }
   // Every 0.66-0.74 s (the spacing, then the next probe turn): 27 to 30, not the cadence's 250;
-  // for whole messages every 6.6-6.7 s: 3.
+  // for whole or small messages every 6.6-6.7 s: 3.
   INFO("probes: " << probes);
-  CHECK(probes >= (whole ? 2 : 26));
-  CHECK(probes <= (whole ? 3 : 31));
+  CHECK(probes >= (spaced ? 2 : 26));
+  CHECK(probes <= (spaced ? 3 : 31));
 }
 
 TEST_CASE("striper: two rails at a tenth, the median of three, are probed with the spacing too",
@@ -654,8 +655,9 @@ TEST_CASE("striper: a degraded rail's bursts do not buy back its share", "[net][
   s.onCompleted(2, 64 << 10, t += 3'000'000);
   CHECK(s.bandwidth(2) == Approx(6.2e6).epsilon(0.01));
   // The rail is being checked: it takes the next chunk while empty (one at a time), unless that
-  // chunk is its whole message.
+  // chunk is its whole message or one of a small message's.
   CHECK(s.pick(64 << 10, t, 0, true) != 2);
+  CHECK(s.pick(16 << 10, t, 0, false, true) != 2);
   CHECK(s.pick(64 << 10, t) == 2);
   // Two chunks at once fit the bucket too (one sample, ~33 MB/s): no more than double what the
   // rail sustained, however many such samples come.
