@@ -400,8 +400,12 @@ void oursMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
   if (t >= c.nextEvaluateNs) {
     c.nextEvaluateNs = t + kEvaluateNs;
     double bw[RailStriper::kMaxRails];
-    for (int r = 0; r < W->nics; ++r) bw[r] = s.bandwidth(r);
-    h.evaluate(t, bw);
+    uint64_t samples[RailStriper::kMaxRails];
+    for (int r = 0; r < W->nics; ++r) {
+      bw[r] = s.bandwidth(r);
+      samples[r] = s.busySamples(r);
+    }
+    h.evaluate(t, bw, samples);
     for (int r = 0; r < W->nics; ++r) s.setMode(r, h.mode(r));
   }
 }

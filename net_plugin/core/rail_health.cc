@@ -156,14 +156,14 @@ bool RailHealth::rejoin(int r, uint64_t nowNs) {
   return true;
 }
 
-void RailHealth::evaluate(uint64_t nowNs, const double* bandwidth) {
+void RailHealth::evaluate(uint64_t nowNs, const double* bandwidth, const uint64_t* samples) {
   for (int r = 0; r < rails(); ++r) {
     Rail& rail = rails_[r];
     if (rail.state == State::kProbing && nowNs - rail.sinceNs >= config_.probationNs) {
       transition(r, State::kHealthy, nowNs, "rail_healthy", "probation passed");
     }
   }
-  if (bandwidth == nullptr) return;
+  if (bandwidth == nullptr || samples == nullptr) return;
   double peers[RailStriper::kMaxRails];
   for (int r = 0; r < rails(); ++r) {
     Rail& rail = rails_[r];
@@ -180,7 +180,7 @@ void RailHealth::evaluate(uint64_t nowNs, const double* bandwidth) {
       std::nth_element(peers, peers + n / 2, peers + n);
       reference = peers[n / 2];
     }
-    if (!rail.degradation.update(bandwidth[r], reference, nowNs)) continue;
+    if (!rail.degradation.update(bandwidth[r], reference, nowNs, samples[r])) continue;
     char detail[96];
     std::snprintf(detail, sizeof(detail), "%.2f Gbit/s vs %.2f Gbit/s on its peers",
                   bandwidth[r] * 8e-9, reference * 8e-9);

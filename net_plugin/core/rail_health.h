@@ -80,8 +80,9 @@ class RailHealth {
   // outstanding: the normal end of a connection, not an incident).
   bool fail(int r, uint64_t nowNs, const std::string& reason, bool warn = true);
   bool rejoin(int r, uint64_t nowNs);
-  // Probation ends; degradation verdicts (bandwidth per rail, sender side; NULL skips).
-  void evaluate(uint64_t nowNs, const double* bandwidth);
+  // Probation ends; degradation verdicts (sender side: each rail's estimated bandwidth and how
+  // many times it has been measured while busy, the striper's busySamples(); NULL skips them).
+  void evaluate(uint64_t nowNs, const double* bandwidth, const uint64_t* samples);
 
   uint64_t failures(int r) const { return rails_[r].failures; }
   uint64_t rejoins(int r) const { return rails_[r].rejoins; }

@@ -37,7 +37,7 @@ void RailStriper::setBandwidth(int rail, double bytesPerSec) {
   r.burstCredit = double(config_.burstBytes);
   r.sampleBytes = r.sampleNs = 0;
   r.sampleMinChunk = UINT64_MAX;
-  r.samples = 0;
+  r.samples = r.busySamples = 0;
   r.outside = r.distinct = r.checking = r.provenHeal = false;
   r.closedAtNs = UINT64_MAX;  // a new estimate: nothing to take again
 }
@@ -263,6 +263,7 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
     r.sampleNs = b.sampleNs;
     r.sampleMinChunk = std::min(b.sampleMinChunk, bytes);
     r.samples = b.samples;
+    r.busySamples = b.busySamples;
     r.firstSampleNs = b.firstSampleNs;
     r.checking = b.checking;
     r.afterIdle = b.afterIdle;
@@ -310,9 +311,9 @@ void RailStriper::onCompleted(int rail, uint64_t bytes, uint64_t nowNs) {
 
 void RailStriper::takeSample(int rail, uint64_t nowNs, bool burstSpent, const Peers& peers) {
   Rail& r = rails_[rail];
-  r.beforeClose = {r.bandwidth, r.sustained,      r.burstCredit, r.creditNs,      r.sampleBytes,
-                   r.sampleNs,  r.sampleMinChunk, r.samples,     r.firstSampleNs, r.checking,
-                   r.afterIdle, r.pipelined,      burstSpent};
+  r.beforeClose = {r.bandwidth, r.sustained,      r.burstCredit, r.creditNs,    r.sampleBytes,
+                   r.sampleNs,  r.sampleMinChunk, r.samples,     r.busySamples, r.firstSampleNs,
+                   r.checking,  r.afterIdle,      r.pipelined,   burstSpent};
   r.closedAtNs = nowNs;
   double sample = clampBandwidth(double(r.sampleBytes) * 1e9 / double(r.sampleNs));
   double alpha = r.samples == 0                                           ? 1.0
@@ -371,6 +372,7 @@ void RailStriper::takeSample(int rail, uint64_t nowNs, bool burstSpent, const Pe
   r.sampleMinChunk = UINT64_MAX;
   if (r.samples == 0) r.firstSampleNs = nowNs;
   ++r.samples;
+  if (!r.beforeClose.afterIdle) ++r.busySamples;  // (afterIdle as this sample began)
   // What the burst lifted goes (see onCompleted).
   if (burstSpent) r.bandwidth = std::min(r.bandwidth, r.sustained);
 }

@@ -177,6 +177,13 @@ class RailStriper {
   uint64_t assignedBytes(int rail) const { return rails_[rail].assignedBytes; }
   // Measurements since the estimate was last set (0: still a guess).
   uint64_t samples(int rail) const { return rails_[rail].samples; }
+  // ... of which began while the rail was busy: not right after it idled (since its last
+  // pipelined sample), when a shaper's bucket may have saved up a burst. The evidence a
+  // degradation verdict counts: a connection that sends a few chunks now and then measures only
+  // its rails' bursts, which differ from rail to rail with what other connections left in each
+  // bucket (in the mistuned demo scenario, samples of 55-150 MB/s on 31 MB/s rails). A rail
+  // given one chunk at a time without a pause (a slow rail's small share) still counts.
+  uint64_t busySamples(int rail) const { return rails_[rail].busySamples; }
   bool measurable(uint64_t bytes) const { return bytes >= config_.measureMinBytes; }
 
  private:
@@ -200,6 +207,7 @@ class RailStriper {
     bool checking = false;     // a fast lone chunk on a degraded rail: a heal or a burst?
     uint64_t assignedBytes = 0;
     uint64_t samples = 0;
+    uint64_t busySamples = 0;
     uint64_t firstSampleNs = 0;  // the first sample since the estimate was set
     bool outside = false;        // the estimate is outside the band (or inside) ...
     uint64_t sideSinceNs = 0;    // ... since then
@@ -211,7 +219,7 @@ class RailStriper {
     uint64_t closedAtNs = UINT64_MAX;
     struct Estimate {
       double bandwidth, sustained, burstCredit;
-      uint64_t creditNs, sampleBytes, sampleNs, sampleMinChunk, samples, firstSampleNs;
+      uint64_t creditNs, sampleBytes, sampleNs, sampleMinChunk, samples, busySamples, firstSampleNs;
       bool checking, afterIdle, pipelined, burstSpent;
     } beforeClose{};
   };

@@ -136,7 +136,7 @@ int RecvEngine::controlRail() const {
 void RecvEngine::evaluateHealth(uint64_t nowNs) {
   if (nowNs >= nextEvaluateNs_) {
     nextEvaluateNs_ = nowNs + kEvaluateNs;
-    health_.evaluate(nowNs, nullptr);
+    health_.evaluate(nowNs, nullptr, nullptr);
   }
   uint64_t since = health_.noLiveRailSinceNs();
   if (since != 0 && nowNs - since >= config_.peerTimeoutNs && outstanding()) {

@@ -407,8 +407,12 @@ void SendEngine::evaluateHealth(uint64_t nowNs) {
   if (nowNs >= nextEvaluateNs_) {
     nextEvaluateNs_ = nowNs + kEvaluateNs;
     double bw[RailStriper::kMaxRails];
-    for (int r = 0; r < nRails_; ++r) bw[r] = striper_.bandwidth(r);
-    health_.evaluate(nowNs, bw);
+    uint64_t samples[RailStriper::kMaxRails];
+    for (int r = 0; r < nRails_; ++r) {
+      bw[r] = striper_.bandwidth(r);
+      samples[r] = striper_.busySamples(r);
+    }
+    health_.evaluate(nowNs, bw, samples);
     for (int r = 0; r < nRails_; ++r) striper_.setMode(r, placementMode(r));
     metrics_.publish(nowNs, striper_);
   }

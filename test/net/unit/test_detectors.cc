@@ -137,24 +137,73 @@ TEST_CASE("degradation: needs a persistent gap, with hysteresis", "[net][detecto
   cfg.degradeBelow = 0.5;
   cfg.recoverAbove = 0.7;
   cfg.holdNs = 300 * kMs;
+  cfg.minSamples = 2;
   DegradationDetector d(cfg);
   uint64_t t = 0;
+  uint64_t n = 0;  // the rail is measured between every two updates
   // Briefly slow: no verdict.
-  CHECK_FALSE(d.update(0.2, 1.0, t));
-  CHECK_FALSE(d.update(0.2, 1.0, t += 200 * kMs));
-  CHECK_FALSE(d.update(0.9, 1.0, t += 10 * kMs));
-  CHECK_FALSE(d.update(0.2, 1.0, t += 10 * kMs));
-  CHECK_FALSE(d.update(0.2, 1.0, t += 299 * kMs));
+  CHECK_FALSE(d.update(0.2, 1.0, t, ++n));
+  CHECK_FALSE(d.update(0.2, 1.0, t += 200 * kMs, ++n));
+  CHECK_FALSE(d.update(0.9, 1.0, t += 10 * kMs, ++n));
+  CHECK_FALSE(d.update(0.2, 1.0, t += 10 * kMs, ++n));
+  CHECK_FALSE(d.update(0.2, 1.0, t += 299 * kMs, ++n));
   CHECK_FALSE(d.degraded());
-  CHECK(d.update(0.2, 1.0, t += 2 * kMs));
+  CHECK(d.update(0.2, 1.0, t += 2 * kMs, ++n));
   CHECK(d.degraded());
   // Between the thresholds: stays degraded however long.
-  for (int i = 0; i < 100; ++i) CHECK_FALSE(d.update(0.6, 1.0, t += 100 * kMs));
+  for (int i = 0; i < 100; ++i) CHECK_FALSE(d.update(0.6, 1.0, t += 100 * kMs, ++n));
   CHECK(d.degraded());
   // Above recoverAbove long enough: healthy.
-  CHECK_FALSE(d.update(0.8, 1.0, t += 1));
-  CHECK(d.update(0.8, 1.0, t += 300 * kMs));
+  CHECK_FALSE(d.update(0.8, 1.0, t += 1, ++n));
+  CHECK_FALSE(d.update(0.8, 1.0, t += 150 * kMs, ++n));
+  CHECK(d.update(0.8, 1.0, t += 150 * kMs, ++n));
   CHECK_FALSE(d.degraded());
+}
+
+TEST_CASE("degradation: a low estimate left by a quiet connection is not a verdict",
+          "[net][detector]") {
+  DegradationDetector::Config cfg;
+  cfg.degradeBelow = 0.5;
+  cfg.recoverAbove = 0.7;
+  cfg.holdNs = 300 * kMs;
+  cfg.minSamples = 3;
+  DegradationDetector d(cfg);
+  uint64_t t = 0;
+  CHECK_FALSE(d.update(0.9, 1.0, t, 39));
+  // One low sample (a receiver that paused) crosses, then the connection carries nothing: its
+  // estimate stays where that sample left it, for far longer than the hold.
+  CHECK_FALSE(d.update(0.25, 1.0, t += 20 * kMs, 40));
+  for (int i = 0; i < 20; ++i) CHECK_FALSE(d.update(0.25, 1.0, t += 100 * kMs, 40));
+  CHECK_FALSE(d.degraded());
+  // Used again: the crossing's own sample and one more are not yet enough, whatever the time ...
+  CHECK_FALSE(d.update(0.3, 1.0, t += 10 * kMs, 41));
+  CHECK_FALSE(d.degraded());
+  // ... and the next, still low, is: the third measurement since the crossing confirms it.
+  CHECK(d.update(0.3, 1.0, t += 10 * kMs, 42));
+  CHECK(d.degraded());
+  // Recovery needs the same evidence: a quiet spell after one fast sample is not enough.
+  CHECK_FALSE(d.update(0.9, 1.0, t += 1, 43));
+  CHECK_FALSE(d.update(0.9, 1.0, t += 1000 * kMs, 43));
+  CHECK(d.degraded());
+  CHECK_FALSE(d.update(0.9, 1.0, t += 1, 44));
+  CHECK(d.update(0.9, 1.0, t += 1, 45));
+  CHECK_FALSE(d.degraded());
+  // A rail that really slowed: the samples that made it cross count, so the verdict comes
+  // after the hold although few come later (its share shrinks at once).
+  CHECK_FALSE(d.update(0.9, 1.0, t += 1, 45));
+  CHECK_FALSE(d.update(0.1, 1.0, t += 20 * kMs, 47));
+  CHECK_FALSE(d.update(0.1, 1.0, t += 150 * kMs, 47));
+  CHECK(d.update(0.1, 1.0, t += 150 * kMs, 48));
+  CHECK(d.degraded());
+  // An estimate set afresh (a re-joined rail: its count starts again) restarts a pending change
+  // rather than passing it on a count from before.
+  d.reset();
+  CHECK_FALSE(d.update(0.9, 1.0, t += 1, 49));
+  CHECK_FALSE(d.update(0.2, 1.0, t += 1, 50));
+  CHECK_FALSE(d.update(0.2, 1.0, t += 400 * kMs, 0));
+  CHECK_FALSE(d.update(0.2, 1.0, t += 400 * kMs, 1));
+  CHECK_FALSE(d.update(0.2, 1.0, t += 1, 2));
+  CHECK(d.update(0.2, 1.0, t += 1, 3));
 }
 
 TEST_CASE("degradation: a ratio oscillating around one threshold does not flap",
@@ -164,7 +213,7 @@ TEST_CASE("degradation: a ratio oscillating around one threshold does not flap",
   int changes = 0;
   for (int i = 0; i < 10000; ++i) {
     double ratio = i % 2 ? 0.45 : 0.55;  // crosses degradeBelow every sample
-    changes += d.update(ratio, 1.0, t += 50 * kMs);
+    changes += d.update(ratio, 1.0, t += 50 * kMs, uint64_t(i));
   }
   CHECK(changes == 0);
 }
@@ -172,12 +221,13 @@ TEST_CASE("degradation: a ratio oscillating around one threshold does not flap",
 TEST_CASE("degradation: no peers, no verdict", "[net][detector]") {
   DegradationDetector::Config cfg;
   cfg.holdNs = 0;
+  cfg.minSamples = 0;
   DegradationDetector d(cfg);
-  CHECK(d.update(0.1, 1.0, 1));
+  CHECK(d.update(0.1, 1.0, 1, 1));
   CHECK(d.degraded());
-  CHECK(d.update(0.1, 0.0, 2));  // peers gone: cleared
+  CHECK(d.update(0.1, 0.0, 2, 2));  // peers gone: cleared
   CHECK_FALSE(d.degraded());
-  CHECK_FALSE(d.update(0.1, 0.0, 3));
+  CHECK_FALSE(d.update(0.1, 0.0, 3, 3));
 }
 
 TEST_CASE("failback: exponential backoff, capped, never gives up", "[net][failback]") {

@@ -69,9 +69,9 @@ TEST_CASE("rail health: fail, re-join, probation; every change counted and journ
   REQUIRE(h.rejoin(1, 100 * kMs));
   CHECK(h.state(1) == State::kProbing);
   CHECK(h.rejoins(1) == 1);
-  h.evaluate(599 * kMs, nullptr);
+  h.evaluate(599 * kMs, nullptr, nullptr);
   CHECK(h.state(1) == State::kProbing);
-  h.evaluate(600 * kMs, nullptr);
+  h.evaluate(600 * kMs, nullptr, nullptr);
   CHECK(h.state(1) == State::kHealthy);
   CHECK(journalCount("rail_rejoined") == 1);
   CHECK(journalCount("rail_healthy") == 1);
@@ -112,14 +112,32 @@ TEST_CASE("rail health: a persistently slow rail is marked degraded, then recove
   h.init(0x79, "send", rails(3), cfg, 0);
   for (int r = 0; r < 3; ++r) h.connected(r, 0);
   double bw[3] = {1e9, 1e9, 2e8};
-  for (uint64_t t = 0; t <= 200 * kMs; t += 10 * kMs) h.evaluate(t, bw);
+  uint64_t samples[3] = {0, 0, 0};
+  auto measureAll = [&] {
+    for (uint64_t& n : samples) ++n;
+  };
+  for (uint64_t t = 0; t <= 200 * kMs; t += 10 * kMs, measureAll()) h.evaluate(t, bw, samples);
   CHECK(h.state(2) == State::kDegraded);
   CHECK(h.state(0) == State::kHealthy);
   CHECK(journalCount("rail_degraded") == 1);
   bw[2] = 9e8;
-  for (uint64_t t = 300 * kMs; t <= 500 * kMs; t += 10 * kMs) h.evaluate(t, bw);
+  for (uint64_t t = 300 * kMs; t <= 500 * kMs; t += 10 * kMs, measureAll())
+    h.evaluate(t, bw, samples);
   CHECK(h.state(2) == State::kHealthy);
   CHECK(journalCount("rail_recovered") == 1);
+  // A low estimate that no further measurement confirms (the connection went quiet after the
+  // one low sample, taken last, that lowered it) is no verdict, however long it stands.
+  bw[2] = 2e8;
+  for (uint64_t t = 600 * kMs; t <= 1600 * kMs; t += 10 * kMs) h.evaluate(t, bw, samples);
+  CHECK(h.state(2) == State::kHealthy);
+  // Confirmed by two more (with that one, the default minSamples of three), it is.
+  measureAll();
+  h.evaluate(1610 * kMs, bw, samples);
+  CHECK(h.state(2) == State::kHealthy);
+  measureAll();
+  h.evaluate(1620 * kMs, bw, samples);
+  CHECK(h.state(2) == State::kDegraded);
+  CHECK(journalCount("rail_degraded") == 2);
 }
 
 TEST_CASE("rail health: a stall is blamed on one rail only when the peer shows life elsewhere",

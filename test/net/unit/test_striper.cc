@@ -463,6 +463,68 @@ TEST_CASE("striper: a latency-bound sample raises the estimate but never lowers 
   CHECK(s.bandwidth(0) > 2 * low);
 }
 
+TEST_CASE("striper: only samples that began while the rail was busy count as busy samples",
+          "[net][striper]") {
+  // The evidence a degradation verdict counts (RailHealth): a sample that began after the rail
+  // idled may measure a burst its shaper saved up meanwhile.
+  RailStriper::Config cfg;
+  cfg.sampleMinNs = 1'000'000;
+  RailStriper s = activeStriper(1, cfg);
+  s.setBandwidth(0, 1e9);
+  const uint64_t chunk = 1 << 20;
+  uint64_t t = 0;
+  // A fresh rail, one chunk at a time: measured, but nothing yet shows it busy since it idled.
+  for (int i = 0; i < 5; ++i) {
+    s.onAssigned(0, chunk, t);
+    s.onCompleted(0, chunk, t += 2'000'000);
+  }
+  CHECK(s.samples(0) == 5);
+  CHECK(s.busySamples(0) == 0);
+  // Two at once after an idle spell: pipelined, but it may be a burst.
+  t += 100'000'000;
+  s.onAssigned(0, chunk, t);
+  s.onAssigned(0, chunk, t);
+  s.onCompleted(0, chunk, t += 1'000'000);
+  CHECK(s.samples(0) == 6);
+  CHECK(s.busySamples(0) == 0);
+  // Kept busy, two in flight at every completion: busy samples.
+  for (int i = 0; i < 4; ++i) {
+    s.onAssigned(0, chunk, t);
+    s.onCompleted(0, chunk, t += 1'000'000);
+  }
+  CHECK(s.samples(0) == 10);
+  CHECK(s.busySamples(0) == 4);
+  // Two completions at one instant are one sample, counted once.
+  s.onAssigned(0, chunk, t);
+  s.onAssigned(0, chunk, t);
+  t += 2'000'000;
+  s.onCompleted(0, chunk, t);
+  s.onCompleted(0, chunk, t);
+  CHECK(s.samples(0) == 11);
+  CHECK(s.busySamples(0) == 5);
+  // The last chunk in flight lands; then one chunk at a time with no pause between (a slow
+  // rail's small share): busy too.
+  s.onCompleted(0, chunk, t += 1'000'000);
+  CHECK(s.inFlight(0) == 0);
+  CHECK(s.samples(0) == 12);
+  CHECK(s.busySamples(0) == 6);
+  for (int i = 0; i < 3; ++i) {
+    s.onAssigned(0, chunk, t);
+    s.onCompleted(0, chunk, t += 2'000'000);
+  }
+  CHECK(s.samples(0) == 15);
+  CHECK(s.busySamples(0) == 9);
+  // After an idle spell, not.
+  t += 100'000'000;
+  s.onAssigned(0, chunk, t);
+  s.onCompleted(0, chunk, t += 2'000'000);
+  CHECK(s.samples(0) == 16);
+  CHECK(s.busySamples(0) == 9);
+  // A new estimate starts the count again.
+  s.setBandwidth(0, 1e9);
+  CHECK(s.busySamples(0) == 0);
+}
+
 TEST_CASE("striper: chunks reported done at one instant count in one sample", "[net][striper]") {
   // A poll that finds several chunks done, or chunks that shared the rail and finished
   // together, reports them at the same instant. The sample taken at the first of them must
