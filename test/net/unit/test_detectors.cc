@@ -162,12 +162,8 @@ TEST_CASE("degradation: needs a persistent gap, with hysteresis", "[net][detecto
 
 TEST_CASE("degradation: a low estimate left by a quiet connection is not a verdict",
           "[net][detector]") {
-  DegradationDetector::Config cfg;
-  cfg.degradeBelow = 0.5;
-  cfg.recoverAbove = 0.7;
-  cfg.holdNs = 300 * kMs;
-  cfg.minSamples = 3;
-  DegradationDetector d(cfg);
+  // The defaults: below 0.5, above 0.7, for 300 ms and three measurements.
+  DegradationDetector d;
   uint64_t t = 0;
   CHECK_FALSE(d.update(0.9, 1.0, t, 39));
   // One low sample (a receiver that paused) crosses, then the connection carries nothing: its

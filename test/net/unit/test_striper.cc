@@ -473,11 +473,14 @@ TEST_CASE("striper: only samples that began while the rail was busy count as bus
   s.setBandwidth(0, 1e9);
   const uint64_t chunk = 1 << 20;
   uint64_t t = 0;
+  auto oneAtATime = [&](int chunks) {
+    for (int i = 0; i < chunks; ++i) {
+      s.onAssigned(0, chunk, t);
+      s.onCompleted(0, chunk, t += 2'000'000);
+    }
+  };
   // A fresh rail, one chunk at a time: measured, but nothing yet shows it busy since it idled.
-  for (int i = 0; i < 5; ++i) {
-    s.onAssigned(0, chunk, t);
-    s.onCompleted(0, chunk, t += 2'000'000);
-  }
+  oneAtATime(5);
   CHECK(s.samples(0) == 5);
   CHECK(s.busySamples(0) == 0);
   // Two at once after an idle spell: pipelined, but it may be a burst.
@@ -508,16 +511,12 @@ TEST_CASE("striper: only samples that began while the rail was busy count as bus
   CHECK(s.inFlight(0) == 0);
   CHECK(s.samples(0) == 12);
   CHECK(s.busySamples(0) == 6);
-  for (int i = 0; i < 3; ++i) {
-    s.onAssigned(0, chunk, t);
-    s.onCompleted(0, chunk, t += 2'000'000);
-  }
+  oneAtATime(3);
   CHECK(s.samples(0) == 15);
   CHECK(s.busySamples(0) == 9);
   // After an idle spell, not.
   t += 100'000'000;
-  s.onAssigned(0, chunk, t);
-  s.onCompleted(0, chunk, t += 2'000'000);
+  oneAtATime(1);
   CHECK(s.samples(0) == 16);
   CHECK(s.busySamples(0) == 9);
   // A new estimate starts the count again.
