@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "common/params.h"
 
 namespace autopilot::net::core {
@@ -82,6 +83,7 @@ CommConfig load() {
   c.health.failback.maxBackoffNs = uint64_t(gFailbackMaxMs.get()) * 1'000'000;
   c.health.degradation.degradeBelow = gDegradedRatio.get();
   c.striper.equalBand = gEqualBand.get();
+  c.striper.probePhaseNs = realtimeMinusMonotonicNs();
   c.health.degradation.recoverAbove = std::min(0.99, gDegradedRatio.get() * 1.4);
   c.peerTimeoutNs = uint64_t(gPeerTimeoutMs.get()) * 1'000'000;
   c.failover = gFailover.get();

@@ -1,6 +1,7 @@
 #include "net_plugin/core/rail_striper.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 namespace autopilot::net::core {
@@ -155,7 +156,8 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
       return i;
     }
   }
-  if (config_.probeEvery != 0 && picks_ % config_.probeEvery == 0) {
+  if (config_.probeEvery != 0) {
+    const bool turn = picks_ % config_.probeEvery == 0;
     int probe = -1;
     for (int i = 0; i < n_; ++i) {
       const Rail& r = rails_[i];
@@ -165,14 +167,28 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
       // inside the band: without this, each was probed every 50 ms, and each probe held a
       // message 21 ms): a guess (a re-joined rail starts small) and the first samples of a
       // fresh connection (TCP's slow start) must be measured again soon.
+      const bool spaced = r.samples > 0 && (r.distinct || isSlowRail(i, measuredPeers(i), nowNs));
+      const bool aligned = spaced && config_.probeAlign;
+      if (!turn && !aligned) continue;
       double idleNeeded = double(config_.probeIdleNs);
-      if (r.samples > 0 && (r.distinct || isSlowRail(i, measuredPeers(i), nowNs))) {
+      if (spaced) {
         const double probeNs = double(chunkBytes) * 1e9 / r.bandwidth;  // >= minBandwidth
         const double spacing =
             config_.probeSpacing * (unhidden ? config_.wholeMessageSpacing : 1.0);
         idleNeeded = std::max(idleNeeded, spacing * probeNs);
       }
-      if (double(nowNs - r.lastAssignedNs) < idleNeeded) continue;
+      const uint64_t idle = nowNs - r.lastAssignedNs;
+      if (aligned) {
+        // In the first quarter of a period (see probeAlign), if the rail has taken nothing for
+        // 3/4 of one: probes come a period apart, and a rail that carries its share is not
+        // probed.
+        const uint64_t period =
+            std::bit_ceil(std::max<uint64_t>(4, uint64_t(std::min(idleNeeded, 0x1p62))));
+        const uint64_t into = (nowNs + config_.probePhaseNs) % period;
+        if (into >= period / 4 || idle < period / 4 * 3) continue;
+      } else if (double(idle) < idleNeeded) {
+        continue;
+      }
       if (probe < 0 || r.lastAssignedNs < rails_[probe].lastAssignedNs) probe = i;
     }
     if (probe >= 0) return probe;

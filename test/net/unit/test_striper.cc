@@ -2,6 +2,7 @@
 // standby rails, equal split. Includes a small discrete-event simulation of rails with
 // different speeds.
 #include <algorithm>
+#include <bit>
 #include <catch2/catch.hpp>
 #include <initializer_list>
 #include <vector>
@@ -325,7 +326,10 @@ TEST_CASE(
   // small one (no other chunk hides a probe's wait).
   const int kind = GENERATE(0, 1, 2);  // large message, whole, small
   const bool spaced = kind != 0;
-  const uint64_t spacingNs = spaced ? 6'550'000'000 : 655'000'000;
+  // Ten (a hundred) times 65.5 ms, rounded up to a power of two of ns (probeAlign): probes come
+  // in the first quarter of each period, so at least 3/4 of a period apart.
+  const uint64_t periodNs = spaced ? 1ull << 33 : 1ull << 30;  // 8.6 s, 1.07 s
+  const uint64_t spacingNs = periodNs / 4 * 3;
   int probes = 0;
   uint64_t lastProbe = now;
   now += 65'536'000;
@@ -341,11 +345,11 @@ TEST_CASE(
     s.onAssigned(r, 64 << 10, now);
     s.onCompleted(r, 64 << 10, now + 1000);
   }
-  // Every 0.66-0.74 s (the spacing, then the next probe turn): 27 to 30, not the cadence's 250;
-  // for whole or small messages every 6.6-6.7 s: 3.
+  // Once per period: 18 or 19 in 20 s, not the cadence's 250; for whole or small messages 2 or
+  // 3.
   INFO("probes: " << probes);
-  CHECK(probes >= (spaced ? 2 : 26));
-  CHECK(probes <= (spaced ? 3 : 31));
+  CHECK(probes >= (spaced ? 2 : 18));
+  CHECK(probes <= (spaced ? 3 : 19));
 }
 
 TEST_CASE("striper: two rails at a tenth, the median of three, are probed with the spacing too",
@@ -374,16 +378,89 @@ TEST_CASE("striper: two rails at a tenth, the median of three, are probed with t
       s.onCompleted(0, 64 << 10, t + 1000);
       continue;
     }
-    // A probe: at least ten times its time on the rail since the rail's previous one.
-    if (last[r] != 0) CHECK(t - last[r] >= 10 * chunkNs);
+    // A probe: in the first quarter of a period of ten times its time on the rail rounded up
+    // to a power of two of ns (probeAlign), at least 3/4 of one after the rail's previous one.
+    const uint64_t period = std::bit_ceil(10 * chunkNs);
+    CHECK(t % period < period / 4);
+    if (last[r] != 0) CHECK(t - last[r] >= period / 4 * 3);
     last[r] = t;
     ++probes;
     s.onCompleted(r, 64 << 10, t + chunkNs);  // at the rail's rate: no burst, no check
   }
-  // Each slow rail every 0.22-0.3 s (the spacing, then the next probe turn): 30-46 in all.
+  // Each slow rail once per period (268 ms): 36-38 in all.
   INFO("probes: " << probes);
-  CHECK(probes >= 25);
-  CHECK(probes <= 47);
+  CHECK(probes >= 34);
+  CHECK(probes <= 39);
+}
+
+TEST_CASE("striper: connections probe a slow rail together, whatever their cadence and estimate",
+          "[net][striper]") {
+  // Four connections of a ring (one per rank), each over three rails, the middle one at a tenth
+  // of the others' rate, each connection with its own estimate of it (2.9-3.5 MB/s) and its own
+  // pick times. A probe of the slow rail holds the connection's message for the chunk's time
+  // there (21 ms), and a ring step waits for every connection: probes taken in the same period
+  // hold the ring about once; taken independently, each holds it.
+  const bool align = GENERATE(true, false);
+  const double slow[4] = {2.9e6, 3.1e6, 3.3e6, 3.5e6};
+  const uint64_t every[4] = {3'000'000, 4'000'000, 5'000'000, 7'000'000};  // a pick each
+  const uint64_t phase = 123'456'789;  // CLOCK_REALTIME - CLOCK_MONOTONIC, shared by all
+  std::vector<RailStriper> conns;
+  std::vector<uint64_t> next(4);
+  for (int c = 0; c < 4; ++c) {
+    RailStriper::Config cfg;
+    cfg.probeAlign = align;
+    cfg.probePhaseNs = phase;
+    conns.push_back(activeStriper(3, cfg));
+    uint64_t t = 1'000'000'000 + uint64_t(c) * 1'700'000;
+    measureRails(conns.back(), {31e6, slow[c], 31e6}, &t);
+    conns.back().pick(64 << 10, t);                          // the slow rail leaves the band ...
+    next[size_t(c)] = t + conns.back().config().bandHoldNs;  // ... once outside this long
+  }
+  // 10 s of picks; each slow-rail probe completes at that connection's rate of it.
+  std::vector<std::vector<uint64_t>> probes(4);
+  const uint64_t end = 11'000'000'000;
+  for (;;) {
+    int c = 0;
+    for (int k = 1; k < 4; ++k) {
+      if (next[size_t(k)] < next[size_t(c)]) c = k;
+    }
+    const uint64_t t = next[size_t(c)];
+    if (t > end) break;
+    RailStriper& s = conns[size_t(c)];
+    const int r = s.pick(64 << 10, t);
+    REQUIRE(r >= 0);
+    s.onAssigned(r, 64 << 10, t);
+    if (r == 1) {
+      probes[size_t(c)].push_back(t);
+      s.onCompleted(r, 64 << 10, t + uint64_t(double(64 << 10) * 1e9 / slow[c]));
+    } else {
+      s.onCompleted(r, 64 << 10, t + 2'000'000);
+    }
+    next[size_t(c)] = t + every[c];
+  }
+  // Probes of the four connections that fall within 30 ms of one another hold the ring once.
+  std::vector<uint64_t> all;
+  for (const auto& p : probes) all.insert(all.end(), p.begin(), p.end());
+  std::sort(all.begin(), all.end());
+  int holds = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (i == 0 || all[i] - all[i - 1] > 30'000'000) ++holds;
+  }
+  // Each connection probes about once per 268 ms period (10 x 21 ms, rounded up to a power of
+  // two of ns), about as often on its own schedule: 31-40 in 10 s either way.
+  for (int c = 0; c < 4; ++c) {
+    INFO("connection " << c << ": " << probes[size_t(c)].size() << " probes");
+    CHECK(probes[size_t(c)].size() >= 25);
+    CHECK(probes[size_t(c)].size() <= 48);
+  }
+  INFO("aligned " << align << ": " << all.size() << " probes hold the ring " << holds << " times");
+  if (align) {
+    // In the first quarter of each period: about one hold per period.
+    for (uint64_t t : all) CHECK((t + phase) % (1ull << 28) < (1ull << 26));
+    CHECK(holds <= 40);
+  } else {
+    CHECK(holds >= 80);
+  }
 }
 
 TEST_CASE("striper: small chunks do not move the estimate; estimates are clamped",
@@ -1055,8 +1132,10 @@ TEST_CASE("striper: small messages stay on one rail while it can take them; larg
   s.setMode(home, RailMode::kActive);
   std::vector<int> back = stream(s, 8, 31, t);
   CHECK(back[size_t(1 - home)] == 31);
-  // A rail measured slow (below the band of its peers) loses them too.
-  RailStriper slow = activeStriper(2);
+  // A rail measured slow (below the band of its peers) loses them too (probes aside).
+  RailStriper::Config noProbes;
+  noProbes.probeEvery = 0;
+  RailStriper slow = activeStriper(2, noProbes);
   uint64_t t2 = 1'000'000'000;
   measureRails(slow, {1e9, 1e9}, &t2);
   std::vector<int> first = stream(slow, 8, 31, t2);
