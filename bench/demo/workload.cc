@@ -13,8 +13,9 @@ inline float value(uint64_t iteration, int rank, size_t i) {
 // value() repeats every kPeriod elements, and so do sums of it over ranks: a buffer is filled
 // and checked against a table of one period, a copy and a compare per element. Computed per
 // element (kPeriod is no power of two: a division each, and one per rank in a sum) the fill
-// and the check took about 5 ms per collective on a rank of the demo's loaded 2-core machine,
-// 11-13% of each phase spent outside the collectives, and CPU taken from the transports.
+// and the check took 5.5-6.8 ms per collective on a rank of the demo's loaded 2-core machine
+// (0.8-1.6 ms now): 11-26% of each phase spent outside the collectives, and CPU the ranks'
+// transports needed.
 struct Period {
   float v[kPeriod];
 };
