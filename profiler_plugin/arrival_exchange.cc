@@ -50,12 +50,7 @@ constexpr size_t kMaxFramesPerRound = 16;
 
 unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
 
-double wallSecondsAt(uint64_t monoNs) {
-  timespec rt;
-  clock_gettime(CLOCK_REALTIME, &rt);
-  double wall = double(rt.tv_sec) + double(rt.tv_nsec) / 1e9;
-  return wall - (double(monotonicNs()) - double(monoNs)) / 1e9;
-}
+double wallSecondsAt(uint64_t monoNs) { return double(monoNs + realtimeMinusMonotonicNs()) / 1e9; }
 
 std::string wallText(double seconds) {
   time_t t = time_t(seconds);
