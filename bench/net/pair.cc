@@ -597,7 +597,9 @@ bool railLine(const std::string& log, const std::string& role, int index, const 
 namespace {
 // The text of rail `rail`'s part of the last close summary in `log` ("" when absent).
 std::string summaryPart(const std::string& log, int rail) {
-  size_t at = log.rfind("send closed:");
+  // The per-rail summary ("send closed: rail 0 ..."), not the ib transport's other lines at
+  // close (fences, rejected writes).
+  size_t at = log.rfind("send closed: rail ");
   if (at == std::string::npos) return "";
   size_t end = log.find('\n', at);
   std::string line = log.substr(at, end == std::string::npos ? std::string::npos : end - at);

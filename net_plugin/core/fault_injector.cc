@@ -17,7 +17,8 @@ namespace {
 params::StringParam gFaultFile(
     "NCCL_AUTOPILOT_FAULT_FILE", "",
     "Simulated rail faults for tests and demos without root: a file re-read while running, "
-    "with lines 'rail <name|index> down|deaf|up|rate <Mbit/s>|qp-reset <n>'. Empty: no simulated "
+    "with lines 'rail <name|index> down|deaf|reject|up|rate <Mbit/s>|qp-reset <n>'. Empty: no "
+    "simulated "
     "faults.");
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
@@ -42,6 +43,7 @@ void FaultInjector::configure(const std::vector<std::string>& names, const std::
   for (int i = 0; i < kMaxRails; ++i) {
     down_[i].store(false, std::memory_order_relaxed);
     deaf_[i].store(false, std::memory_order_relaxed);
+    reject_[i].store(false, std::memory_order_relaxed);
     rateBytesPerSec_[i].store(0, std::memory_order_relaxed);
     qpReset_[i].store(0, std::memory_order_relaxed);
     pacers_[i].reset();
@@ -96,7 +98,7 @@ void FaultInjector::reload() {
   for (const std::string& e : plan.errors) {
     AP_WARN(kFlags, "SIMULATED fault file %s: %s (line ignored)", path_.c_str(), e.c_str());
   }
-  bool down[kMaxRails] = {}, deaf[kMaxRails] = {};
+  bool down[kMaxRails] = {}, deaf[kMaxRails] = {}, reject[kMaxRails] = {};
   uint64_t rate[kMaxRails] = {};
   uint32_t reset[kMaxRails] = {};
   for (const FaultRule& rule : plan.rules) {
@@ -116,10 +118,13 @@ void FaultInjector::reload() {
         down[idx] = true;
         break;
       case FaultRule::Action::kUp:
-        down[idx] = deaf[idx] = false;
+        down[idx] = deaf[idx] = reject[idx] = false;
         break;
       case FaultRule::Action::kDeaf:
         deaf[idx] = true;
+        break;
+      case FaultRule::Action::kReject:
+        reject[idx] = true;
         break;
       case FaultRule::Action::kRate:
         rate[idx] = uint64_t(rule.rateMbps * 1e6 / 8);
@@ -135,6 +140,12 @@ void FaultInjector::reload() {
       AP_WARN(
           kFlags, "SIMULATED fault: rail %d (%s) %s", i, names_[i].c_str(),
           deaf[i] ? "DEAF: nothing it delivers is read here (one direction dead)" : "hears again");
+    }
+    if (reject_[i].exchange(reject[i], std::memory_order_relaxed) != reject[i]) {
+      AP_WARN(kFlags, "SIMULATED fault: rail %d (%s) %s", i, names_[i].c_str(),
+              reject[i] ? "REJECT: its data writes name a remote key the receiver never "
+                          "registered (the receiver's NIC rejects them)"
+                        : "writes with the right keys again");
     }
     uint64_t wasRate = rateBytesPerSec_[i].exchange(rate[i], std::memory_order_relaxed);
     if (qpReset_[i].exchange(reset[i], std::memory_order_relaxed) != reset[i] && reset[i] != 0) {

@@ -40,6 +40,10 @@ class FaultInjector {
   bool deaf(int rail) const {
     return rail >= 0 && rail < kMaxRails && deaf_[rail].load(std::memory_order_relaxed);
   }
+  // Data writes on the rail carry a remote key the receiver never registered (`reject`).
+  bool reject(int rail) const {
+    return rail >= 0 && rail < kMaxRails && reject_[rail].load(std::memory_order_relaxed);
+  }
   // 0: unlimited.
   double rateBytesPerSec(int rail) const {
     return rail >= 0 && rail < kMaxRails
@@ -64,6 +68,7 @@ class FaultInjector {
   uint64_t stamp_[4] = {};  // dev, ino, size, mtime of the last file read
   std::atomic<bool> down_[kMaxRails] = {};
   std::atomic<bool> deaf_[kMaxRails] = {};
+  std::atomic<bool> reject_[kMaxRails] = {};
   std::atomic<uint64_t> rateBytesPerSec_[kMaxRails] = {};
   std::atomic<uint32_t> qpReset_[kMaxRails] = {};
   Pacer pacers_[kMaxRails];
@@ -86,6 +91,7 @@ class FaultView {
   }
   bool down(int r) const { return injector_ != nullptr && injector_->down(global(r)); }
   bool deaf(int r) const { return injector_ != nullptr && injector_->deaf(global(r)); }
+  bool reject(int r) const { return injector_ != nullptr && injector_->reject(global(r)); }
   double rateBytesPerSec(int r) const {
     return injector_ != nullptr ? injector_->rateBytesPerSec(global(r)) : 0.0;
   }

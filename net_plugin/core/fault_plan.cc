@@ -92,8 +92,8 @@ FaultPlan parseFaultPlan(const char* text, size_t length) {
     std::vector<std::string> t = tokens(line);
     if (t.empty()) continue;
     if (t[0] != "rail" || t.size() < 3) {
-      plan.errors.push_back(where +
-                            "expected 'rail <name|index> down|deaf|up|rate <Mbit/s>|qp-reset <n>'");
+      plan.errors.push_back(
+          where + "expected 'rail <name|index> down|deaf|reject|up|rate <Mbit/s>|qp-reset <n>'");
       continue;
     }
     FaultRule rule;
@@ -109,6 +109,8 @@ FaultPlan parseFaultPlan(const char* text, size_t length) {
       rule.action = FaultRule::Action::kDown;
     } else if (t[2] == "deaf" && t.size() == 3) {
       rule.action = FaultRule::Action::kDeaf;
+    } else if (t[2] == "reject" && t.size() == 3) {
+      rule.action = FaultRule::Action::kReject;
     } else if (t[2] == "up" && t.size() == 3) {
       rule.action = FaultRule::Action::kUp;
     } else if (t[2] == "rate" && t.size() == 4) {
@@ -125,7 +127,7 @@ FaultPlan parseFaultPlan(const char* text, size_t length) {
       }
     } else {
       plan.errors.push_back(
-          where + "expected down, deaf, up, rate <Mbit/s> or qp-reset <n> after the rail");
+          where + "expected down, deaf, reject, up, rate <Mbit/s> or qp-reset <n> after the rail");
       continue;
     }
     plan.rules.push_back(std::move(rule));

@@ -4,7 +4,7 @@
 //   # comment
 //   rail <name|index> down         the rail stops moving bytes (no error, no progress),
 //                                   as a dead link would
-//   rail <name|index> up           (the default) undoes `down` and `deaf`
+//   rail <name|index> up           (the default) undoes `down`, `deaf` and `reject`
 //   rail <name|index> deaf         this process reads nothing the rail delivers (its sending
 //                                   side still works): a link dead in one direction, which
 //                                   loses the peer's acknowledgements of data that did land
@@ -13,6 +13,10 @@
 //                                   then destroyed) without telling the peer, as a NIC that
 //                                   resets it would, whenever <n> differs from the last value
 //                                   acted on
+//   rail <name|index> reject       (verbs transport) every data write this process posts on
+//                                   the rail names a remote key the receiver never registered,
+//                                   so the receiver's NIC rejects it (remote access error), as
+//                                   a responder that rejects a request would
 //
 // <index> is the rail's position in this process's rail list (as `autopilot info` prints it);
 // <name> is a rail name. The file describes the whole current state: a rail it does not
@@ -26,7 +30,7 @@
 namespace autopilot::net::core {
 
 struct FaultRule {
-  enum class Action { kDown, kUp, kRate, kQpReset, kDeaf };
+  enum class Action { kDown, kUp, kRate, kQpReset, kDeaf, kReject };
   std::string rail;  // as written: a name or a decimal index
   int index = -1;    // >= 0 when `rail` is a decimal index
   Action action = Action::kUp;

@@ -59,6 +59,12 @@ class RailHealth {
   RailMode mode(int r) const;
   // Since when no rail has been live (0 while some rail is).
   uint64_t noLiveRailSinceNs() const { return noLiveSinceNs_; }
+  // For how long no rail has been live at `nowNs` (0 while some rail is). A rail can fail on a
+  // clock read later than the caller's `nowNs` (a completion seen during the same pass): that
+  // counts as no time yet, never as a difference that wraps around.
+  uint64_t noLiveRailForNs(uint64_t nowNs) const {
+    return noLiveSinceNs_ != 0 && nowNs > noLiveSinceNs_ ? nowNs - noLiveSinceNs_ : 0;
+  }
 
   FailureDetector& failure(int r) { return rails_[r].failure; }
   // Every rail's failure detector allows for the process's recent lateness (LatenessMeter).

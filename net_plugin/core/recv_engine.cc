@@ -138,9 +138,9 @@ void RecvEngine::evaluateHealth(uint64_t nowNs) {
     nextEvaluateNs_ = nowNs + kEvaluateNs;
     health_.evaluate(nowNs, nullptr, nullptr);
   }
-  uint64_t since = health_.noLiveRailSinceNs();
-  if (since != 0 && nowNs - since >= config_.peerTimeoutNs && outstanding()) {
-    failComm(abi::kRemoteError, "no rail left for " + std::to_string((nowNs - since) / 1000000) +
+  uint64_t noRailNs = health_.noLiveRailForNs(nowNs);
+  if (noRailNs != 0 && noRailNs >= config_.peerTimeoutNs && outstanding()) {
+    failComm(abi::kRemoteError, "no rail left for " + std::to_string(noRailNs / 1000000) +
                                     " ms (the sender is gone or every link is down)");
   }
 }

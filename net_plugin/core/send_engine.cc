@@ -416,10 +416,9 @@ void SendEngine::evaluateHealth(uint64_t nowNs) {
     for (int r = 0; r < nRails_; ++r) striper_.setMode(r, placementMode(r));
     metrics_.publish(nowNs, striper_);
   }
-  uint64_t since = health_.noLiveRailSinceNs();
-  if (since != 0 && nowNs - since >= config_.peerTimeoutNs && pending()) {
-    failComm(abi::kRemoteError,
-             "no rail left for " + std::to_string((nowNs - since) / 1000000) + " ms");
+  uint64_t noRailNs = health_.noLiveRailForNs(nowNs);
+  if (noRailNs != 0 && noRailNs >= config_.peerTimeoutNs && pending()) {
+    failComm(abi::kRemoteError, "no rail left for " + std::to_string(noRailNs / 1000000) + " ms");
   }
 }
 

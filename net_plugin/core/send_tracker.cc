@@ -164,6 +164,14 @@ void SendTracker::setPosted(int rail, uint32_t posted) {
   while (q.posted > posted) q.postedBytes -= at(q, capacity_, --q.posted).bytes;
 }
 
+uint32_t SendTracker::rejectOldest(int rail) {
+  Ring& q = queue_[rail];
+  if (q.posted == 0) return 0;
+  Entry& e = q.items[q.head];
+  if (e.rejections < 255) e.rejections++;
+  return e.rejections;
+}
+
 uint32_t SendTracker::railFailed(int rail, uint64_t* bytes) {
   Ring& q = queue_[rail];
   uint32_t moved = 0;

@@ -44,13 +44,14 @@ class SendTracker {
     uint32_t message;
     uint32_t chunk;
     uint64_t bytes;
-    uint32_t generation;    // of the message's slot when the chunk was planned
-    bool resend;            // placed again after its first rail failed, or a late copy
-    bool leftover;          // its message completed without it (completeByPeer)
-    bool copy = false;      // a late copy (placeCopy): its acknowledgement does not count
-    bool copied = false;    // a late copy of it was placed
-    uint64_t placedNs = 0;  // when it was placed on its rail
-    uint64_t dueNs = 0;     // ... and when it was expected to land then
+    uint32_t generation;     // of the message's slot when the chunk was planned
+    bool resend;             // placed again after its first rail failed, or a late copy
+    bool leftover;           // its message completed without it (completeByPeer)
+    bool copy = false;       // a late copy (placeCopy): its acknowledgement does not count
+    bool copied = false;     // a late copy of it was placed
+    uint64_t placedNs = 0;   // when it was placed on its rail
+    uint64_t dueNs = 0;      // ... and when it was expected to land then
+    uint8_t rejections = 0;  // writes of it the receiver's NIC rejected (rejectOldest)
   };
 
   SendTracker(int rails, uint32_t messages, uint32_t queueCapacity);
@@ -111,6 +112,12 @@ class SendTracker {
   template <typename OnChunk>
   bool acknowledge(int rail, uint32_t count, OnChunk&& onChunk);
 
+  // The receiver's NIC rejected the oldest posted chunk of `rail` (an RDMA transport's error
+  // completion for its write: completions come in posting order, and every earlier write on the
+  // rail completed). Counts the rejection on the chunk, which keeps the count when the rail
+  // fails and it is re-sent, and returns the count (saturating at 255): a transport replays a
+  // chunk rejected once and fails on the second. 0 when the rail has nothing posted.
+  uint32_t rejectOldest(int rail);
   // The rail failed: every chunk it held goes to the re-send queue (oldest first); late copies
   // are dropped (their originals are still queued elsewhere, or were acknowledged). Returns the
   // number of chunks moved; *bytes gets their size.

@@ -16,25 +16,26 @@ CompletionClass classifyCompletion(ibv_wc_status status) {
     case IBV_WC_BAD_RESP_ERR:  // a corrupted or unexpected response on the wire
     case IBV_WC_GENERAL_ERR:
       return CompletionClass::kPathFailed;
+    case IBV_WC_REM_INV_REQ_ERR:  // the responder's NAK: invalid request (length, opcode order)
+    case IBV_WC_REM_ACCESS_ERR:   // ... remote access error (key, address range, rights)
+    case IBV_WC_REM_INV_RD_REQ_ERR:
+      return CompletionClass::kRejected;
     case IBV_WC_LOC_LEN_ERR:
     case IBV_WC_LOC_QP_OP_ERR:
     case IBV_WC_LOC_EEC_OP_ERR:
     case IBV_WC_LOC_PROT_ERR:
     case IBV_WC_MW_BIND_ERR:
     case IBV_WC_LOC_ACCESS_ERR:
-    case IBV_WC_REM_INV_REQ_ERR:
-    case IBV_WC_REM_ACCESS_ERR:
     case IBV_WC_LOC_RDD_VIOL_ERR:
-    case IBV_WC_REM_INV_RD_REQ_ERR:
     case IBV_WC_INV_EECN_ERR:
     case IBV_WC_INV_EEC_STATE_ERR:
     case IBV_WC_TM_ERR:
     case IBV_WC_TM_RNDV_INCOMPLETE:
-      return CompletionClass::kUsageError;
+      return CompletionClass::kLocalError;
   }
   // A status newer than this code: not known to be harmless, not known to be a path problem.
   // Failing loudly is the one choice that cannot loop.
-  return CompletionClass::kUsageError;
+  return CompletionClass::kLocalError;
 }
 
 const char* completionClassName(CompletionClass c) {
@@ -43,8 +44,10 @@ const char* completionClassName(CompletionClass c) {
       return "success";
     case CompletionClass::kPathFailed:
       return "path failed";
-    case CompletionClass::kUsageError:
-      return "usage error";
+    case CompletionClass::kRejected:
+      return "rejected by the responder";
+    case CompletionClass::kLocalError:
+      return "local error";
   }
   return "?";
 }

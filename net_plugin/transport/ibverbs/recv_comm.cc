@@ -306,18 +306,29 @@ void RecvComm::pollCompletions(uint64_t nowNs) {
     for (int i = 0; i < n; ++i) {
       const ibv_wc& c = wc[i];
       CompletionClass cls = classifyCompletion(c.status);
-      if (cls == CompletionClass::kUsageError) {
+      const bool cts = workOf(c.wr_id) == Work::kCts;
+      if (cls == CompletionClass::kLocalError || (cls == CompletionClass::kRejected && cts)) {
         char why[256];
         std::snprintf(why, sizeof(why),
                       "rail %d (%s): %s (%s, vendor error 0x%x) on a %s: a protection, length or "
                       "access violation is a bug, not a path failure",
                       r, health_.info(r).name.c_str(), statusName(c.status),
                       IbRails::instance().lib()->statusText(c.status), c.vendor_err,
-                      workOf(c.wr_id) == Work::kCts ? "clear-to-send write" : "receive");
+                      cts ? "clear-to-send write" : "receive");
         failComm(abi::kInternalError, why);
         return;
       }
-      if (cls == CompletionClass::kPathFailed) {
+      if (cls == CompletionClass::kRejected) {
+        // This side's NIC rejected an incoming write (its QP is in the error state now). The
+        // sender got the same status: it fails the rail and replays the chunk once, and fails
+        // its comm if the chunk is rejected again (send_comm.cc, replayRejected).
+        AP_WARN(kFlags,
+                "comm 0x%llx ib recv: rail %d (%s): %s (vendor error 0x%x) on a receive: this "
+                "NIC rejected a write; the rail fails and the sender replays the chunk",
+                (unsigned long long)commId_, r, health_.info(r).name.c_str(), statusName(c.status),
+                c.vendor_err);
+      }
+      if (cls != CompletionClass::kSuccess) {  // a path failure, or a rejected write
         if (failure.empty()) {
           failure = std::string(statusName(c.status)) + " (" +
                     IbRails::instance().lib()->statusText(c.status) + ")";

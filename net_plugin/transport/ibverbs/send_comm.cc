@@ -100,6 +100,13 @@ SendComm::~SendComm() {
             fencesConfirmed_ == 1 ? "" : "s", (unsigned long long)fencesWaitedOut_,
             (unsigned long long)fencedLanded_, fencedLanded_ == 1 ? "" : "s");
   }
+  if (rejectedReplays_ > 0) {
+    AP_INFO(kFlags,
+            "comm 0x%llx ib send closed: %llu chunk%s replayed after the receiver's NIC "
+            "rejected a write",
+            (unsigned long long)commId_, (unsigned long long)rejectedReplays_,
+            rejectedReplays_ == 1 ? "" : "s");
+  }
 }
 
 // ---------------------------------------------------------------------------- requests
@@ -140,6 +147,8 @@ void SendComm::progress(uint64_t nowNs) {
   matchRequests();
   placeChunks(nowNs);
   for (int r = 0; r < nRails_; ++r) postChunks(r, nowNs);
+  // pollCompletions moves the pass's clock to when it saw completions: what it recorded (a
+  // rail failed, bandwidth samples) must not lie in the future of the rest of the pass.
   if (pollCompletions(nowNs)) {
     // Completions freed room on the rails: refill them in the same pass, at the clock the
     // completions were stamped with (the striper's times never go backwards).
@@ -260,9 +269,13 @@ void SendComm::postChunks(int r, uint64_t nowNs) {
     uint64_t offset = plan.offset(e.chunk);
     wire::ImmFields imm{wire::immEpoch(q.recvSeq), wire::immSlot(q.recvSeq), q.buffer, e.chunk,
                         plan.count};
+    uint32_t key = t.remoteKeys[r];
+    // Simulated rejection (fault_plan.h, `reject`): mlx5 and rxe keep a key's variant in its
+    // low byte, so this names the same memory region with a key it does not answer to.
+    if (faults_.reject(r)) key ^= 0x80;
     int rc = rail.qp->postWriteImm(workId(Work::kData), q.data + offset, uint32_t(e.bytes),
-                                   t.memory ? t.memory->lkey[r] : 0, t.remoteAddress + offset,
-                                   t.remoteKeys[r], wire::encodeImm(imm));
+                                   t.memory ? t.memory->lkey[r] : 0, t.remoteAddress + offset, key,
+                                   wire::encodeImm(imm));
     if (rc == ENOMEM) return;  // the send queue is full: the next pass
     if (rc != 0) {
       failRail(r, nowNs, std::string("ibv_post_send failed: ") + std::strerror(rc));
@@ -273,8 +286,36 @@ void SendComm::postChunks(int r, uint64_t nowNs) {
   }
 }
 
+// The receiver's NIC rejected the oldest data write of rail r. Once per chunk it is handled as a
+// path failure (the rail fails, the fence settles what landed, the chunk is replayed): a
+// responder can reject a sound write through a fault of its own (docs/net-contract.md). The
+// same chunk rejected a second time, on any rail, is ours to fix: the comm fails with the
+// status named. False when the comm failed.
+bool SendComm::replayRejected(int r, const ibv_wc& c) {
+  uint32_t times = tracker_.rejectOldest(r);
+  char why[320];
+  std::snprintf(why, sizeof(why),
+                "rail %d (%s): %s (%s, vendor error 0x%x) on a data write: the receiver's NIC "
+                "rejected it",
+                r, health_.info(r).name.c_str(), statusName(c.status),
+                IbRails::instance().lib()->statusText(c.status), c.vendor_err);
+  if (times >= 2) {
+    failComm(abi::kInternalError,
+             std::string(why) +
+                 ", and it had rejected the same chunk before: the key, address or length is "
+                 "wrong (a bug, not a path failure), and replaying it would fail again");
+    return false;
+  }
+  rejectedReplays_++;
+  AP_WARN(kFlags,
+          "comm 0x%llx ib send %s; the rail fails and the chunk is replayed (a second rejection "
+          "of it fails the comm)",
+          (unsigned long long)commId_, why);
+  return true;
+}
+
 // True when chunks completed (room for more).
-bool SendComm::pollCompletions(uint64_t nowNs) {
+bool SendComm::pollCompletions(uint64_t& nowNs) {
   bool completed = false;
   ibv_wc wc[kPollBatch];
   for (int r = 0; r < nRails_; ++r) {
@@ -292,19 +333,22 @@ bool SendComm::pollCompletions(uint64_t nowNs) {
       const ibv_wc& c = wc[i];
       CompletionClass cls = classifyCompletion(c.status);
       Work work = workOf(c.wr_id);
-      if (cls == CompletionClass::kUsageError) {
+      if (cls == CompletionClass::kLocalError) {
         char why[256];
         std::snprintf(why, sizeof(why),
-                      "rail %d (%s): %s (%s, vendor error 0x%x) on a %s: a protection, length or "
-                      "access violation is a bug, not a path failure; replaying it would fail "
-                      "again",
+                      "rail %d (%s): %s (%s, vendor error 0x%x) on a %s: a local protection, "
+                      "length or access violation is a bug, not a path failure; replaying it "
+                      "would fail again",
                       r, health_.info(r).name.c_str(), statusName(c.status),
                       IbRails::instance().lib()->statusText(c.status), c.vendor_err,
                       work == Work::kData ? "data write" : "probe");
         failComm(abi::kInternalError, why);
         return completed;
       }
-      if (cls == CompletionClass::kPathFailed) {
+      if (cls == CompletionClass::kRejected && work == Work::kData && !replayRejected(r, c)) {
+        return completed;
+      }
+      if (cls != CompletionClass::kSuccess) {  // a path failure, or a rejection to replay
         std::string why = std::string(statusName(c.status)) + " (" +
                           IbRails::instance().lib()->statusText(c.status) + ")";
         if (health_.live(r)) {

@@ -24,8 +24,10 @@
 // chunks wait out the NIC's whole retry window instead and are all replayed (duplicates of
 // landed ones are then possible: the replay guard below); while the control connection is
 // open the answer is awaited up to the peer timeout. While a fence is pending, new data that
-// would land in the memory of the fenced chunks waits (the same guard). A usage error (protection,
-// length, access) fails the comm with the status named instead: replaying it would loop.
+// would land in the memory of the fenced chunks waits (the same guard). A write the receiver's
+// NIC rejects (remote access or invalid request) fails its rail the same way, once per chunk: the
+// same chunk rejected again, or a local protection, length or access error, fails the comm with
+// the status named instead (completion.h): replaying it would loop.
 //
 // Failed rails are re-created in the background for as long as the comm lives
 // (core::FailbackScheduler backoff, skipped while the local port is down): a new QP is
@@ -33,7 +35,7 @@
 // RDMA write into the receiver's probe area must complete before the rail re-joins with a
 // small share that grows with what it delivers. NCCL sees an error only when no rail is left
 // for NCCL_AUTOPILOT_NET_PEER_TIMEOUT_MS, when the receiver is gone (its control connection
-// closed with sends pending), or on a usage error.
+// closed with sends pending), or on a local error or a chunk rejected twice.
 //
 // Threading: one NCCL thread at a time per comm (its proxy threads); no locks. Hot paths
 // (isend, test) allocate nothing; bounded: 32 x maxRecvs requests, kQueueDepth chunks posted
@@ -138,7 +140,9 @@ class SendComm final : public core::SendEngine {
   void pollControl(uint64_t nowNs);
   void pollFifo(uint64_t nowNs);
   void postChunks(int r, uint64_t nowNs);
-  bool pollCompletions(uint64_t nowNs);
+  // True when chunks completed. Advances nowNs to when it saw completions.
+  bool pollCompletions(uint64_t& nowNs);
+  bool replayRejected(int r, const ibv_wc& c);
   void checkHealth(uint64_t nowNs);
   void requestLiveness(int r, uint64_t nowNs);
   void pingRail(int r, uint64_t nowNs) override;
@@ -202,6 +206,8 @@ class SendComm final : public core::SendEngine {
   uint64_t fencesConfirmed_ = 0;
   uint64_t fencesWaitedOut_ = 0;
   uint64_t fencedLanded_ = 0;
+  // Chunks the receiver's NIC rejected once and that were replayed (replayRejected).
+  uint64_t rejectedReplays_ = 0;
 };
 
 }  // namespace autopilot::net::ib

@@ -164,7 +164,7 @@ TEST_CASE("fault view: a comm sees its own rails' faults by its own rail index",
   char path[] = "/tmp/ap-fault-view-XXXXXX";
   int fd = mkstemp(path);
   REQUIRE(fd >= 0);
-  const char plan[] = "rail b down\nrail 2 deaf\nrail c rate 80\n";
+  const char plan[] = "rail b down\nrail 2 deaf\nrail c rate 80\nrail b reject\n";
   REQUIRE(write(fd, plan, sizeof(plan) - 1) == ssize_t(sizeof(plan) - 1));
   close(fd);
   FaultInjector injector;  // a private one: the process's instance() is not touched
@@ -178,11 +178,14 @@ TEST_CASE("fault view: a comm sees its own rails' faults by its own rail index",
   CHECK(view.down(1));
   CHECK(view.deaf(0));
   CHECK(!view.deaf(1));
+  CHECK(!view.reject(0));
+  CHECK(view.reject(1));
   CHECK(view.rateBytesPerSec(0) == Approx(80e6 / 8));
   CHECK(view.rateBytesPerSec(1) == 0);
   CHECK(view.pacer(0) == injector.pacer(2));
   // Beyond the comm's rails: nothing, never another rail's state.
   CHECK(!view.down(2));
+  CHECK(!view.reject(2));
   CHECK(view.pacer(-1) == nullptr);
   // A comm built without an injector sees no faults.
   FaultView none;

@@ -94,11 +94,17 @@ TEST_CASE("rail health: losing every rail is tracked and speeds up probing", "[n
   for (int i = 0; i < 10; ++i) h.failback(0).onAttemptFailed(10 * kMs);
   CHECK(h.failback(0).nextAttemptNs() > 4000 * kMs);
   CHECK(h.noLiveRailSinceNs() == 0);
+  CHECK(h.noLiveRailForNs(15 * kMs) == 0);
   h.fail(1, 20 * kMs, "reset");
   CHECK(h.noLiveRailSinceNs() == 20 * kMs);
+  CHECK(h.noLiveRailForNs(25 * kMs) == 5 * kMs);
+  // The last rail failed on a clock read after the caller's (a completion polled later in the
+  // same pass): no time has passed yet, the difference must not wrap to ~584 years.
+  CHECK(h.noLiveRailForNs(19 * kMs) == 0);
   CHECK(h.failback(0).nextAttemptNs() <= 70 * kMs);
   h.rejoin(0, 30 * kMs);
   CHECK(h.noLiveRailSinceNs() == 0);
+  CHECK(h.noLiveRailForNs(40 * kMs) == 0);
   CHECK(h.totalFailures() == 2);
   CHECK(h.totalRejoins() == 1);
 }

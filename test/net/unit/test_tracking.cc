@@ -80,6 +80,30 @@ TEST_CASE("tracker: a failed rail's chunks are re-sent first, on other rails", "
   CHECK(t.done(0));
 }
 
+// The verbs transport replays a chunk the receiver's NIC rejected once and fails on the second
+// rejection: the count must follow the chunk through the re-send queue to its next rail.
+TEST_CASE("tracker: a rejected chunk keeps its rejection count when re-sent", "[net][tracker]") {
+  SendTracker t(2, 2, 8);
+  t.start(0, plan(300, 100));
+  for (int i = 0; i < 3; ++i) REQUIRE(t.placeNext(1));
+  CHECK(t.rejectOldest(1) == 0);  // nothing posted: no write of it can have been rejected
+  t.setPosted(1, 2);
+  REQUIRE(t.acknowledge(1, 1, [](const SendTracker::Entry&) {}));  // chunk 0 landed
+  CHECK(t.rejectOldest(1) == 1);                                   // chunk 1 rejected
+  CHECK(t.entry(1, 0).chunk == 1);
+  CHECK(t.entry(1, 1).rejections == 0);  // only the oldest posted write was rejected
+  uint64_t bytes = 0;
+  REQUIRE(t.railFailed(1, &bytes) == 2);
+  REQUIRE(t.placeNext(0));
+  REQUIRE(t.placeNext(0));
+  CHECK(t.entry(0, 0).chunk == 1);
+  CHECK(t.entry(0, 0).rejections == 1);
+  CHECK(t.entry(0, 1).rejections == 0);
+  t.setPosted(0, 1);
+  CHECK(t.rejectOldest(0) == 2);  // the same chunk, rejected on another rail
+  CHECK_FALSE(t.done(0));
+}
+
 // A chunk re-sent after its rail failed may duplicate one that did land: the receiver completes
 // the message without the copy and may not read it for a long time.
 TEST_CASE("tracker: a message the receiver reports complete is done; its copies are leftovers",

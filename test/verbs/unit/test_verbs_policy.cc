@@ -10,7 +10,7 @@
 using namespace autopilot::net;
 using namespace autopilot::net::ib;
 
-TEST_CASE("verbs: completion statuses: path failures migrate, usage errors fail loudly",
+TEST_CASE("verbs: completion statuses: path failures migrate, rejections replay, local errors fail",
           "[verbs][unit]") {
   CHECK(classifyCompletion(IBV_WC_SUCCESS) == CompletionClass::kSuccess);
   for (ibv_wc_status s : {IBV_WC_RETRY_EXC_ERR, IBV_WC_RNR_RETRY_EXC_ERR, IBV_WC_WR_FLUSH_ERR,
@@ -19,14 +19,20 @@ TEST_CASE("verbs: completion statuses: path failures migrate, usage errors fail 
     INFO(statusName(s));
     CHECK(classifyCompletion(s) == CompletionClass::kPathFailed);
   }
-  for (ibv_wc_status s : {IBV_WC_LOC_LEN_ERR, IBV_WC_LOC_PROT_ERR, IBV_WC_LOC_QP_OP_ERR,
-                          IBV_WC_LOC_ACCESS_ERR, IBV_WC_REM_ACCESS_ERR, IBV_WC_REM_INV_REQ_ERR,
-                          IBV_WC_MW_BIND_ERR, IBV_WC_REM_INV_RD_REQ_ERR}) {
+  // The responder's NAKs: replayed once per chunk by the transport, never forever.
+  for (ibv_wc_status s :
+       {IBV_WC_REM_ACCESS_ERR, IBV_WC_REM_INV_REQ_ERR, IBV_WC_REM_INV_RD_REQ_ERR}) {
     INFO(statusName(s));
-    CHECK(classifyCompletion(s) == CompletionClass::kUsageError);
+    CHECK(classifyCompletion(s) == CompletionClass::kRejected);
+  }
+  for (ibv_wc_status s :
+       {IBV_WC_LOC_LEN_ERR, IBV_WC_LOC_PROT_ERR, IBV_WC_LOC_QP_OP_ERR, IBV_WC_LOC_ACCESS_ERR,
+        IBV_WC_MW_BIND_ERR, IBV_WC_LOC_EEC_OP_ERR, IBV_WC_LOC_RDD_VIOL_ERR}) {
+    INFO(statusName(s));
+    CHECK(classifyCompletion(s) == CompletionClass::kLocalError);
   }
   // A status this code does not know must not be replayed (it could loop forever).
-  CHECK(classifyCompletion(ibv_wc_status(200)) == CompletionClass::kUsageError);
+  CHECK(classifyCompletion(ibv_wc_status(200)) == CompletionClass::kLocalError);
   CHECK(std::strcmp(statusName(IBV_WC_RETRY_EXC_ERR), "IBV_WC_RETRY_EXC_ERR") == 0);
   CHECK(std::strcmp(statusName(ibv_wc_status(200)), "IBV_WC_(unknown)") == 0);
 }
@@ -113,12 +119,16 @@ TEST_CASE("verbs: NCCL_IB_HCA lists: prefixes, exclusion, exact names, ports", "
   CHECK_FALSE(core::parseInterfaceFilter("=", &f, &error));
 }
 
-TEST_CASE("verbs: the simulated-fault plan's qp-reset rule", "[verbs][unit]") {
-  const char* text = "rail rxe1:1 qp-reset 3\nrail 0 qp-reset x\nrail 2 qp-reset\n";
+TEST_CASE("verbs: the simulated-fault plan's qp-reset and reject rules", "[verbs][unit]") {
+  const char* text =
+      "rail rxe1:1 qp-reset 3\nrail 0 qp-reset x\nrail 2 qp-reset\nrail 1 reject\n"
+      "rail 1 reject 2\n";
   core::FaultPlan plan = core::parseFaultPlan(text, std::strlen(text));
-  REQUIRE(plan.rules.size() == 1);
+  REQUIRE(plan.rules.size() == 2);
   CHECK(plan.rules[0].rail == "rxe1:1");
   CHECK(plan.rules[0].action == core::FaultRule::Action::kQpReset);
   CHECK(plan.rules[0].resetSequence == 3);
-  CHECK(plan.errors.size() == 2);
+  CHECK(plan.rules[1].index == 1);
+  CHECK(plan.rules[1].action == core::FaultRule::Action::kReject);
+  CHECK(plan.errors.size() == 3);
 }

@@ -472,3 +472,84 @@ TEST_CASE("rdma: fence: writes delayed on one wire, no reused buffer overwritten
     CHECK(off.run.result.overwritten + off.run.result.corrupt > 0);
   }
 }
+
+// A write the receiver's NIC rejects (simulated: the sender's data writes on rail 1 name a key
+// the receiver never registered, `reject` in the fault plan) fails the rail like a path failure,
+// and the chunk is replayed on the other NIC: nothing is lost, and the rail keeps re-joining
+// and failing while the fault stands. With 1 MiB messages the rejected write is a multi-packet
+// one (the receiver's QP flushes its receives); with 1 KiB messages it is one packet, and the
+// receiver's own receive completes with the rejection. Soft-RoCE once rejected a sound replay in
+// the fence case (IBV_WC_REM_INV_REQ_ERR on both sides), which failed the comm.
+namespace {
+
+StreamRun rejectRun(size_t messageBytes, const std::string& faults, int seconds) {
+  const std::string plan = "/tmp/verbs-reject-fault";
+  writeFaultPlan(plan, "");
+  PairOptions o = verbsPair(2);
+  o.senderEnv.push_back({"NCCL_AUTOPILOT_FAULT_FILE", plan});
+  o.env.push_back({"NCCL_AUTOPILOT_NET_FAILBACK_MIN_MS", "20"});
+  o.env.push_back({"NCCL_AUTOPILOT_NET_FAILBACK_MAX_MS", "200"});
+  o.env.push_back({"NCCL_AUTOPILOT_NET_PEER_TIMEOUT_MS", "3000"});
+  return runStream(
+      o, messageBytes, 8, Verify::kFull,
+      [&](const std::function<void()>& mark) {
+        sleepMs(1500);
+        mark();
+        writeFaultPlan(plan, faults);
+        sleepMs(seconds * 1000);
+        writeFaultPlan(plan, "");
+        sleepMs(1500);
+      },
+      true);
+}
+
+// From the sender's summary at close: "... ib send closed: N chunk(s) replayed after the
+// receiver's NIC rejected a write".
+uint64_t rejectedReplays(const std::string& senderLog) {
+  size_t at = senderLog.rfind(" replayed after the receiver's NIC rejected");
+  if (at == std::string::npos) return 0;
+  const std::string key = "ib send closed: ";
+  size_t k = senderLog.rfind(key, at);
+  return k == std::string::npos ? 0
+                                : std::strtoull(senderLog.c_str() + k + key.size(), nullptr, 10);
+}
+
+}  // namespace
+
+TEST_CASE("rdma: writes the receiver's NIC rejects are replayed on the other NIC",
+          "[verbs][fault][reject]") {
+  REQUIRE_TESTBED();
+  for (size_t bytes : {size_t(1) << 20, size_t(1) << 10}) {
+    StreamRun r = rejectRun(bytes, "rail 1 reject\n", 3);
+    INFO("message size " << bytes);
+    checkLossless(r);
+    uint64_t replays = rejectedReplays(r.senderLog);
+    std::printf(
+        "FIGURE rejected writes, %zu B messages: %llu messages (%.1f MiB) in %.1f s, "
+        "%llu chunks replayed after a rejection, rail 1 failed %ld times, longest gap "
+        "after the fault %.1f ms, 0 corrupt: %s\n",
+        bytes, (unsigned long long)r.result.messages, double(r.result.bytes) / (1 << 20),
+        r.result.seconds, (unsigned long long)replays, summaryFailures(r.senderLog, 1),
+        r.result.maxGapAfterMarkSec * 1e3, r.result.corrupt == 0 ? "yes" : "no");
+    std::fflush(stdout);
+    CHECK(replays > 0);
+    CHECK(r.senderLog.find("IBV_WC_REM_ACCESS_ERR") != std::string::npos);
+    CHECK(railLine(r.senderLog, "send", 1, verbsRail(false, 1), "failed -> probing"));
+    if (bytes <= 1024) {  // one packet: the receive itself carries the rejection
+      CHECK(r.receiverLog.find("this NIC rejected a write") != std::string::npos);
+    }
+    CHECK(r.result.maxGapAfterMarkSec < 3.0);
+  }
+}
+
+TEST_CASE("rdma: a chunk rejected on both NICs fails the send with the status named",
+          "[verbs][fault][reject]") {
+  REQUIRE_TESTBED();
+  StreamRun r = rejectRun(size_t(1) << 20, "rail 0 reject\nrail 1 reject\n", 4);
+  INFO("sender log:\n" << r.senderLog);
+  INFO("receiver log:\n" << r.receiverLog);
+  CHECK_FALSE(r.ok);
+  CHECK(r.outcome.sender != 0);
+  CHECK(r.result.corrupt == 0);
+  CHECK(r.senderLog.find("it had rejected the same chunk before") != std::string::npos);
+}
