@@ -18,8 +18,7 @@ params::StringParam gFaultFile(
     "NCCL_AUTOPILOT_FAULT_FILE", "",
     "Simulated rail faults for tests and demos without root: a file re-read while running, "
     "with lines 'rail <name|index> down|deaf|reject|up|rate <Mbit/s>|qp-reset <n>'. Empty: no "
-    "simulated "
-    "faults.");
+    "simulated faults.");
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
 constexpr size_t kMaxFileBytes = 64 << 10;

@@ -478,8 +478,9 @@ TEST_CASE("rdma: fence: writes delayed on one wire, no reused buffer overwritten
 // and the chunk is replayed on the other NIC: nothing is lost, and the rail keeps re-joining
 // and failing while the fault stands. With 1 MiB messages the rejected write is a multi-packet
 // one (the receiver's QP flushes its receives); with 1 KiB messages it is one packet, and the
-// receiver's own receive completes with the rejection. Soft-RoCE once rejected a sound replay in
-// the fence case (IBV_WC_REM_INV_REQ_ERR on both sides), which failed the comm.
+// receiver's own receive completes with the rejection. Soft-RoCE once rejected a replay in the
+// fence case, whose like had landed in the failovers just before (IBV_WC_REM_INV_REQ_ERR on both
+// sides); that failed the comm.
 namespace {
 
 StreamRun rejectRun(size_t messageBytes, const std::string& faults, int seconds) {
