@@ -76,6 +76,10 @@ struct World {
   std::vector<sg4::SplitDuplexLink*> uplink;  // per leaf
   std::vector<double> nicFactor;              // rate left per NIC (1 healthy, 0 down)
   std::vector<uint64_t> nicRepairs;           // times each NIC came back from down
+  // FabricSpec::shaperBurstBytes: per NIC, the bucket's tokens as of tokensAtS, and the
+  // transfers of queued chunks on its egress now.
+  std::vector<double> nicTokens, nicTokensAtS;
+  std::vector<int> nicSending;
   double uplinkRate = 0;
   uint64_t transfers = 0;
   std::vector<double> windowBusBytes;  // RunSpec::windowEdgesS
@@ -124,6 +128,9 @@ void buildPlatform() {
   W->nicLink.assign(size_t(f.nodes) * f.nicsPerNode, nullptr);
   W->nicFactor.assign(size_t(f.nodes) * f.nicsPerNode, 1.0);
   W->nicRepairs.assign(size_t(f.nodes) * f.nicsPerNode, 0);
+  W->nicTokens.assign(size_t(f.nodes) * f.nicsPerNode, f.shaperBurstBytes);
+  W->nicTokensAtS.assign(size_t(f.nodes) * f.nicsPerNode, 0.0);
+  W->nicSending.assign(size_t(f.nodes) * f.nicsPerNode, 0);
   for (int l = 0; l < leaves; ++l) {
     zone[l] = sg4::create_star_zone("leaf" + std::to_string(l));
     zone[l]->set_parent(root);
@@ -192,13 +199,43 @@ void receiverActor(sg4::Mailbox* mailbox) {
 // ---------------------------------------------------------------------------------------------
 // Connections.
 
+// A chunk queued on a rail of a connection (RunSpec::sliceBytes: several messages of one
+// connection in flight). A TCP connection's byte stream, like a queue pair's send queue, is
+// FIFO: a chunk leaves after the ones posted on the same rail of the connection before it.
+// SimGrid's flow model would instead share the link between all of them, so that a
+// connection's messages all finished together and no slice ever got ahead. The rail's wire
+// actor (wireActor) sends them one at a time.
+struct WireJob {
+  uint64_t bytes = 0;  // what is left to send (set again before a restart)
+  sg4::CommPtr comm;   // once started
+  bool done = false, cancelled = false, restart = false;
+  sg4::SemaphorePtr notify;  // the owning message's: released when done
+};
+
 struct Flight {
-  sg4::CommPtr comm;
+  sg4::CommPtr comm;  // direct: the transfer, started when the chunk was placed
   int rail;
   uint64_t bytes;
   double lastRemaining;
   uint64_t repairs;  // repairs of its two NICs when it was (re)started
+  uint64_t epoch;    // the rail's failures on its connection when it was started
+  std::shared_ptr<WireJob> job = nullptr;  // queued instead (see WireJob)
 };
+
+double remainingOf(const Flight& f) {
+  if (!f.job) return f.comm->get_remaining();
+  if (f.job->done) return 0;
+  return f.job->comm ? f.job->comm->get_remaining() : double(f.job->bytes);
+}
+
+void cancelFlight(const Flight& f) {
+  if (!f.job) {
+    f.comm->cancel();
+    return;
+  }
+  f.job->cancelled = true;
+  if (f.job->comm && !f.job->done) f.job->comm->cancel();
+}
 
 uint64_t repairsOf(const struct Conn& c, int rail);
 
@@ -209,6 +246,17 @@ struct Conn {
   std::unique_ptr<RailHealth> health;  // ours
   uint64_t nextEvaluateNs = 0;
   bool failedOver = false;  // a first failover after the first down onset was recorded
+  // Per rail, over every message in flight on the connection (the demo's pipelined slices put
+  // several there at once): bytes held, and failures so far. A failure re-sends every chunk
+  // the rail held, whichever message it belongs to, as the transport does.
+  std::vector<uint64_t> held;
+  std::vector<uint64_t> epoch;
+  // Queued mode (WireJob): per rail, the chunks waiting for the wire and their actor's wake-up.
+  struct Wire {
+    std::deque<std::shared_ptr<WireJob>> queue;
+    sg4::SemaphorePtr work;
+  };
+  std::vector<Wire> wires;  // empty until first used
   // nccl-2.30
   std::vector<uint64_t> lastProgressNs;
   std::vector<bool> ncclDown;
@@ -253,6 +301,8 @@ Conn* makeConn(int src, int dst, int comm) {
     c->health->init(uint64_t(gConns.size()), "send", info, RailHealthConfig{}, t);
     for (int r = 0; r < k; ++r) c->health->connected(r, t);
   }
+  c->held.assign(k, 0);
+  c->epoch.assign(k, 0);
   c->lastProgressNs.assign(k, t);
   c->ncclDown.assign(k, false);
   c->healthySinceS.assign(k, 0);
@@ -301,25 +351,31 @@ void noteFailover(Conn& c) {
   }
 }
 
-// Cancels the rail's transfers and puts their bytes back at the front of the queue.
-void reclaim(std::vector<Flight>& flights, std::vector<sg4::CommPtr>& comms,
-             std::deque<uint64_t>& pending, int rail) {
+// Cancels this message's transfers on rails that failed since they started (the failure may
+// have been noticed while another message of the connection was waiting) and puts their bytes
+// back at the front of the queue.
+void reclaim(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPtr>& comms,
+             std::deque<uint64_t>& pending) {
   for (size_t i = 0; i < flights.size();) {
-    if (flights[i].rail != rail) {
+    const Flight& f = flights[i];
+    // A queued chunk that arrived before the failure is a completion, not a re-send.
+    if (f.epoch == c.epoch[size_t(f.rail)] || (f.job && f.job->done)) {
       ++i;
       continue;
     }
-    flights[i].comm->cancel();
-    pending.push_front(flights[i].bytes);
+    cancelFlight(f);
+    c.held[size_t(f.rail)] -= f.bytes;
+    pending.push_front(f.bytes);
+    if (!f.job) comms.erase(comms.begin() + long(i));  // direct mode: in step with flights
     flights.erase(flights.begin() + long(i));
-    comms.erase(comms.begin() + long(i));
   }
 }
 
-uint64_t railHeld(const std::vector<Flight>& flights, int rail) {
-  uint64_t b = 0;
-  for (const Flight& f : flights) b += f.rail == rail ? f.bytes : 0;
-  return b;
+// A rail of the connection failed: every chunk on it, of any message, is sent again.
+void failRail(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPtr>& comms,
+              std::deque<uint64_t>& pending, int rail) {
+  c.epoch[size_t(rail)]++;
+  reclaim(c, flights, comms, pending);
 }
 
 // Ours: what SendComm::checkHealth does each time the proxy thread comes by.
@@ -330,7 +386,7 @@ void oursMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
   RailStriper& s = *c.striper;
   // Progress: bytes moving on a transfer (the kernel's acknowledged-bytes counter).
   for (Flight& f : flights) {
-    double rem = f.comm->get_remaining();
+    double rem = remainingOf(f);
     if (rem <= f.lastRemaining - kProgressBytes) {
       f.lastRemaining = rem;
       h.failure(f.rail).onProgress(t);
@@ -363,7 +419,7 @@ void oursMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
       continue;
     }
     FailureDetector& fd = h.failure(r);
-    uint64_t held = railHeld(flights, r);
+    const uint64_t held = c.held[size_t(r)];
     fd.setOutstanding(held > 0, t);
     if (held == 0) continue;
     double bw = s.bandwidth(r);
@@ -392,7 +448,7 @@ void oursMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
                      c.dst, r, h.failure(r).stalledForNs(t) * 1e-9);
       s.onRailLost(r);
       s.setMode(r, RailMode::kDown);
-      reclaim(flights, comms, pending, r);
+      failRail(c, flights, comms, pending, r);
       W->railFailures++;
       noteFailover(c);
     }
@@ -417,7 +473,7 @@ void ncclMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
   uint64_t t = nowNs();
   const NcclResilConfig& cfg = W->spec.nccl;
   for (Flight& f : flights) {
-    double rem = f.comm->get_remaining();
+    double rem = remainingOf(f);
     if (rem <= f.lastRemaining - kProgressBytes) {
       f.lastRemaining = rem;
       c.lastProgressNs[f.rail] = t;
@@ -437,7 +493,7 @@ void ncclMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
       }
       continue;
     }
-    if (railHeld(flights, r) == 0) {
+    if (c.held[size_t(r)] == 0) {
       c.lastProgressNs[r] = t;
       continue;
     }
@@ -451,11 +507,78 @@ void ncclMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
       c.healthySinceS[r] = -1;
       c.striper->onRailLost(r);
       c.striper->setMode(r, RailMode::kDown);
-      reclaim(flights, comms, pending, r);
+      failRail(c, flights, comms, pending, r);
       W->railFailures++;
       noteFailover(c);
     }
   }
+}
+
+// Sends the chunks queued on one rail of a connection, one at a time (WireJob). A daemon: it
+// waits for work for the rest of the run.
+void wireActor(Conn* c, int rail) {
+  Conn::Wire& w = c->wires[size_t(rail)];
+  const size_t nic = size_t(c->src) * size_t(W->nics) + size_t(rail);
+  const double burst = W->spec.fabric.shaperBurstBytes;
+  for (;;) {
+    w.work->acquire();
+    std::shared_ptr<WireJob> job = w.queue.front();
+    w.queue.pop_front();
+    while (!job->cancelled) {
+      // The shaper's bucket (FabricSpec::shaperBurstBytes): what an idle NIC saved up leaves
+      // at once, the rest at the NIC's rate. A NIC that is sending keeps its bucket empty.
+      uint64_t atOnce = 0;
+      if (burst > 0 && nicUp(c->src, rail)) {
+        double& tokens = W->nicTokens[nic];
+        if (W->nicSending[nic] == 0) {
+          const double rate = W->spec.fabric.nicBytesPerSec * W->nicFactor[nic];
+          tokens = std::min(burst, tokens + rate * (nowS() - W->nicTokensAtS[nic]));
+        }
+        atOnce = uint64_t(std::min(tokens, double(job->bytes)));
+        tokens -= double(atOnce);
+        W->nicTokensAtS[nic] = nowS();
+      }
+      W->nicSending[nic]++;
+      job->comm = startTransfer(c->src, c->dst, rail, job->bytes - atOnce);
+      bool ok = false;
+      try {
+        job->comm->wait();
+        ok = true;
+      } catch (const simgrid::Exception&) {
+        // Cancelled: dropped (its rail failed), or restarted (its link came back).
+      }
+      W->nicSending[nic]--;
+      if (job->bytes > atOnce) W->nicTokens[nic] = 0;  // what went at the rate drained it
+      W->nicTokensAtS[nic] = nowS();
+      if (ok) {
+        job->done = true;
+        job->notify->release();
+        break;
+      }
+      if (!job->restart) break;
+      job->restart = false;
+    }
+  }
+}
+
+std::shared_ptr<WireJob> queueOnWire(Conn& c, int rail, uint64_t bytes,
+                                     const sg4::SemaphorePtr& notify) {
+  if (c.wires.empty()) {
+    c.wires.resize(size_t(W->nics));
+    for (int r = 0; r < W->nics; ++r) {
+      c.wires[size_t(r)].work = sg4::Semaphore::create(0);
+      Conn* conn = &c;
+      sg4::Actor::create("wire", W->nicHost[size_t(c.src) * W->nics + r], [conn, r]() {
+        wireActor(conn, r);
+      })->daemonize();
+    }
+  }
+  auto job = std::make_shared<WireJob>();
+  job->bytes = bytes;
+  job->notify = notify;
+  c.wires[size_t(rail)].queue.push_back(job);
+  c.wires[size_t(rail)].work->release();
+  return job;
 }
 
 // Sends `bytes` over the connection and returns when every chunk has arrived.
@@ -468,10 +591,13 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
   std::deque<uint64_t> pending;
   for (uint64_t off = 0; off < bytes; off += chunk) pending.push_back(std::min(chunk, bytes - off));
   std::vector<Flight> flights;
-  std::vector<sg4::CommPtr> comms;
+  std::vector<sg4::CommPtr> comms;  // direct mode: flights' transfers, in the same order
   RailStriper& s = *c.striper;
+  const bool queued = W->spec.sliceBytes > 0;
+  const sg4::SemaphorePtr arrived = queued ? sg4::Semaphore::create(0) : nullptr;
   while (!pending.empty() || !flights.empty()) {
     if (W->stopped) throw JobStopped{};
+    reclaim(c, flights, comms, pending);
     if (policy == PolicyKind::kOurs) oursMaintain(c, flights, comms, pending);
     if (policy == PolicyKind::kNcclResilient) ncclMaintain(c, flights, comms, pending);
     uint64_t t = nowNs();
@@ -480,12 +606,18 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       int r = s.pick(sz, t, 0, sz == bytes);  // one chunk: the whole message, as in the plugin
       if (r < 0) break;
       pending.pop_front();
-      sg4::CommPtr comm = startTransfer(c.src, c.dst, r, sz);
       s.onAssigned(r, sz, t);
       if (c.health) c.health->failure(r).setOutstanding(true, t);
-      if (railHeld(flights, r) == 0) c.lastProgressNs[r] = t;
-      flights.push_back(Flight{comm, r, sz, double(sz), repairsOf(c, r)});
-      comms.push_back(comm);
+      if (c.held[size_t(r)] == 0) c.lastProgressNs[r] = t;
+      c.held[size_t(r)] += sz;
+      Flight f{nullptr, r, sz, double(sz), repairsOf(c, r), c.epoch[size_t(r)]};
+      if (queued) {
+        f.job = queueOnWire(c, r, sz, arrived);
+      } else {
+        f.comm = startTransfer(c.src, c.dst, r, sz);
+        comms.push_back(f.comm);
+      }
+      flights.push_back(f);
     }
     if (flights.empty()) {
       // No usable rail: wait for a re-connection.
@@ -499,11 +631,21 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       Flight& f = flights[i];
       uint64_t rep = repairsOf(c, f.rail);
       if (rep == f.repairs || !nicUp(c.src, f.rail) || !nicUp(c.dst, f.rail)) continue;
+      f.repairs = rep;
+      if (f.job) {
+        // Only the chunk on the wire is stuck; the ones queued behind it start afresh.
+        if (f.job->done || !f.job->comm) continue;
+        const double rem = std::max(1.0, f.job->comm->get_remaining());
+        f.job->bytes = uint64_t(rem);
+        f.job->restart = true;
+        f.job->comm->cancel();
+        f.lastRemaining = rem;
+        continue;
+      }
       double rem = std::max(1.0, f.comm->get_remaining());
       f.comm->cancel();
       f.comm = startTransfer(c.src, c.dst, f.rail, uint64_t(rem));
       f.lastRemaining = rem;
-      f.repairs = rep;
       comms[i] = f.comm;
     }
     double timeout = -1;
@@ -514,7 +656,7 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       // errors the communicator: the job stops (a shorter outage only delays it).
       uint64_t tn = nowNs();
       for (Flight& f : flights) {
-        double rem = f.comm->get_remaining();
+        double rem = remainingOf(f);
         if (rem <= f.lastRemaining - kProgressBytes) {
           f.lastRemaining = rem;
           c.lastProgressNs[f.rail] = tn;
@@ -529,16 +671,38 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       }
       timeout = 0.25;
     }
-    ssize_t idx = sg4::Comm::wait_any_for(comms, timeout);
+    ssize_t idx = -1;
+    if (queued) {
+      auto firstDone = [&]() -> ssize_t {
+        for (size_t i = 0; i < flights.size(); ++i) {
+          if (flights[i].job->done) return ssize_t(i);
+        }
+        return -1;
+      };
+      idx = firstDone();
+      if (idx < 0) {
+        // Each completion releases the semaphore once; completions taken without waiting
+        // leave it ahead, which costs one more pass of this loop, nothing else.
+        if (timeout < 0) {
+          arrived->acquire();
+        } else {
+          arrived->acquire_timeout(timeout);
+        }
+        idx = firstDone();
+      }
+    } else {
+      idx = sg4::Comm::wait_any_for(comms, timeout);
+    }
     if (idx < 0) continue;
     Flight done = flights[size_t(idx)];
     flights.erase(flights.begin() + idx);
-    comms.erase(comms.begin() + idx);
+    if (!queued) comms.erase(comms.begin() + idx);
     uint64_t t2 = nowNs();
+    c.held[size_t(done.rail)] -= done.bytes;
     s.onCompleted(done.rail, done.bytes, t2);
     if (c.health) {
       c.health->failure(done.rail).onProgress(t2);
-      if (railHeld(flights, done.rail) == 0) c.health->failure(done.rail).setOutstanding(false, t2);
+      if (c.held[size_t(done.rail)] == 0) c.health->failure(done.rail).setOutstanding(false, t2);
     }
     c.lastProgressNs[done.rail] = t2;
   }
@@ -581,6 +745,101 @@ void runRings(const std::vector<Ring>& rings, int steps, uint64_t stepBytes, int
   if (W->stopped) throw JobStopped{};
 }
 
+// The demo's collectives (bench/demo/collectives.cc, RunSpec::sliceBytes) over a path of
+// connections: each connection's data in slices, `depth` slices at a time (a group), each slice
+// through every step on its own: a member forwards slice k as soon as it has it, whatever the
+// other slices do. A ring (`closed`: the last connection feeds the first) takes `steps` steps; a
+// chain (broadcast) one step per connection, each after the connection before it.
+//  - A connection posts its messages in one order, steps then slices within a step, as the
+//    demo's ranks do (NCCL's net API matches receives to sends in posting order): a slice that
+//    is ready waits until the one before it was posted.
+//  - A rank runs its groups one after the other: it posts group g+1 once its own sends and
+//    receives of group g are done. A send also waits for its receiver to post the matching
+//    receive (the transport's clear-to-send). So connection p starts group g+1 once
+//    connections p-1, p and p+1 finished group g.
+void runSliced(const std::vector<std::vector<Conn*>>& paths, bool closed, int steps,
+               uint64_t segBytes, uint64_t sliceBytes, int depth, int chunksPerRail) {
+  const size_t slices = size_t(std::max<uint64_t>(1, (segBytes + sliceBytes - 1) / sliceBytes));
+  const size_t groups = (slices + size_t(depth) - 1) / size_t(depth);
+  auto inGroup = [=](size_t g) { return std::min(slices - g * size_t(depth), size_t(depth)); };
+  sg4::SemaphorePtr done = sg4::Semaphore::create(0);
+  size_t actors = 0;
+  for (const std::vector<Conn*>& path : paths) {
+    const size_t m = path.size();
+    // The connections whose group-g work gates connection p's group g+1 (see above).
+    auto neighbours = [=](size_t p) {
+      std::vector<size_t> q;
+      if (closed || p > 0) q.push_back((p + m - 1) % m);
+      q.push_back(p);
+      if ((closed || p + 1 < m) && (p + 1) % m != (p + m - 1) % m) q.push_back((p + 1) % m);
+      return q;
+    };
+    // Per group g, connection p, slice k (index into the group):
+    //  arrived: slice k reached the sender of connection p (previous step);
+    //  start: counts the group g-1 slices done on p's neighbours;
+    //  turn[g][p][i]: connection p may post its i-th message of group g.
+    struct Sems {
+      std::vector<std::vector<std::vector<sg4::SemaphorePtr>>> arrived, start, turn;
+    };
+    auto sem = std::make_shared<Sems>();
+    for (auto* v : {&sem->arrived, &sem->start, &sem->turn}) v->resize(groups);
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t n = inGroup(g);
+      for (size_t p = 0; p < m; ++p) {
+        auto make = [](size_t count) {
+          std::vector<sg4::SemaphorePtr> v;
+          for (size_t i = 0; i < count; ++i) v.push_back(sg4::Semaphore::create(0));
+          return v;
+        };
+        sem->arrived[g].push_back(make(n));
+        sem->start[g].push_back(make(n));
+        sem->turn[g].push_back(make(size_t(steps) * n));
+      }
+    }
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t n = inGroup(g);
+      for (size_t p = 0; p < m; ++p) {
+        // What gates this group here: every slice of the previous group on each neighbour.
+        const size_t gate = g == 0 ? 0 : inGroup(g - 1) * neighbours(p).size();
+        for (size_t k = 0; k < n; ++k) {
+          const uint64_t first = (g * size_t(depth) + k) * sliceBytes;
+          const uint64_t bytes = std::min(sliceBytes, segBytes - std::min(segBytes, first));
+          Conn* c = path[p];
+          ++actors;
+          sg4::Actor::create("slice", anyHost(), [=]() {
+            try {
+              for (size_t i = 0; i < gate; ++i) sem->start[g][p][k]->acquire();
+              const size_t posts = size_t(steps) * n;
+              for (int st = 0; st < steps; ++st) {
+                if (st > 0 || (!closed && p > 0)) sem->arrived[g][p][k]->acquire();
+                const size_t i = size_t(st) * n + k;
+                if (i > 0) sem->turn[g][p][i]->acquire();
+                if (i + 1 < posts) sem->turn[g][p][i + 1]->release();
+                sendMessage(*c, bytes, chunksPerRail);
+                if (closed || p + 1 < m) sem->arrived[g][(p + 1) % m][k]->release();
+              }
+              if (g + 1 < groups) {
+                // This slice is done on p: it counts towards the next group of every
+                // connection p gates.
+                for (size_t q = 0; q < m; ++q) {
+                  const std::vector<size_t> nq = neighbours(q);
+                  if (std::find(nq.begin(), nq.end(), p) == nq.end()) continue;
+                  for (size_t k2 = 0; k2 < inGroup(g + 1); ++k2)
+                    sem->start[g + 1][q][k2]->release();
+                }
+              }
+            } catch (const JobStopped&) {
+            }
+            done->release();
+          });
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < actors; ++i) done->acquire();
+  if (W->stopped) throw JobStopped{};
+}
+
 // Every connection sends its bytes at once (pipeline sends, all-to-all).
 void runPointToPoint(const std::vector<Conn*>& conns, uint64_t bytes, int chunksPerRail) {
   sg4::SemaphorePtr done = sg4::Semaphore::create(0);
@@ -603,7 +862,39 @@ void ringCollective(const std::vector<Ring>& rings, uint64_t bytes, const std::s
   size_t n = rings.empty() ? 1 : rings[0].conns.size();
   if (n < 2) return;
   int steps = algo == "ring" ? int(2 * (n - 1)) : int(n - 1);
+  if (W->spec.sliceBytes > 0) {
+    std::vector<std::vector<Conn*>> paths;
+    for (const Ring& r : rings) paths.push_back(r.conns);
+    runSliced(paths, true, steps, bytes / n, W->spec.sliceBytes, std::max(1, W->spec.sliceDepth),
+              chunksPerRail);
+    return;
+  }
   runRings(rings, steps, bytes / n, chunksPerRail);
+}
+
+// The demo's mix (RunSpec::cycleCollectives): `kind` as the demo's collective engine runs it
+// with ring algorithms. Returns the call's bus bytes (nccl-tests' convention, as the demo's).
+double demoCollective(const std::vector<Ring>& rings, const std::string& kind, uint64_t bytes,
+                      int root, int chunksPerRail) {
+  const size_t n = rings.empty() ? 1 : rings[0].conns.size();
+  if (n < 2) return 0;
+  const double nd = double(n);
+  if (kind == "broadcast") {
+    // A chain root -> root+1 -> ... -> root-1, the whole buffer in slices.
+    std::vector<std::vector<Conn*>> paths;
+    for (const Ring& r : rings) {
+      std::vector<Conn*> chain;
+      for (size_t h = 0; h + 1 < n; ++h) chain.push_back(r.conns[(size_t(root) + h) % n]);
+      paths.push_back(chain);
+    }
+    runSliced(paths, false, 1, bytes, W->spec.sliceBytes, std::max(1, W->spec.sliceDepth),
+              chunksPerRail);
+    return double(bytes);
+  }
+  // all-reduce: reduce-scatter then all-gather (2(n-1) steps); all-gather and reduce-scatter:
+  // n-1 steps; each step one rank's block of bytes/n.
+  ringCollective(rings, bytes, kind == "allreduce" ? "ring" : "allgather", chunksPerRail);
+  return (kind == "allreduce" ? 2 : 1) * (nd - 1) / nd * double(bytes);
 }
 
 // Tree all-reduce (NCCL's double binary tree, approximated by two pipelined binary trees over
@@ -996,14 +1287,29 @@ RunResult runOnce(const RunSpec& spec, void (*onStop)(const RunResult&)) {
           const std::vector<double>& edges = spec.windowEdgesS;
           W->windowBusBytes.assign(edges.size() - 1, 0.0);
           const double n = double(W->nodes);
+          const size_t kinds = std::max<size_t>(1, spec.cycleCollectives.size());
           for (size_t i = 0; nowS() < edges.back(); ++i) {
-            uint64_t bytes = spec.cycleBytes[i % spec.cycleBytes.size()];
-            ringCollective(rings, bytes, spec.algo, spec.chunksPerRail);
-            const double t = nowS();
-            for (size_t w = 0; w + 1 < edges.size(); ++w) {
-              if (t >= edges[w] && t < edges[w + 1])
-                W->windowBusBytes[w] += (spec.algo == "ring" ? 2 : 1) * (n - 1) / n * double(bytes);
+            uint64_t bytes = spec.cycleBytes[(i / kinds) % spec.cycleBytes.size()];
+            const double started = nowS();
+            double busBytes = 0;
+            if (spec.cycleCollectives.empty()) {
+              ringCollective(rings, bytes, spec.algo, spec.chunksPerRail);
+              busBytes = (spec.algo == "ring" ? 2 : 1) * (n - 1) / n * double(bytes);
+            } else {
+              const size_t item = i % (kinds * spec.cycleBytes.size());
+              busBytes = demoCollective(rings, spec.cycleCollectives[i % kinds], bytes,
+                                        int(item % size_t(W->nodes)), spec.chunksPerRail);
             }
+            const double t = nowS();
+            if (gTrace)
+              std::fprintf(stderr, "COLL t=%.4f %s bytes %llu took %.4f s\n", t,
+                           spec.cycleCollectives.empty() ? spec.algo.c_str()
+                                                         : spec.cycleCollectives[i % kinds].c_str(),
+                           (unsigned long long)bytes, t - started);
+            for (size_t w = 0; w + 1 < edges.size(); ++w) {
+              if (t >= edges[w] && t < edges[w + 1]) W->windowBusBytes[w] += busBytes;
+            }
+            if (spec.hostGapS > 0) sg4::this_actor::sleep_for(spec.hostGapS);
           }
           res.windowBusBytes = W->windowBusBytes;
           return;

@@ -27,6 +27,10 @@ struct FabricSpec {
   // RDMA NICs (the ibverbs transport's striper settings: a large chunk sent alone measures its
   // rail); false: TCP, as the demo's mini-cluster (such a chunk may be slowed by slow start).
   bool rdma = true;
+  // A token bucket on every NIC's egress, as tc tbf shapes the demo's rails (0: none): an idle
+  // NIC saves up to this many bytes at its rate and sends them at once. Applies to transfers
+  // queued per rail (RunSpec::sliceBytes).
+  double shaperBurstBytes = 0;
   std::string topoText;  // the document (cost-model prior for the tuner)
 };
 
@@ -103,11 +107,23 @@ struct RunSpec {
   uint64_t windowBytes = 0;   // the striper's in-flight cap per rail (0: the plugin's 4 MiB);
                               // coarse runs need it above their chunk size
   bool pluginChunks = false;  // the plugin's own chunk sizes (64 KiB .. 1 MiB; small runs)
-  double warmupS = 0;         // where faults with a random onset may start (set by the driver)
+  // Ring collectives as the demo's collective engine runs them (bench/demo/collectives.cc):
+  // each member's segment in slices of this size, sliceDepth at a time, each slice forwarded
+  // on its own (0: every ring step one message, NCCL's steps taken whole).
+  uint64_t sliceBytes = 0;
+  int sliceDepth = 1;
+  double warmupS = 0;  // where faults with a random onset may start (set by the driver)
   // kAllReduce as a timeline instead of one measured call: collectives of these sizes in turn
   // until the last window edge; RunResult::windowBusBytes holds the bus bytes of those that
   // completed in each window [edges[i], edges[i+1]) (the demo's phases).
   std::vector<uint64_t> cycleBytes;
+  // ... each size as these collectives in turn (allreduce, allgather, reducescatter, broadcast;
+  // ring algorithms, the demo's mix; empty: `algo` only). Broadcast's root is the call's
+  // index in the cycle modulo the nodes, as in the demo's workload.
+  std::vector<std::string> cycleCollectives;
+  // ... and this long between two collectives (the ranks' host work: checking a result, filling
+  // the next input, the tuner's call).
+  double hostGapS = 0;
   std::vector<double> windowEdgesS;
 };
 
