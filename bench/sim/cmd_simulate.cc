@@ -742,7 +742,11 @@ int cmdSimulate(int argc, char** argv) {
           c.note = measured < 0 ? "stopped in the demo; the simulation must stop too"
                                 : "ran in the demo; the simulation must not stop";
         } else {
-          c.gates = false;  // reported (README: where the flow model departs from TCP)
+          // The static job has no policy: its phases test the model of the demo itself (its
+          // collectives, the rails' queues and shapers), and they gate. The closed loop's are
+          // reported: there the real transport's TCP losses on a policed rail and the tuner's
+          // exploration, which the model lacks, show (README, At scale).
+          c.gates = !isOurs;
           c.error = std::fabs(c.predicted - c.measured) / c.measured;
           c.pass = c.error <= c.limit;
           c.note = "demo figures: README demo table (median of 6 runs as root, 2026-12-04)";
@@ -805,10 +809,10 @@ int cmdSimulate(int argc, char** argv) {
     std::printf("\nreproduction checks:\n");
     for (const Check& c : checks) {
       std::printf("  %-4s %-78s predicted %.6g measured %.6g error %.1f%% (limit %.0f%%)\n",
-                  c.pass ? "ok" : "FAIL", c.name.c_str(), c.predicted, c.measured, 100 * c.error,
-                  100 * c.limit);
-      // The alpha-beta checks and where jobs stop gate; the demo's throughputs are reported
-      // (docs/simulate.md).
+                  c.pass ? "ok" : (c.gates ? "FAIL" : "miss"), c.name.c_str(), c.predicted,
+                  c.measured, 100 * c.error, 100 * c.limit);
+      // The alpha-beta checks, where jobs stop and the static job's throughputs gate; the closed
+      // loop's throughputs are reported, a miss is not a failure (docs/simulate.md).
       if (!c.pass && c.gates) failedChecks++;
     }
   }
