@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 tool, prefix = sys.argv[1], sys.argv[2]
 sanitized = "--sanitized" in sys.argv[3:]
@@ -65,14 +66,22 @@ def quick_run(attempt):
 
 # The time bounds are medians over alternating rounds, and still a host whose neighbours take
 # the CPU for a while moves them (a CI run measured 26.6 ns per callback, 1.54 us per all-reduce;
-# the same build alone minutes later 13.8 ns, at the same instruction count): a run that misses
-# only a time bound is timed once more and judged on the second run. A real slowdown misses both
-# (a 1 us sleep in startEvent: 54 us per callback).
+# the same build alone minutes later 13.8 ns, at the same instruction count). Such a spell can
+# outlast two back-to-back runs: on 2026-12-05 a CI run measured 1.527 and then 1.542 us, 20 s
+# apart, with the instruction count in budget (78.6 per callback, as always). So a run that
+# misses only a time bound is timed again after a pause, up to three runs, and judged on the
+# last. A real slowdown misses every one (a 1 us sleep in startEvent: 54 us per callback), and
+# the instruction count below catches it without a clock.
+ATTEMPTS, PAUSE_S = 3, 20
 timing, memory = quick_run(1)
 failures += memory
-if timing and not memory:
-    print("time bounds missed (" + "; ".join(timing) + "): timing once more")
-    timing, memory = quick_run(2)
+attempt = 1
+while timing and not memory and attempt < ATTEMPTS:
+    attempt += 1
+    print("time bounds missed (" + "; ".join(timing) + f"): timing again in {PAUSE_S} s "
+          f"(run {attempt} of {ATTEMPTS})")
+    time.sleep(PAUSE_S)
+    timing, memory = quick_run(attempt)
     failures += memory
 failures += timing
 
