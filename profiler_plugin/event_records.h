@@ -65,12 +65,18 @@ struct ChannelRecord {
   RecordKind kind = RecordKind::kKernelCh;
   uint8_t channelId = 0;
   uint8_t extra = 0;  // beyond nChannels: holds its own reference instead of the group's
+  // A KernelPhase event started under this channel (v7 only): completion reads its phase
+  // records only then, and the next KernelCh start clears them only then.
+  uint8_t phased = 0;
   CollRecord* owner = nullptr;
   // GPU %globaltimer values (ns) from the descriptor and from the KernelChStop state.
   uint64_t gpuStartNs = 0;
   uint64_t gpuStopNs = 0;
-  PhaseRecord phases[kNumPhases];
 };
+// Half a cache line: an all-reduce on 16 channels touches 8 lines of channel records, not the 32
+// it touched with the phase records inline. Those live apart (CollRecord::phases), so an NCCL
+// without phases never touches them (docs/profiler-overhead.md).
+static_assert(sizeof(ChannelRecord) <= 32);
 
 struct CollRecord {
   RecordKind kind = RecordKind::kColl;
@@ -94,8 +100,14 @@ struct CollRecord {
   uint8_t isSymColl = 0;  // v7
   uint64_t userTag = 0;   // v7
   char kernelVariant[kVariantChars] = {};
+  // kMaxChannels x kNumPhases records in the context's phase block, channel-major.
+  PhaseRecord* phases = nullptr;
   ChannelRecord channels[kMaxChannels];
 };
+
+inline PhaseRecord* phasesOf(const ChannelRecord& ch) {
+  return ch.owner->phases + size_t(ch.channelId) * kNumPhases;
+}
 
 struct ProxyOpRecord {
   RecordKind kind = RecordKind::kProxyOp;
@@ -146,9 +158,16 @@ struct CeRecord {
 // load/unload cycle raises glibc's dynamic mmap threshold so that later allocations stay on the
 // heap, where unloading the library cannot give them back. munmap does. acquire() probes a few
 // slots after a shared ring cursor and claims a free one with one CAS; when none is free it returns
-// NULL (the caller drops the event and counts it). Ring order means a released slot is reused only
-// after every other slot was handed out once, which keeps late handles of a completed event
-// pointing at that event.
+// NULL (the caller drops the event and counts it).
+//
+// The cursor turns over a window of the first kHotSlots slots; a second cursor turns over the
+// rest of the pool, used only when the probes found the window busy. In ring order a released slot
+// is reused only after the window's other slots were handed out once (63 acquisitions), which keeps
+// late handles of a completed event pointing at that event. The window is what keeps the pool in
+// cache: a cursor over all 512 collective records touched a record last used 511 collectives ago,
+// and on a host whose shared cache is thrashed by its neighbours those misses doubled the
+// profiler's cost per all-reduce (docs/profiler-overhead.md). The rest of the pool is for bursts of
+// events in flight.
 template <typename T>
 class FixedPool {
  public:
@@ -174,15 +193,9 @@ class FixedPool {
   FixedPool& operator=(const FixedPool&) = delete;
 
   T* acquire() noexcept {
-    for (int probe = 0; probe < kProbes; ++probe) {
-      T& item = items_[cursor_.fetch_add(1, std::memory_order_relaxed) & mask_];
-      uint8_t expected = 0;
-      if (item.inUse.load(std::memory_order_relaxed) == 0 &&
-          item.inUse.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
-        return &item;
-      }
-    }
-    return nullptr;
+    if (mask_ < kHotSlots) return probe(cursor_, 0, mask_ + 1);
+    if (T* item = probe(cursor_, 0, kHotSlots)) return item;
+    return probe(spillCursor_, kHotSlots, mask_ + 1 - kHotSlots);  // the window is busy
   }
   void release(T* item) noexcept { item->inUse.store(0, std::memory_order_release); }
 
@@ -194,12 +207,28 @@ class FixedPool {
     return n;
   }
 
+  static constexpr size_t kHotSlots = 64;
+
  private:
   static constexpr int kProbes = 8;
+  // Slots [first, first + count); count is a power of two but for the spill region.
+  T* probe(std::atomic<size_t>& cursor, size_t first, size_t count) noexcept {
+    for (int probe = 0; probe < kProbes; ++probe) {
+      const size_t n = cursor.fetch_add(1, std::memory_order_relaxed);
+      T& item = items_[first + ((count & (count - 1)) == 0 ? n & (count - 1) : n % count)];
+      uint8_t expected = 0;
+      if (item.inUse.load(std::memory_order_relaxed) == 0 &&
+          item.inUse.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
+        return &item;
+      }
+    }
+    return nullptr;
+  }
   T* items_ = nullptr;
   size_t bytes_ = 0;
   size_t mask_ = 0;
   alignas(64) std::atomic<size_t> cursor_{0};
+  std::atomic<size_t> spillCursor_{0};
 };
 
 }  // namespace autopilot::profiler

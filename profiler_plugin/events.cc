@@ -111,8 +111,10 @@ void complete(CollRecord* coll) {
     // Kernel phases (v7): only phases with both timers in order count.
     for (uint64_t bits = used; bits != 0; bits &= bits - 1) {
       const ChannelRecord& ch = coll->channels[__builtin_ctzll(bits)];
+      if (!ch.phased) continue;
+      const PhaseRecord* phases = phasesOf(ch);
       for (int p = 0; p < kNumPhases; ++p) {
-        const PhaseRecord& ph = ch.phases[p];
+        const PhaseRecord& ph = phases[p];
         if (ph.gpuStartNs == 0 || ph.gpuStopNs < ph.gpuStartNs) continue;
         (p == 1 ? c.phaseComputeNs : c.phaseSyncNs) += ph.gpuStopNs - ph.gpuStartNs;
       }
@@ -139,8 +141,8 @@ void complete(CollRecord* coll) {
       span.userTag = c.userTag;
       if (!ctx->spans.push(span))
         ctx->counters.traceQueueFull.fetch_add(1, std::memory_order_relaxed);
-      for (int p = 0; p < kNumPhases; ++p) {
-        const PhaseRecord& ph = ch.phases[p];
+      for (int p = 0; p < (ch.phased ? kNumPhases : 0); ++p) {
+        const PhaseRecord& ph = phasesOf(ch)[p];
         if (ph.gpuStartNs == 0 || ph.gpuStopNs < ph.gpuStartNs) continue;
         span.kind = TraceSpan::kKernelPhase;
         span.phaseId = uint8_t(p);
@@ -228,7 +230,11 @@ void startKernelCh(ProfilerContext* ctx, void** eHandle, const abi::ProfilerEven
   coll->channelStarts.store(starts + 1, std::memory_order_relaxed);
   ch.gpuStartNs = d.kernelCh.pTimer;
   ch.gpuStopNs = 0;
-  for (PhaseRecord& ph : ch.phases) ph.gpuStartNs = ph.gpuStopNs = 0;
+  if (ch.phased) {
+    PhaseRecord* phases = phasesOf(ch);
+    for (int p = 0; p < kNumPhases; ++p) phases[p].gpuStartNs = phases[p].gpuStopNs = 0;
+    ch.phased = 0;
+  }
   *eHandle = &ch;
 }
 
@@ -242,11 +248,12 @@ void startKernelPhase(ProfilerContext* ctx, void** eHandle, const abi::ProfilerE
     return;
   }
   auto* ch = static_cast<ChannelRecord*>(parent);
-  PhaseRecord& ph = ch->phases[phase];
+  PhaseRecord& ph = phasesOf(*ch)[phase];
   ph.phaseId = phase;
   ph.channel = ch;
   ph.gpuStartNs = d.kernelPhase.pTimer;
   ph.gpuStopNs = 0;
+  ch->phased = 1;
   ctx->counters.phases.fetch_add(1, std::memory_order_relaxed);
   *eHandle = &ph;
 }

@@ -25,24 +25,29 @@ constexpr int kDatatypeSizes[kNumDatatypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 
 // the profiler's Coll descriptor carries NCCL's upper-case names with underscores ("RING",
 // "NVLS_TREE", "SIMPLE"), its logs and cost tables the mixed-case ones ("Ring", "NVLSTree",
 // "Simple"). Both are accepted: letters compare without case, underscores are skipped.
+constexpr char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c; }
+
 bool sameName(const char* table, const char* name) noexcept {
   for (;;) {
     while (*name == '_') ++name;
     const char a = *table, b = *name;
     if (a == '\0' || b == '\0') return a == b;
-    const char la = (a >= 'A' && a <= 'Z') ? char(a - 'A' + 'a') : a;
-    const char lb = (b >= 'A' && b <= 'Z') ? char(b - 'A' + 'a') : b;
-    if (la != lb) return false;
+    if (lower(a) != lower(b)) return false;
     ++table;
     ++name;
   }
 }
 
+// Every Coll start parses an algorithm and a protocol: the first letters (no table name starts
+// with an underscore) reject all but one or two candidates before the full comparison.
 template <size_t N>
 int lookupAnyCase(const char* name, const char* const (&names)[N]) noexcept {
   if (name == nullptr) return -1;
+  const char* letters = name;
+  while (*letters == '_') ++letters;
+  const char first = lower(*letters);
   for (size_t i = 0; i < N; ++i) {
-    if (sameName(names[i], name)) return int(i);
+    if (lower(names[i][0]) == first && sameName(names[i], name)) return int(i);
   }
   return -1;
 }

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/comm_tag.h"
 #include "common/safe_file.h"
@@ -77,6 +79,38 @@ TEST_CASE("record pool: full means drop, never grow", "[pool]") {
   pool.release(a[2]);
   CHECK(pool.acquire() == a[2]);
   CHECK(pool.inUse() == 4);
+}
+
+TEST_CASE("record pool: a hot window, reused in ring order, spilling into the rest when busy",
+          "[pool]") {
+  constexpr size_t kHot = FixedPool<NetRecord>::kHotSlots;
+  FixedPool<NetRecord> pool(8 * kHot);
+  // One event at a time (a blocking collective): only the window's slots, each reused only after
+  // all the window's others were handed out (late handles keep pointing at their event).
+  std::vector<NetRecord*> seen;
+  for (size_t i = 0; i < 4 * kHot; ++i) {
+    NetRecord* r = pool.acquire();
+    REQUIRE(r != nullptr);
+    CHECK(size_t(r - &pool.at(0)) < kHot);
+    if (i >= kHot) CHECK(r == seen[i - kHot]);
+    for (size_t back = 1; back < kHot && back <= i; ++back) CHECK(r != seen[i - back]);
+    seen.push_back(r);
+    pool.release(r);
+  }
+  // Many in flight: once the window is busy, acquisitions come from the rest of the pool, up to
+  // the whole capacity, and a full pool drops.
+  // (A call probes a few slots, so a call may come back empty while others are free.)
+  std::set<NetRecord*> held;
+  for (size_t i = 0; i < 4 * pool.capacity(); ++i) {
+    if (NetRecord* r = pool.acquire()) CHECK(held.insert(r).second);
+  }
+  CHECK(held.size() == pool.capacity());
+  CHECK(pool.inUse() == pool.capacity());
+  CHECK(pool.acquire() == nullptr);
+  pool.release(&pool.at(3));
+  NetRecord* again = nullptr;
+  for (int i = 0; i < 64 && again == nullptr; ++i) again = pool.acquire();
+  CHECK(again == &pool.at(3));
 }
 
 TEST_CASE("rail monitor: samples only active rails, flags state changes, detects a drop",

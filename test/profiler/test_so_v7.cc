@@ -40,8 +40,10 @@ struct ScopedEnv {
   const char* name_;
 };
 
-// One kernel collective with NCCL 2.31's v7 fields, two channels, three phases each.
-void taggedCollective(host::HostProfiler* p, void* ctx, uint64_t seq, uint64_t gpu) {
+// One kernel collective with NCCL 2.31's v7 fields, two channels, three phases each (none with
+// withPhases false, as from a kernel that reports none).
+void taggedCollective(host::HostProfiler* p, void* ctx, uint64_t seq, uint64_t gpu,
+                      bool withPhases = true) {
   abi::ProfilerEventDescrV7 d{};
   d.type = abi::event::kColl;
   d.coll.seqNumber = seq;
@@ -69,7 +71,7 @@ void taggedCollective(host::HostProfiler* p, void* ctx, uint64_t seq, uint64_t g
     REQUIRE(ch != nullptr);
     // Phases: 10 us initial sync, 60 us compute, 10 us final sync.
     const uint64_t bounds[4] = {gpu, gpu + 10000, gpu + 70000, gpu + 80000};
-    for (int ph = 0; ph < 3; ++ph) {
+    for (int ph = 0; ph < (withPhases ? 3 : 0); ++ph) {
       abi::ProfilerEventDescrV7 e{};
       e.type = abi::event::kKernelPhase;
       e.parentObj = ch;
@@ -155,6 +157,10 @@ TEST_CASE("profiler v7: user tags, kernel variants and phases reach the exports"
     void* ctx = s.profilerContext();
     for (int i = 0; i < 5; ++i)
       taggedCollective(p, ctx, uint64_t(i), 1000000 + uint64_t(i) * 1000000);
+    // Then collectives without phases, enough to reuse every record the first five used: none
+    // may show their phases.
+    for (int i = 5; i < 5 + 3 * 64; ++i)
+      taggedCollective(p, ctx, uint64_t(i), 1000000 + uint64_t(i) * 1000000, false);
     copyEngineCollective(p, ctx, 0);
     // What a newer NCCL might send: an event type and a state nobody defined yet.
     abi::ProfilerEventDescrV7 unknown{};
@@ -167,8 +173,9 @@ TEST_CASE("profiler v7: user tags, kernel variants and phases reach the exports"
   std::string trace = readFile(tracePath);
   INFO(trace.substr(0, 4000));
   CHECK(countOf(trace, "\"user_tag\":65261") >= 5);
-  CHECK(countOf(trace, "\"kernel_variant\":\"RING_SIMPLE_SUM_F32\"") == 5);
-  CHECK(countOf(trace, "\"symmetric\":true") == 5);
+  CHECK(countOf(trace, "\"kernel_variant\":\"RING_SIMPLE_SUM_F32\"") == 5 + 3 * 64);
+  CHECK(countOf(trace, "\"symmetric\":true") == 5 + 3 * 64);
+  CHECK(countOf(trace, "\"phase_sync_us\"") == 5);
   // Two channels x 3 phases x 5 collectives; 2 x 20 us of sync and 2 x 60 us of compute each.
   CHECK(countOf(trace, "\"cat\":\"kernel_phase\"") == 30);
   CHECK(countOf(trace, "\"phase_sync_us\":40.000,\"phase_compute_us\":120.000") == 5);
@@ -177,7 +184,7 @@ TEST_CASE("profiler v7: user tags, kernel variants and phases reach the exports"
   CHECK(countOf(trace, "\"user_tag\":206,\"engine\":\"copy\"") == 1);
   std::string lines = readFile(inspectorPath);
   INFO(lines);
-  CHECK(countOf(lines, "\"user_tag\":65261,\"engine\":\"kernel\"") == 5);
+  CHECK(countOf(lines, "\"user_tag\":65261,\"engine\":\"kernel\"") == 5 + 3 * 64);
   CHECK(countOf(lines, "\"user_tag\":206,\"engine\":\"copy\"") == 1);
   unlink(tracePath.c_str());
   unlink(inspectorPath.c_str());
