@@ -662,9 +662,9 @@ struct PhaseRow {
   double closedGbps = kNaN, staticGbps = kNaN, speedup = kNaN;
   double failovers = kNaN, recoveries = kNaN;
   double capacityFraction = kNaN;
-  double efficiency = kNaN;      // bus bandwidth / capacity
-  double recoveryMs = kNaN;      // from the phase's start to 90% of its steady throughput
-  double maxGapMs = kNaN;        // longest wait between two completions
+  double efficiency = kNaN;  // bus bandwidth / capacity
+  double recoveryMs = kNaN;  // from the phase's start (each flap) to 90% of its steady throughput
+  double maxGapMs = kNaN;    // longest wait between two completions
   double falseFailovers = kNaN;  // rails failed while none was down
   double closedMaxGapS = kNaN, staticMaxGapS = kNaN;
   // Mistuned scenario: seconds from the phase's start until every size ran the tuner's arm for
@@ -687,7 +687,11 @@ PhaseRow phaseRow(const DemoOptions& o, const ModeRecord* closed, const ModeReco
     row.failovers = st.failovers;
     row.recoveries = st.recoveries;
     row.efficiency = row.closedGbps * 1e3 / capacityMbit(o, p);
-    double settle = closed->settleSeconds(name, kSettleWindowS, 0.9);
+    // A flapping rail changes the limit every kFlapSeconds: each change is a fault or a repair
+    // of its own, measured against the throughput of its own state.
+    const bool flaps = o.phases[size_t(p)].flapRail >= 0;
+    double settle = flaps ? closed->settleSecondsPerPeriod(name, kFlapSeconds, kSettleWindowS, 0.9)
+                          : closed->settleSeconds(name, kSettleWindowS, 0.9);
     if (settle >= 0) row.recoveryMs = settle * 1e3;
     row.maxGapMs = st.maxGapS * 1e3;
     row.closedMaxGapS = st.maxGapS;

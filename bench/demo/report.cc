@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <vector>
 
 #include "bench/demo/collectives.h"
 #include "common/abi/nccl_abi.h"
@@ -110,24 +111,63 @@ std::vector<std::pair<double, double>> ModeRecord::timeline(double binS) const {
   return out;
 }
 
+double ModeRecord::bytesIn(double fromS, double toS) const {
+  double sum = 0;
+  for (const auto& [s, bytes] : completions_) {
+    if (s >= fromS && s < toS) sum += bytes;
+  }
+  return sum;
+}
+
+double ModeRecord::firstWindowAt(double startS, double endS, double windowS,
+                                 double bytesPerS) const {
+  for (double t = startS + windowS; t <= endS + 1e-9; t += windowS / 10) {
+    if (bytesIn(t - windowS, t) / windowS >= bytesPerS) return t - startS;
+  }
+  return -1;
+}
+
 double ModeRecord::settleSeconds(const std::string& phase, double windowS, double fraction) const {
   auto it =
       std::find_if(phases_.begin(), phases_.end(), [&](const Phase& p) { return p.name == phase; });
   if (it == phases_.end() || windowS <= 0) return -1;
   const double start = it->startS, end = it->endS, mid = (start + end) / 2;
-  auto bytesIn = [&](double a, double b) {
-    double sum = 0;
-    for (const auto& [s, bytes] : completions_) {
-      if (s >= a && s < b) sum += bytes;
-    }
-    return sum;
-  };
   double steady = bytesIn(mid, end) / (end - mid);
   if (steady <= 0) return -1;
-  for (double t = start + windowS; t <= end + 1e-9; t += windowS / 10) {
-    if (bytesIn(t - windowS, t) / windowS >= fraction * steady) return t - start;
+  return firstWindowAt(start, end, windowS, fraction * steady);
+}
+
+double ModeRecord::settleSecondsPerPeriod(const std::string& phase, double periodS, double windowS,
+                                          double fraction) const {
+  auto it =
+      std::find_if(phases_.begin(), phases_.end(), [&](const Phase& p) { return p.name == phase; });
+  if (it == phases_.end() || windowS <= 0 || periodS < 2 * windowS) return -1;
+  // Periods cut short by the phase's end count while their second half holds a window.
+  struct Period {
+    double startS, endS;
+  };
+  std::vector<Period> periods;
+  for (double a = it->startS; it->endS - a >= 2 * windowS - 1e-9; a += periodS) {
+    periods.push_back({a, std::min(a + periodS, it->endS)});
   }
-  return -1;
+  double steady[2] = {0, 0};
+  int counted[2] = {0, 0};
+  for (size_t k = 0; k < periods.size(); ++k) {
+    const double mid = (periods[k].startS + periods[k].endS) / 2;
+    steady[k % 2] += bytesIn(mid, periods[k].endS) / (periods[k].endS - mid);
+    ++counted[k % 2];
+  }
+  if (counted[0] == 0 || counted[1] == 0) return -1;
+  double worst = 0;
+  for (size_t k = 0; k < periods.size(); ++k) {
+    const double state = steady[k % 2] / counted[k % 2];
+    if (state <= 0) return -1;
+    const double settle =
+        firstWindowAt(periods[k].startS, periods[k].endS, windowS, fraction * state);
+    if (settle < 0) return -1;
+    worst = std::max(worst, settle);
+  }
+  return worst;
 }
 
 }  // namespace autopilot::demo

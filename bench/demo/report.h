@@ -74,9 +74,20 @@ class ModeRecord {
   // window (sliding in steps of a tenth of it) that carried at least `fraction` of the phase's
   // steady throughput, taken as its second half's. -1 when the phase carried nothing.
   double settleSeconds(const std::string& phase, double windowS, double fraction) const;
+  // The same for a phase whose network changes state every `periodS` from its start (a flapping
+  // rail: down, up, down, ...), one recovery per change: each period is measured against the
+  // steady throughput of its own state, the mean of the second halves of that state's periods
+  // (a period the phase's end cuts short counts while it lasts two windows). Returns the longest
+  // of them; -1 when a period never settled or the phase held no period of each state.
+  double settleSecondsPerPeriod(const std::string& phase, double periodS, double windowS,
+                                double fraction) const;
 
  private:
   std::string phaseAt(double s) const;
+  double bytesIn(double fromS, double toS) const;
+  // From `startS`, the end of the first `windowS` window up to `endS` that carried at least
+  // `bytesPerS`, as seconds after `startS`; -1 when none did.
+  double firstWindowAt(double startS, double endS, double windowS, double bytesPerS) const;
   std::string mode_;
   std::vector<Phase> phases_;
   int nRanks_;
