@@ -21,12 +21,12 @@ constexpr const char* kDatatypeNames[kNumDatatypes] = {
     "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
 constexpr int kDatatypeSizes[kNumDatatypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 
+constexpr char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c; }
+
 // Algorithm and protocol names come in two spellings (docs/nccl-plugin-abi.md, "Name strings"):
 // the profiler's Coll descriptor carries NCCL's upper-case names with underscores ("RING",
 // "NVLS_TREE", "SIMPLE"), its logs and cost tables the mixed-case ones ("Ring", "NVLSTree",
 // "Simple"). Both are accepted: letters compare without case, underscores are skipped.
-constexpr char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c; }
-
 bool sameName(const char* table, const char* name) noexcept {
   for (;;) {
     while (*name == '_') ++name;

@@ -820,10 +820,9 @@ void runSliced(const std::vector<std::vector<Conn*>>& paths, bool closed, int st
               }
               if (g + 1 < groups) {
                 // This slice is done on p: it counts towards the next group of every
-                // connection p gates.
-                for (size_t q = 0; q < m; ++q) {
-                  const std::vector<size_t> nq = neighbours(q);
-                  if (std::find(nq.begin(), nq.end(), p) == nq.end()) continue;
+                // connection p gates, which are p's own neighbours (the relation is symmetric
+                // on a ring and on a chain).
+                for (size_t q : neighbours(p)) {
                   for (size_t k2 = 0; k2 < inGroup(g + 1); ++k2)
                     sem->start[g + 1][q][k2]->release();
                 }
