@@ -6,16 +6,16 @@ namespace autopilot::profiler {
 
 ProfilerContext::ProfilerContext(size_t collPool, size_t childPool, size_t queueCapacity)
     : colls(collPool),
+      phaseBlocks(collPool),
       proxyOps(childPool),
       nets(childPool),
       ces(kCePool),
       completed(queueCapacity),
       spans(queueCapacity * 4) {
-  phaseBlock.reset(new PhaseRecord[colls.capacity() * kMaxChannels * kNumPhases]);
   for (size_t i = 0; i < colls.capacity(); ++i) {
     CollRecord& c = colls.at(i);
     c.ctx = this;
-    c.phases = phaseBlock.get() + i * kMaxChannels * kNumPhases;
+    c.phases = phaseBlocks.at(i).phases;
     for (int ch = 0; ch < kMaxChannels; ++ch) {
       c.channels[ch].owner = &c;
       c.channels[ch].channelId = uint8_t(ch);

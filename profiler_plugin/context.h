@@ -120,7 +120,7 @@ struct ProfilerContext {
   bus::MeasurementMatcher clockRule{0};
 
   FixedPool<CollRecord> colls;
-  std::unique_ptr<PhaseRecord[]> phaseBlock;  // CollRecord::phases of every pool slot
+  FixedPool<PhaseBlock> phaseBlocks;  // CollRecord::phases of every pool slot, by index
   FixedPool<ProxyOpRecord> proxyOps;
   FixedPool<NetRecord> nets;
   FixedPool<CeRecord> ces;        // copy-engine collectives in flight (timed by the service thread)

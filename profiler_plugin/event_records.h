@@ -105,6 +105,14 @@ struct CollRecord {
   ChannelRecord channels[kMaxChannels];
 };
 
+// One collective record's phase records (kMaxChannels x kNumPhases, channel-major). A pool of
+// these (one per collective slot, never acquired: inUse only satisfies FixedPool) keeps the
+// 3 MB of a default context off the malloc heap, like every other pool (see FixedPool).
+struct PhaseBlock {
+  std::atomic<uint8_t> inUse{0};
+  PhaseRecord phases[kMaxChannels * kNumPhases];
+};
+
 inline PhaseRecord* phasesOf(const ChannelRecord& ch) {
   return ch.owner->phases + size_t(ch.channelId) * kNumPhases;
 }
