@@ -63,6 +63,12 @@ constexpr double kProgressBytes =
 constexpr double kPollS = 0.010;              // ours: how often a waiting sender checks its rails
 constexpr uint64_t kEvaluateNs = 20'000'000;  // ours: degradation verdicts (as the transport)
 constexpr double kRejoinShare = 0.125;        // ours: a re-joined rail starts at this share
+// The TCP transport (net_plugin/transport/tcp/send_recovery.cc): a rail that took no bytes for
+// this long asks the kernel, and fails at once where this host's own link is down; a rail lost
+// that way is re-connected as soon as a check (this often) finds the link back, not at its
+// failback backoff, which grows to 2 s over an outage.
+constexpr uint64_t kTcpSampleNs = 5'000'000;
+constexpr uint64_t kLinkCheckNs = 10'000'000;
 
 // Stops the run (the job hangs on a dead link): unwinds every actor of the simulation.
 struct JobStopped {};
@@ -209,6 +215,7 @@ struct WireJob {
   uint64_t bytes = 0;  // what is left to send (set again before a restart)
   sg4::CommPtr comm;   // once started
   bool done = false, cancelled = false, restart = false;
+  bool sent = false;         // its last byte left the wire (done follows after RunSpec::hostDelayS)
   sg4::SemaphorePtr notify;  // the owning message's: released when done
 };
 
@@ -224,7 +231,7 @@ struct Flight {
 
 double remainingOf(const Flight& f) {
   if (!f.job) return f.comm->get_remaining();
-  if (f.job->done) return 0;
+  if (f.job->done || f.job->sent) return 0;
   return f.job->comm ? f.job->comm->get_remaining() : double(f.job->bytes);
 }
 
@@ -251,10 +258,18 @@ struct Conn {
   // the rail held, whichever message it belongs to, as the transport does.
   std::vector<uint64_t> held;
   std::vector<uint64_t> epoch;
+  // ours on TCP: the rail failed with this host's own link down (see kTcpSampleNs), and when
+  // its link was last checked since.
+  std::vector<bool> lostLocalLink;
+  std::vector<uint64_t> linkCheckNs;
   // Queued mode (WireJob): per rail, the chunks waiting for the wire and their actor's wake-up.
   struct Wire {
     std::deque<std::shared_ptr<WireJob>> queue;
     sg4::SemaphorePtr work;
+    // RunSpec::hostDelayS: chunks that left the wire, with when they count as arrived (in
+    // order: one wire sends one chunk at a time), and their actor's wake-up.
+    std::deque<std::pair<std::shared_ptr<WireJob>, double>> landing;
+    sg4::SemaphorePtr landed;
   };
   std::vector<Wire> wires;  // empty until first used
   // nccl-2.30
@@ -303,6 +318,8 @@ Conn* makeConn(int src, int dst, int comm) {
   }
   c->held.assign(k, 0);
   c->epoch.assign(k, 0);
+  c->lostLocalLink.assign(k, false);
+  c->linkCheckNs.assign(k, 0);
   c->lastProgressNs.assign(k, t);
   c->ncclDown.assign(k, false);
   c->healthySinceS.assign(k, 0);
@@ -392,8 +409,27 @@ void oursMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
       h.failure(f.rail).onProgress(t);
     }
   }
+  const bool tcp = !W->spec.fabric.rdma;
+  auto failHere = [&](int r, const char* why) {
+    h.fail(r, t, why);
+    if (gTrace)
+      std::fprintf(stderr, "t=%.4f conn %d->%d rail %d failed (%s, stalled %.3f s)\n", nowS(),
+                   c.src, c.dst, r, why, h.failure(r).stalledForNs(t) * 1e-9);
+    s.onRailLost(r);
+    s.setMode(r, RailMode::kDown);
+    failRail(c, flights, comms, pending, r);
+    W->railFailures++;
+    noteFailover(c);
+  };
   for (int r = 0; r < W->nics; ++r) {
     if (!h.live(r)) {
+      if (c.lostLocalLink[size_t(r)] && t - c.linkCheckNs[size_t(r)] >= kLinkCheckNs) {
+        c.linkCheckNs[size_t(r)] = t;
+        if (nicUp(c.src, r)) {
+          c.lostLocalLink[size_t(r)] = false;
+          h.failback(r).retryNow(t);
+        }
+      }
       if (h.failback(r).due(t)) {
         h.failback(r).onAttemptStarted();
         // A re-connection and handshake over the rail's two NICs: it succeeds when both work.
@@ -409,6 +445,8 @@ void oursMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
             start = peers[n / 2] * kRejoinShare;
           }
           h.rejoin(r, t);
+          if (gTrace)
+            std::fprintf(stderr, "t=%.4f conn %d->%d rail %d rejoined\n", nowS(), c.src, c.dst, r);
           s.setMode(r, h.mode(r));
           s.setBandwidth(r, start);
           W->railRejoins++;
@@ -422,6 +460,12 @@ void oursMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
     const uint64_t held = c.held[size_t(r)];
     fd.setOutstanding(held > 0, t);
     if (held == 0) continue;
+    if (tcp && !nicUp(c.src, r) && fd.stalledForNs(t) > kTcpSampleNs) {
+      failHere(r, "this host's link is down");
+      c.lostLocalLink[size_t(r)] = true;
+      c.linkCheckNs[size_t(r)] = t;
+      continue;
+    }
     double bw = s.bandwidth(r);
     if (fd.failed(t, held, bw) && !h.stallBlamesRail(r, t)) {
       // As the transport does: ask the peer for a sign of life over another live rail (a small
@@ -441,17 +485,7 @@ void oursMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
         break;
       }
     }
-    if (fd.failed(t, held, bw) && h.stallBlamesRail(r, t)) {
-      h.fail(r, t, "no progress");
-      if (gTrace)
-        std::fprintf(stderr, "t=%.4f conn %d->%d rail %d failed (stalled %.3f s)\n", nowS(), c.src,
-                     c.dst, r, h.failure(r).stalledForNs(t) * 1e-9);
-      s.onRailLost(r);
-      s.setMode(r, RailMode::kDown);
-      failRail(c, flights, comms, pending, r);
-      W->railFailures++;
-      noteFailover(c);
-    }
+    if (fd.failed(t, held, bw) && h.stallBlamesRail(r, t)) failHere(r, "no progress");
   }
   if (t >= c.nextEvaluateNs) {
     c.nextEvaluateNs = t + kEvaluateNs;
@@ -551,13 +585,35 @@ void wireActor(Conn* c, int rail) {
       if (job->bytes > atOnce) W->nicTokens[nic] = 0;  // what went at the rate drained it
       W->nicTokensAtS[nic] = nowS();
       if (ok) {
-        job->done = true;
-        job->notify->release();
+        job->sent = true;
+        if (W->spec.hostDelayS <= 0) {
+          job->done = true;
+          job->notify->release();
+        } else {
+          // The wire is free for the next chunk meanwhile.
+          w.landing.emplace_back(job, nowS() + W->spec.hostDelayS);
+          w.landed->release();
+        }
         break;
       }
       if (!job->restart) break;
       job->restart = false;
     }
+  }
+}
+
+// RunSpec::hostDelayS: marks the connection's chunks on `rail` arrived once their hosts' part is
+// over.
+void landingActor(Conn* c, int rail) {
+  Conn::Wire& w = c->wires[size_t(rail)];
+  for (;;) {
+    w.landed->acquire();
+    auto [job, atS] = w.landing.front();
+    w.landing.pop_front();
+    if (atS > nowS()) sg4::this_actor::sleep_until(atS);
+    if (job->cancelled) continue;
+    job->done = true;
+    job->notify->release();
   }
 }
 
@@ -567,10 +623,13 @@ std::shared_ptr<WireJob> queueOnWire(Conn& c, int rail, uint64_t bytes,
     c.wires.resize(size_t(W->nics));
     for (int r = 0; r < W->nics; ++r) {
       c.wires[size_t(r)].work = sg4::Semaphore::create(0);
+      c.wires[size_t(r)].landed = sg4::Semaphore::create(0);
       Conn* conn = &c;
-      sg4::Actor::create("wire", W->nicHost[size_t(c.src) * W->nics + r], [conn, r]() {
-        wireActor(conn, r);
-      })->daemonize();
+      sg4::Host* host = W->nicHost[size_t(c.src) * W->nics + r];
+      sg4::Actor::create("wire", host, [conn, r]() { wireActor(conn, r); })->daemonize();
+      if (W->spec.hostDelayS > 0) {
+        sg4::Actor::create("landing", host, [conn, r]() { landingActor(conn, r); })->daemonize();
+      }
     }
   }
   auto job = std::make_shared<WireJob>();
@@ -634,7 +693,7 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       f.repairs = rep;
       if (f.job) {
         // Only the chunk on the wire is stuck; the ones queued behind it start afresh.
-        if (f.job->done || !f.job->comm) continue;
+        if (f.job->done || f.job->sent || !f.job->comm) continue;
         const double rem = std::max(1.0, f.job->comm->get_remaining());
         f.job->bytes = uint64_t(rem);
         f.job->restart = true;

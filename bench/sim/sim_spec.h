@@ -124,6 +124,11 @@ struct RunSpec {
   // ... and this long between two collectives (the ranks' host work: checking a result, filling
   // the next input, the tuner's call).
   double hostGapS = 0;
+  // Queued chunks (sliceBytes): a chunk counts as arrived, on both sides, this long after its
+  // last byte left the wire: the hosts' part of a transfer (the receiving proxy finding it, the
+  // acknowledgement's way back), which the links' latency does not stand for (a latency there
+  // would hold back the slices in flight as well).
+  double hostDelayS = 0;
   std::vector<double> windowEdgesS;
 };
 
