@@ -111,6 +111,13 @@ std::vector<std::pair<double, double>> ModeRecord::timeline(double binS) const {
   return out;
 }
 
+const Phase* ModeRecord::findPhase(const std::string& name) const {
+  for (const Phase& p : phases_) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
 double ModeRecord::bytesIn(double fromS, double toS) const {
   double sum = 0;
   for (const auto& [s, bytes] : completions_) {
@@ -128,9 +135,8 @@ double ModeRecord::firstWindowAt(double startS, double endS, double windowS,
 }
 
 double ModeRecord::settleSeconds(const std::string& phase, double windowS, double fraction) const {
-  auto it =
-      std::find_if(phases_.begin(), phases_.end(), [&](const Phase& p) { return p.name == phase; });
-  if (it == phases_.end() || windowS <= 0) return -1;
+  const Phase* it = findPhase(phase);
+  if (it == nullptr || windowS <= 0) return -1;
   const double start = it->startS, end = it->endS, mid = (start + end) / 2;
   double steady = bytesIn(mid, end) / (end - mid);
   if (steady <= 0) return -1;
@@ -139,9 +145,8 @@ double ModeRecord::settleSeconds(const std::string& phase, double windowS, doubl
 
 double ModeRecord::settleSecondsPerPeriod(const std::string& phase, double periodS, double windowS,
                                           double fraction) const {
-  auto it =
-      std::find_if(phases_.begin(), phases_.end(), [&](const Phase& p) { return p.name == phase; });
-  if (it == phases_.end() || windowS <= 0 || periodS < 2 * windowS) return -1;
+  const Phase* it = findPhase(phase);
+  if (it == nullptr || windowS <= 0 || periodS < 2 * windowS) return -1;
   // Periods cut short by the phase's end count while their second half holds a window.
   struct Period {
     double startS, endS;

@@ -84,6 +84,7 @@ class ModeRecord {
 
  private:
   std::string phaseAt(double s) const;
+  const Phase* findPhase(const std::string& name) const;  // nullptr: no such phase
   double bytesIn(double fromS, double toS) const;
   // From `startS`, the end of the first `windowS` window up to `endS` that carried at least
   // `bytesPerS`, as seconds after `startS`; -1 when none did.
