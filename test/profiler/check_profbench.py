@@ -66,13 +66,12 @@ def quick_run(attempt):
 
 # The time bounds are medians over alternating rounds, and still a busy spell of the host moves
 # them: other work's memory traffic evicts the profiler's records from the cache, and the same
-# instructions take longer (docs/profiler-overhead.md; a CI run measured 26.6 ns per callback,
-# 1.54 us per all-reduce; the same build alone minutes later 13.8 ns, at the same instruction
-# count). Such a spell can
-# outlast two back-to-back runs: on 2026-12-05 a CI run measured 1.527 and then 1.542 us, 20 s
-# apart, with the instruction count in budget (78.6 per callback, as always). So a run that
-# misses only a time bound is timed again after a pause, up to three runs, and judged on the
-# last. A real slowdown misses every one (a 1 us sleep in startEvent: 54 us per callback), and
+# instructions take longer (docs/profiler-overhead.md; a CI run measured 26.6 ns per callback, 1.54
+# us per all-reduce; the same build alone minutes later 13.8 ns, at the same instruction count).
+# Such a spell can outlast two back-to-back runs: on 2026-12-05 a CI run measured 1.527 and then
+# 1.542 us, 20 s apart, with the instruction count in budget (78.6 per callback, as always). So a
+# run that misses only a time bound is timed again after a pause, up to three runs, and judged on
+# the last. A real slowdown misses every one (a 1 us sleep in startEvent: 54 us per callback), and
 # the instruction count below catches it without a clock.
 ATTEMPTS, PAUSE_S = 3, 20
 timing, memory = quick_run(1)
