@@ -37,8 +37,11 @@
 
 #include "model/cost_model.h"
 #include "model/topology_description.h"
+#include "net_plugin/core/comm_config.h"
+#include "net_plugin/core/engine_timing.h"
 #include "net_plugin/core/rail_health.h"
 #include "net_plugin/core/rail_striper.h"
+#include "net_plugin/transport/tcp/recovery_timing.h"
 #include "tuner_plugin/bandit_policy.h"
 #include "tuner_plugin/decision.h"
 
@@ -60,15 +63,16 @@ using net::core::StripingPolicy;
 constexpr double kDeadRate = 1.0;  // bytes/s of a link that is down (a trickle SimGrid can re-rate)
 constexpr double kProgressBytes =
     64 * 1024;  // bytes moved that count as progress (far above a dead link's trickle)
-constexpr double kPollS = 0.010;              // ours: how often a waiting sender checks its rails
-constexpr uint64_t kEvaluateNs = 20'000'000;  // ours: degradation verdicts (as the transport)
-constexpr double kRejoinShare = 0.125;        // ours: a re-joined rail starts at this share
-// The TCP transport (net_plugin/transport/tcp/send_recovery.cc): a rail that took no bytes for
-// this long asks the kernel, and fails at once where this host's own link is down; a rail lost
-// that way is re-connected as soon as a check (this often) finds the link back, not at its
-// failback backoff, which grows to 2 s over an outage.
-constexpr uint64_t kTcpSampleNs = 5'000'000;
-constexpr uint64_t kLinkCheckNs = 10'000'000;
+constexpr double kPollS = 0.010;  // ours: how often a waiting sender checks its rails
+// Ours: degradation verdicts as often as the engines (engine_timing.h), a re-joined rail's first
+// share as the transports give it (CommConfig), and on the TCP fabric the transport's recovery
+// periods (recovery_timing.h: a rail that moved nothing for kTcpSampleNs while this host's own
+// link is down fails at once; one lost that way is re-connected at the first kLinkCheckNs check
+// that finds the link back, not at its failback backoff, which grows to 2 s over an outage).
+using net::core::kEvaluateNs;
+using net::tcp::kLinkCheckNs;
+using net::tcp::kTcpSampleNs;
+const double kRejoinShare = net::core::CommConfig{}.rejoinShare;
 
 // Stops the run (the job hangs on a dead link): unwinds every actor of the simulation.
 struct JobStopped {};
@@ -215,7 +219,8 @@ struct WireJob {
   uint64_t bytes = 0;  // what is left to send (set again before a restart)
   sg4::CommPtr comm;   // once started
   bool done = false, cancelled = false, restart = false;
-  bool sent = false;         // its last byte left the wire (done follows after RunSpec::hostDelayS)
+  // Its last byte left the wire; done follows after RunSpec::hostDelayS, and never comes first.
+  bool sent = false;
   sg4::SemaphorePtr notify;  // the owning message's: released when done
 };
 
@@ -231,8 +236,17 @@ struct Flight {
 
 double remainingOf(const Flight& f) {
   if (!f.job) return f.comm->get_remaining();
-  if (f.job->done || f.job->sent) return 0;
+  if (f.job->sent) return 0;
   return f.job->comm ? f.job->comm->get_remaining() : double(f.job->bytes);
+}
+
+// Whether the flight moved at least kProgressBytes since it last did (the kernel's
+// acknowledged-bytes counter, as each policy's progress check reads it); remembers where it stands.
+bool advanced(Flight& f) {
+  const double rem = remainingOf(f);
+  if (rem > f.lastRemaining - kProgressBytes) return false;
+  f.lastRemaining = rem;
+  return true;
 }
 
 void cancelFlight(const Flight& f) {
@@ -403,11 +417,7 @@ void oursMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
   RailStriper& s = *c.striper;
   // Progress: bytes moving on a transfer (the kernel's acknowledged-bytes counter).
   for (Flight& f : flights) {
-    double rem = remainingOf(f);
-    if (rem <= f.lastRemaining - kProgressBytes) {
-      f.lastRemaining = rem;
-      h.failure(f.rail).onProgress(t);
-    }
+    if (advanced(f)) h.failure(f.rail).onProgress(t);
   }
   const bool tcp = !W->spec.fabric.rdma;
   auto failHere = [&](int r, const char* why) {
@@ -507,11 +517,7 @@ void ncclMaintain(Conn& c, std::vector<Flight>& flights, std::vector<sg4::CommPt
   uint64_t t = nowNs();
   const NcclResilConfig& cfg = W->spec.nccl;
   for (Flight& f : flights) {
-    double rem = remainingOf(f);
-    if (rem <= f.lastRemaining - kProgressBytes) {
-      f.lastRemaining = rem;
-      c.lastProgressNs[f.rail] = t;
-    }
+    if (advanced(f)) c.lastProgressNs[f.rail] = t;
   }
   for (int r = 0; r < W->nics; ++r) {
     if (c.ncclDown[r]) {
@@ -693,7 +699,7 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       f.repairs = rep;
       if (f.job) {
         // Only the chunk on the wire is stuck; the ones queued behind it start afresh.
-        if (f.job->done || f.job->sent || !f.job->comm) continue;
+        if (f.job->sent || !f.job->comm) continue;
         const double rem = std::max(1.0, f.job->comm->get_remaining());
         f.job->bytes = uint64_t(rem);
         f.job->restart = true;
@@ -715,11 +721,7 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       // errors the communicator: the job stops (a shorter outage only delays it).
       uint64_t tn = nowNs();
       for (Flight& f : flights) {
-        double rem = remainingOf(f);
-        if (rem <= f.lastRemaining - kProgressBytes) {
-          f.lastRemaining = rem;
-          c.lastProgressNs[f.rail] = tn;
-        }
+        if (advanced(f)) c.lastProgressNs[f.rail] = tn;
         if (double(tn - c.lastProgressNs[f.rail]) * 1e-9 >= W->spec.nccl.detectS) {
           if (gTrace) {
             std::fprintf(stderr, "t=%.4f conn %d->%d rail %d: no progress since %.4f, stop\n",

@@ -5,13 +5,13 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "net_plugin/core/engine_timing.h"
 
 namespace autopilot::net::core {
 
 namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
-constexpr uint64_t kEvaluateNs = 20'000'000;
 
 std::vector<int> telemetryIds(const std::vector<RailHealth::RailInfo>& rails) {
   std::vector<int> ids;

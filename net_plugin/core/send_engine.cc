@@ -7,14 +7,13 @@
 #include "common/clock.h"
 #include "common/human_bytes.h"
 #include "common/log.h"
+#include "net_plugin/core/engine_timing.h"
 
 namespace autopilot::net::core {
 
 namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
-// Rail states are re-evaluated from measured bandwidth this often.
-constexpr uint64_t kEvaluateNs = 20'000'000;
 // A message whose chunks were caught on this many failing rails is not a path problem (a
 // receiver that rejects the same bytes every time, a usage error the NIC reports as a path
 // error): replaying it again would loop forever.

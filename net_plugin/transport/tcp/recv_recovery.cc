@@ -9,15 +9,10 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "net_plugin/transport/tcp/discovery.h"
+#include "net_plugin/transport/tcp/recovery_timing.h"
 #include "net_plugin/transport/tcp/recv_comm.h"
 
 namespace autopilot::net::tcp {
-
-namespace {
-
-constexpr uint64_t kTcpSampleNs = 5'000'000;  // how often a stalled rail asks the kernel
-
-}  // namespace
 
 void RecvComm::failRail(int r, uint64_t nowNs, const std::string& reason, bool warn) {
   if (!health_.fail(r, nowNs, reason, warn)) return;

@@ -8,6 +8,7 @@
 #include "common/human_bytes.h"
 #include "common/log.h"
 #include "net_plugin/transport/tcp/discovery.h"
+#include "net_plugin/transport/tcp/recovery_timing.h"
 #include "net_plugin/transport/tcp/send_comm.h"
 
 namespace autopilot::net::tcp {
@@ -15,9 +16,6 @@ namespace autopilot::net::tcp {
 namespace {
 
 constexpr unsigned long kFlags = abi::subsys::kNet;
-constexpr uint64_t kTcpSampleNs = 5'000'000;  // how often a stalled rail asks the kernel
-// How often a rail lost with this host's link looks whether the link is back.
-constexpr uint64_t kLinkCheckNs = 10'000'000;
 
 }  // namespace
 
