@@ -140,12 +140,16 @@ int cmdReplay(int argc, char** argv) {
               "seed of the first run");
   args.addReal("--noise", options.statedNoise, Interval::rightOpen(0, 2),
                "lognormal sigma of the noise where no repeats file exists");
-  // The plugin's own bounds for NCCL_AUTOPILOT_TUNER_MIN_BYTES and _PROBE_BUDGET.
+  // The plugin's own bounds for NCCL_AUTOPILOT_TUNER_MIN_BYTES, _PROBE_BUDGET and _PROBE_WINDOW_MS.
   args.addInt("--min-bytes", options.minBytes, uint64_t(0), uint64_t(1) << 50,
               "sizes below keep NCCL's choice, as NCCL_AUTOPILOT_TUNER_MIN_BYTES");
   args.addReal(
       "--probe-budget", options.policy.probeBudget, Interval::closed(0, 0.5),
       "probes' extra time as a fraction of all time, as NCCL_AUTOPILOT_TUNER_PROBE_BUDGET");
+  double probeWindowMs = options.policy.probeWindowUs * 1e-3;
+  args.addReal("--probe-window-ms", probeWindowMs, Interval::closed(0, 3600000),
+               "unspent probe budget is saved for at most this much time in collectives (0: the "
+               "whole run), as NCCL_AUTOPILOT_TUNER_PROBE_WINDOW_MS");
   args.addText("--train", trainPath,
                "transfer across scales of a system: B (--score) alone, then B with the ratio "
                "errors learned on A (per collective, size, placement, configuration) as its "
@@ -166,6 +170,7 @@ int cmdReplay(int argc, char** argv) {
       "all files (each file's weighted by its contexts) is below 0.5%.");
   if (std::optional<int> rc = args.parse(argc, argv)) return *rc;
   if (noShare) options.shareAcrossSizes = false;
+  options.policy.probeWindowUs = probeWindowMs * 1e3;
   if (!trainPath.empty() || !scorePath.empty()) {
     if (trainPath.empty() || scorePath.empty() || !files.empty()) {
       std::fprintf(stderr,

@@ -380,12 +380,18 @@ void BanditPolicy::observe(int ctx, int arm, double timeUs) {
   const double raw = std::log(timeUs);
   ArmStats& a = s->arms[arm];
   observedUs_ += timeUs;
+  probeCreditUs_ += config_.probeBudget * timeUs;
   if (++sinceShare_ >= kShareEvery) {
     sinceShare_ = 0;
     refreshShared();
   }
   if (arm != s->incumbent && s->arms[s->incumbent].n > 0) {
-    probeCostUs_ += std::max(0.0, timeUs - std::exp(s->arms[s->incumbent].mean));
+    const double excess = std::max(0.0, timeUs - std::exp(s->arms[s->incumbent].mean));
+    probeCostUs_ += excess;
+    probeCreditUs_ -= excess;
+  }
+  if (config_.probeWindowUs > 0) {
+    probeCreditUs_ = std::min(probeCreditUs_, config_.probeBudget * config_.probeWindowUs);
   }
   if (arm == s->probeCell && s->reserveLeft > 0) {
     --s->reserveLeft;
@@ -447,8 +453,17 @@ int BanditPolicy::probesThatPay(int c, int I, const double* mean, const double* 
   // need no budget, even while earlier probes have overspent it (a probe that turns out slower
   // is charged all the same, and then the arm's estimate rises above the incumbent's).
   if (measured && mu < 0) return probes;
-  const double left = config_.probeBudget * observedUs_ - probeCostUs_ - probeReservedUs_;
-  return probes * *each <= left ? probes : *each <= left ? 1 : 0;
+  const double left = probeCreditUs_ - probeReservedUs_;
+  if (probes * *each <= left) return probes;
+  if (*each <= left) return 1;
+  // A probe dearer than all a window can save (a large collective's) is paid as before windows,
+  // from the whole job's savings, alone; the debt it leaves holds every other probe until the
+  // budget has paid it back. Otherwise it would never be probed: on the forced-arm data, with a
+  // 5 s window, the four GB200 contexts kept NCCL's choice and lost 21% each.
+  const bool dear =
+      config_.probeWindowUs > 0 && *each > config_.probeBudget * config_.probeWindowUs;
+  return dear && *each <= config_.probeBudget * observedUs_ - probeCostUs_ - probeReservedUs_ ? 1
+                                                                                              : 0;
 }
 
 void BanditPolicy::releaseReserve(ContextState* s) {

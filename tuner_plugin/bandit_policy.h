@@ -37,7 +37,12 @@
 //  - And globally: the extra time probes cost over the incumbent (measured, plus the expected
 //    cost of probes granted but not yet seen, at the arm's point estimate) stays within
 //    probeBudget of all the time observed in collectives; a grant whose probes turn out worse
-//    than expected overshoots it by at most that grant. An arm that its own samples already
+//    than expected overshoots it by at most that grant. What stays unspent is saved for at most
+//    probeWindowUs of observed time: a shift notice re-opens many contexts at once, and each
+//    re-probes the arms its prior still finds plausible. Saved from the whole job, ten quiet
+//    hours would leave six minutes of budget for that one moment, when the network has just
+//    changed. A probe dearer than a window's savings (a large collective's) is paid from the
+//    whole job's, alone, so that it is not starved. An arm that its own samples already
 //    place below the incumbent is expected to save time, and is probed whatever the budget
 //    holds: early in a job the first probes overspend it, and on forced-arm data an arm found
 //    3x faster waited 20 calls for its next probe. The budget is the leader's alone: the
@@ -74,6 +79,7 @@ struct PolicyConfig {
   int refreshPlays = 2000;       // incumbent samples between refreshes (0 = never)
   bool explore = true;           // false: exploit what is known (e.g. loaded), never probe
   double probeBudget = 0.01;     // probes' extra time, as a fraction of all observed time
+  double probeWindowUs = 60e6;   // ... saved for at most this much observed time (0: the whole job)
   // Calls of a context (noteCall) after which a grant whose probes have not all been measured
   // is renewed with a fresh budget (0 = never). A probe NCCL was told to play can leave no
   // sample of its own: a question with no task (2.30's symmetric-kernel check, a simulated
@@ -199,7 +205,10 @@ class BanditPolicy {
   uint64_t reopens_ = 0;
   double observedUs_ = 0;
   int sinceShare_ = 0;
-  double probeCostUs_ = 0;      // measured extra time of probes
+  double probeCostUs_ = 0;  // measured extra time of probes
+  // The budget left: probeBudget of the time observed, less the probes' measured extra time, at
+  // most probeBudget * probeWindowUs (negative: overspent).
+  double probeCreditUs_ = 0;
   double probeReservedUs_ = 0;  // expected extra time of probes granted and not yet seen
 };
 

@@ -76,6 +76,10 @@ params::DoubleParam gMinGain(
 params::DoubleParam gProbeBudget(
     "NCCL_AUTOPILOT_TUNER_PROBE_BUDGET", 0.01, 0.0, 0.5,
     "Most extra time probes may cost, as a fraction of the time measured in collectives.");
+params::IntParam gProbeWindowMs(
+    "NCCL_AUTOPILOT_TUNER_PROBE_WINDOW_MS", 60000, 0, 3600000,
+    "Longest stretch of time measured in collectives whose unspent probe budget may be saved "
+    "up (a shift notice re-opens many contexts at once). 0: the whole job.");
 params::IntParam gSwapLead(
     "NCCL_AUTOPILOT_TUNER_SWAP_LEAD", 2, 1, 1 << 20,
     "Calls between a policy change on the leader and its effect on every rank, at least (the "
@@ -340,6 +344,7 @@ std::unique_ptr<TunerRuntime> makeRuntime(const TunerInitArgs& args) {
   pc.minGain = gMinGain.get();
   pc.explore = gExplore.get();
   pc.probeBudget = gProbeBudget.get();
+  pc.probeWindowUs = double(gProbeWindowMs.get()) * 1e3;
 
   std::unique_ptr<SyntheticMeasurements> synthetic;
   if (!gSynthetic.get().empty()) {

@@ -701,3 +701,101 @@ TEST_CASE("a switch judged on a noise level estimated from few samples needs mor
             << p.reopenCount() << " times");
   CHECK(p.decide(kCtx).primary == cell(0, 2));
 }
+
+namespace {
+
+// Plays `rounds` rounds of one call per context (0..n-1), all of them `c`, as the plugin would
+// interleave them; returns the probes played (calls of another arm than the incumbent).
+int playRounds(BanditPolicy& p, const Context& c, int n, int rounds, std::mt19937& rng,
+               std::vector<ContextDecision>& current, std::vector<ExplorationCounters>& counters,
+               std::vector<int>* probedContexts = nullptr) {
+  std::normal_distribution<double> n01(0, 1);
+  int probes = 0;
+  for (int round = 0; round < rounds; ++round) {
+    for (int ctx = 0; ctx < n; ++ctx) {
+      const int forced = armForCall(current[size_t(ctx)], ctx, &counters[size_t(ctx)]);
+      const int played = forced >= 0 ? forced : p.defaultCell(ctx);
+      if (played != p.incumbent(ctx)) {
+        ++probes;
+        if (probedContexts) ++(*probedContexts)[size_t(ctx)];
+      }
+      p.observe(ctx, played, c.truth[played] * std::exp(0.02 * n01(rng)));
+      const ContextDecision next = p.decide(ctx);
+      if (next != current[size_t(ctx)]) {
+        current[size_t(ctx)] = next;
+        counters[size_t(ctx)].reset();
+      }
+    }
+  }
+  return probes;
+}
+
+}  // namespace
+
+TEST_CASE("unspent probe budget is saved for a window of observed time, not for the whole job",
+          "[policy]") {
+  // Twelve contexts whose other arm the model places 10% above the default, really 2x. They
+  // settle; then a shift notice re-opens them all at once, and each finds that arm plausible
+  // again. Saved from the whole job, the budget pays for every context's probes at once; saved
+  // for a window, for a few now and the rest as the budget accrues.
+  Context c;
+  c.arm(cell(1, 2), 1000, 1000);
+  c.arm(cell(1, 1), 1100, 2000);
+  constexpr int kContexts = 12;
+  int probedAfterShift[2] = {0, 0};
+  int laterContexts = 0;
+  for (int k = 0; k < 2; ++k) {
+    PolicyConfig cfg;                         // 1% budget
+    cfg.probeWindowUs = k == 0 ? 0 : 50'000;  // a window of 50 ms saves at most 0.5 ms
+    BanditPolicy p(cfg);
+    std::vector<ContextDecision> current(kContexts);
+    std::vector<ExplorationCounters> counters(kContexts);
+    for (int ctx = 0; ctx < kContexts; ++ctx) {
+      REQUIRE(p.setPrior(ctx, c.prior));
+      counters[size_t(ctx)].reset();
+      current[size_t(ctx)] = p.decide(ctx);
+    }
+    std::mt19937 rng(11);
+    playRounds(p, c, kContexts, 2000, rng, current, counters);  // 24 s observed: 240 ms saved
+    for (int ctx = 0; ctx < kContexts; ++ctx) REQUIRE(p.incumbent(ctx) == cell(1, 2));
+    p.reopenAll();
+    std::vector<int> probed(kContexts, 0);
+    playRounds(p, c, kContexts, 20, rng, current, counters, &probed);  // 240 ms observed
+    for (int n : probed) probedAfterShift[k] += n > 0;
+    INFO("contexts that probed right after the shift: " << probedAfterShift[k] << " of "
+                                                        << kContexts);
+    if (k == 0) {
+      CHECK(probedAfterShift[k] == kContexts);
+    } else {
+      CHECK(probedAfterShift[k] <= kContexts / 3);  // 3 in this run
+      // Nothing is lost, only spread out: the budget accrues and the others probe later.
+      playRounds(p, c, kContexts, 2000, rng, current, counters, &probed);
+      for (int n : probed) laterContexts += n > 0;
+      CHECK(laterContexts == kContexts);
+    }
+    for (int ctx = 0; ctx < kContexts; ++ctx) CHECK(p.incumbent(ctx) == cell(1, 2));
+  }
+}
+
+TEST_CASE("a probe dearer than a window's savings is paid from the whole job's, alone",
+          "[policy]") {
+  // Calls of 100 ms; the other arm the model places 2x above (an expected 100 ms per probe), while
+  // a 5 s window saves at most 50 ms of budget. As without a window: one probe once 1% of the
+  // time observed pays it (10 s), none before.
+  Context c;
+  c.arm(cell(1, 2), 100'000, 100'000);
+  c.arm(cell(0, 2), 200'000, 80'000);
+  for (double window : {0.0, 5e6}) {
+    PolicyConfig cfg;
+    cfg.probeWindowUs = window;
+    BanditPolicy p(cfg);
+    REQUIRE(p.setPrior(kCtx, c.prior));
+    for (int i = 0; i < 60; ++i) p.observe(kCtx, cell(1, 2), 100'000);  // 6 s: 60 ms saved
+    INFO("window " << window << " us");
+    CHECK(p.decide(kCtx).explore == -1);
+    for (int i = 0; i < 60; ++i) p.observe(kCtx, cell(1, 2), 100'000);  // 12 s: 120 ms saved
+    const ContextDecision d = p.decide(kCtx);
+    CHECK(d.explore == cell(0, 2));
+    CHECK(d.budget == 1);
+  }
+}
