@@ -67,6 +67,13 @@ params::DoubleParam gLateCopy(
     "sent again on the rail that delivers it first, where that saves time; the receiver keeps "
     "the copy that lands first. 0 turns late copies off. TCP only.");
 
+params::BoolParam gProbeCopy(
+    "NCCL_AUTOPILOT_NET_PROBE_COPY", true,
+    "A rail measured below a quarter of its peers' rate is probed (and checked for a heal) with "
+    "copies of chunks that also travel on another rail (the receiver keeps the first to land), "
+    "so that no message waits for the measurement. 0: the chunk itself goes to the slow rail, "
+    "as to any other probed rail. TCP only.");
+
 CommConfig load() {
   CommConfig c;
   c.striper.policy =
@@ -88,6 +95,7 @@ CommConfig load() {
   c.peerTimeoutNs = uint64_t(gPeerTimeoutMs.get()) * 1'000'000;
   c.failover = gFailover.get();
   c.lateCopyFactor = gLateCopy.get();
+  c.probeCopies = gProbeCopy.get();
   c.connectTimeoutNs = uint64_t(gConnectTimeoutMs.get()) * 1'000'000;
   c.maxRecvs = int(gMaxRecvs.get());
   return c;

@@ -37,6 +37,11 @@ struct CommConfig {
   // SendEngine::placeLateCopies.
   double lateCopyFactor = 2;
   uint64_t lateCopyMinNs = 30'000'000;
+  // A probe or check of a rail far slower than its peers (RailStriper::Config::copyProbesBelow)
+  // is a copy of a chunk placed on another rail (RailStriper::pick's measureRail), where the
+  // transport allows copies: the receiver keeps whichever lands first, so no message waits
+  // for the measurement.
+  bool probeCopies = true;
   int maxRecvs = 8;
 };
 

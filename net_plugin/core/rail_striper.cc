@@ -124,7 +124,9 @@ double RailStriper::effective(int rail, double mid, int usableRails) const {
 }
 
 int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask, bool wholeMessage,
-                      bool smallMessage) {
+                      bool smallMessage, int* measureRail) {
+  if (measureRail != nullptr) *measureRail = -1;
+  int measure = -1;  // a slow rail measured by a copy: no candidate for the chunk itself
   // Standby rails are a second pass: used only while no active rail is usable at all.
   bool standbyPass = true;
   for (int i = 0; i < n_; ++i) {
@@ -153,10 +155,12 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
     const int i = (nextTie_ + k) % n_;
     const Rail& r = rails_[i];
     if (r.checking && usable(i, standbyPass) && r.inFlight == 0 && !(excludedMask & (1u << i))) {
-      return i;
+      if (measureRail == nullptr || !measuredByCopy(i, nowNs)) return i;
+      measure = i;
+      break;
     }
   }
-  if (config_.probeEvery != 0) {
+  if (config_.probeEvery != 0 && measure < 0) {
     const bool turn = picks_ % config_.probeEvery == 0;
     int probe = -1;
     for (int i = 0; i < n_; ++i) {
@@ -191,14 +195,18 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
       }
       if (probe < 0 || r.lastAssignedNs < rails_[probe].lastAssignedNs) probe = i;
     }
-    if (probe >= 0) return probe;
+    if (probe >= 0) {
+      if (measureRail == nullptr || !measuredByCopy(probe, nowNs)) return probe;
+      measure = probe;
+    }
   }
   int usableRails = 0;
   const double m = refreshBands(nowNs, standbyPass, &usableRails);
   // A small message stays on the rail the previous small message took (Config::
   // stickyBelowBytes), while that rail is usable, not measured slow and has room.
   const bool sticky = wholeMessage && chunkBytes < config_.stickyBelowBytes;
-  if (sticky && lastSticky_ < n_ && usable(lastSticky_, standbyPass) &&
+  const auto candidate = [&](int i) { return i != measure && usable(i, standbyPass); };
+  if (sticky && lastSticky_ < n_ && candidate(lastSticky_) &&
       !(rails_[lastSticky_].distinct && rails_[lastSticky_].samples > 0 &&
         rails_[lastSticky_].bandwidth < m) &&
       fits(lastSticky_, chunkBytes, excludedMask)) {
@@ -212,7 +220,7 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
   double bestFinish = 0;
   for (int k = 0; k < n_; ++k) {
     int i = (first + k) % n_;
-    if (!usable(i, standbyPass)) continue;
+    if (!candidate(i)) continue;
     const Rail& r = rails_[i];
     double finish = double(r.inFlight + chunkBytes) / effective(i, m, usableRails);
     // A chunk on a degraded rail that finishes late holds its whole message back, one on a
@@ -224,13 +232,17 @@ int RailStriper::pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask
       bestFinish = finish;
     }
   }
-  // If the rail that would finish first is full, waiting for it beats a slower rail.
+  // The slow rail alone is usable: measured by the chunk itself, there is nothing to copy.
+  if (best < 0 && measure >= 0) return measure;
+  // If the rail that would finish first is full, waiting for it beats a slower rail (and the
+  // measurement waits with it).
   if (best < 0 || !fits(best, chunkBytes, excludedMask)) return -1;
   if (sticky) {
     lastSticky_ = best;
   } else {
     nextTie_ = (best + 1) % n_;
   }
+  if (measure >= 0) *measureRail = measure;
   return best;
 }
 
@@ -391,6 +403,24 @@ void RailStriper::takeSample(int rail, uint64_t nowNs, bool burstSpent, const Pe
   if (!r.beforeClose.afterIdle) ++r.busySamples;  // (afterIdle as this sample began)
   // What the burst lifted goes (see onCompleted).
   if (burstSpent) r.bandwidth = std::min(r.bandwidth, r.sustained);
+}
+
+bool RailStriper::measuredByCopy(int rail, uint64_t nowNs) const {
+  const Rail& r = rails_[rail];
+  // Not while it settles: a rail that just (re-)joined is measured with the chunks it carries,
+  // which also find its rate sooner (pipelined, not one lone copy at a time).
+  if (settling(r, nowNs)) return false;
+  // Against the lower median of its peers: of two equal rails on a busy host one estimate is
+  // often 1.5x the other, and the upper one took a rail at half their rate for a quarter.
+  double bw[kMaxRails];
+  int n = 0;
+  for (int i = 0; i < n_; ++i) {
+    if (i != rail && rails_[i].mode == RailMode::kActive && rails_[i].samples > 0)
+      bw[n++] = rails_[i].bandwidth;
+  }
+  if (n == 0) return false;
+  std::nth_element(bw, bw + (n - 1) / 2, bw + n);
+  return r.bandwidth < config_.copyProbesBelow * bw[(n - 1) / 2];
 }
 
 bool RailStriper::settling(const Rail& r, uint64_t nowNs) const {

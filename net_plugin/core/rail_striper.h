@@ -136,6 +136,13 @@ class RailStriper {
     // interleaved pairs, from 8% more to 18% less); 32 KiB ones were as fast spread as not,
     // 64 KiB ones faster spread.
     uint64_t stickyBelowBytes = 32u << 10;
+    // A settled rail measured below this fraction of its peers' lower median is probed and
+    // checked with copies where the caller can send them (pick's measureRail): a probe chunk
+    // takes it at least four times as long as a peer, long past the step it belongs to. At half
+    // its peers' rate a rail carries a probe chunk in about the time its step takes anyway, as
+    // useful work (with copies there too, the demo's half-rate phase ran 3% slower: 0.425
+    // Gbit/s against 0.439, medians of four runs; README, the demo, "Probes by copy").
+    double copyProbesBelow = 0.25;
   };
   // 1 MiB at 400 Gbit/s takes 21 us on the wire: a few microseconds of completion latency are a
   // small part of it. Used by the ibverbs transport and the simulator's RDMA fabric.
@@ -162,9 +169,15 @@ class RailStriper {
   // `wholeMessageSpacing` times the idle time a probe needs otherwise. `smallMessage`: its
   // message is under `smallMessageBytes`, cut into a few small chunks; it gets the same
   // protection (a few milliseconds of other chunks hide no wait on a slow rail either), but
-  // stays a chunk among its message's others for placing.
+  // stays a chunk among its message's others for placing. `measureRail`, where given, lets a
+  // rail far slower than its peers (copyProbesBelow) be measured by a copy: when its probe or
+  // check is due, the chunk's rail is picked as if that rail were not there, and *measureRail
+  // names it for a copy of the chunk (-1 otherwise). A caller that can send a chunk twice passes
+  // it, so that no message waits for such a measurement. Other rails are probed with the chunk
+  // itself (they carry it in about the time its message takes anyway), and so is the slow rail
+  // when no other rail is usable.
   int pick(uint64_t chunkBytes, uint64_t nowNs, uint32_t excludedMask = 0,
-           bool wholeMessage = false, bool smallMessage = false);
+           bool wholeMessage = false, bool smallMessage = false, int* measureRail = nullptr);
 
   // Bookkeeping the transport reports back. `measurable` chunks (>= measureMinBytes) feed the
   // bandwidth estimate; the flag must be the same on both calls for one chunk.
@@ -253,6 +266,8 @@ class RailStriper {
   // settled, below the band under its fastest peer when that peer is itself outside the band,
   // above the median.
   bool isSlowRail(int rail, const Peers& peers, uint64_t nowNs) const;
+  // Probed and checked with copies where the caller allows them (Config::copyProbesBelow).
+  bool measuredByCopy(int rail, uint64_t nowNs) const;
   // No sample yet since the estimate was set, or the first one came less than settleNs ago.
   bool settling(const Rail& r, uint64_t nowNs) const;
   // Turns the rail's accumulated bytes and busy time into a sample and the estimate (`peers`:

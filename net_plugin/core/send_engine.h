@@ -91,6 +91,11 @@ class SendEngine : public CommBase {
   // drops a copy that lands after its message completed. TCP's receiver reads such data and
   // discards it; an RDMA write into a buffer NCCL already got back would overwrite it.
   virtual bool lateCopiesAllowed() const { return false; }
+  // Probes of slow rails as copies (CommConfig::probeCopies), where copies are allowed at all
+  // and, as for late copies, not in the failover-off baseline.
+  bool probeCopiesAllowed() const {
+    return config_.probeCopies && config_.failover && lateCopiesAllowed();
+  }
   // Called once at the start of every placing pass.
   virtual void beforePlacing() {}
   // Whether this chunk must wait (the RDMA replay guard: new data must not overtake a replay
@@ -183,6 +188,7 @@ class SendEngine : public CommBase {
   SendRequestPool<SendRequest> pool_;
   abi::Result failed_ = abi::kSuccess;  // sticky comm error
   uint64_t lateCopies_ = 0;             // chunks copied because their rail was late
+  uint64_t probeCopies_ = 0;            // chunks copied to measure a slow rail
   uint64_t nextEvaluateNs_ = 0;
   RailNewsWatch news_[RailStriper::kMaxRails];
   uint64_t suspectSinceNs_[RailStriper::kMaxRails] = {};  // 0: not suspect

@@ -72,8 +72,10 @@ SendComm::~SendComm() {
     summary += railSummary(r);
     rails_[r].link.detach(false);
   }
-  AP_INFO(kFlags, "comm 0x%llx send closed:%s; %llu late cop%s", (unsigned long long)commId_,
-          summary.c_str(), (unsigned long long)lateCopies_, lateCopies_ == 1 ? "y" : "ies");
+  AP_INFO(kFlags, "comm 0x%llx send closed:%s; %llu late cop%s, %llu probe cop%s",
+          (unsigned long long)commId_, summary.c_str(), (unsigned long long)lateCopies_,
+          lateCopies_ == 1 ? "y" : "ies", (unsigned long long)probeCopies_,
+          probeCopies_ == 1 ? "y" : "ies");
 }
 
 abi::Result SendComm::isend(const void* data, size_t size, int tag, void** request) {

@@ -323,6 +323,29 @@ TEST_CASE("simulated: a rail whose rate drops a hundredfold holds no message bac
   CHECK_FALSE(contains(run.senderLog, "-> failed"));
 }
 
+// Messages one at a time, as a ring's steps are, with rail 1 at a twentieth of rail 0: each of
+// its probes would hold a message (a 64 KiB chunk takes it 26 ms, the message 5 ms on rail 0).
+// They are copies of chunks that also travel on rail 0 instead: the receiver keeps the first
+// to land and drops the other, also once NCCL owns the buffer again (Verify::kIdle), and the
+// sender completes a message without waiting for its copy.
+TEST_CASE("simulated: a slow rail is probed with copies; every byte still lands once",
+          "[net][tcp][simfault]") {
+  const std::string plan = planPath("probecopy");
+  PairOptions o = simPair(plan);
+  writeFaultPlan(plan, "rail 0 rate 400\nrail 1 rate 20\n");
+  StreamRun run = runStream(
+      o, 256 << 10, 1, Verify::kIdle, [&](const std::function<void()>&) { sleepMs(3000); }, true);
+  unlink(plan.c_str());
+  REQUIRE(run.ok);
+  INFO("sender log:\n" << run.senderLog);
+  CHECK(run.result.messages > 50);
+  CHECK(run.result.corrupt == 0);
+  CHECK(run.result.overwritten == 0);
+  CHECK(contains(run.senderLog, "probe cop"));
+  CHECK_FALSE(contains(run.senderLog, ", 0 probe copies"));
+  CHECK_FALSE(contains(run.senderLog, "-> failed"));
+}
+
 TEST_CASE("simulated: a standby rail carries nothing until the active one dies",
           "[net][tcp][simfault]") {
   SimRun idle = simulated(2, 1 << 20, "rail 0 rate 400\nrail 1 rate 400\n",

@@ -29,6 +29,9 @@ struct SimShape {
   // one's chunks are placed only once the previous one has completed, so rails idle between.
   uint64_t messageBytes = 0;
   uint64_t ackNs = 0;  // from a chunk's last byte leaving to its acknowledgement
+  // A slow rail's probes and checks are copies (pick's measureRail): each takes its rail like
+  // any chunk, and no message waits for it.
+  bool copies = false;
 };
 
 // Rails serve their queue FIFO at `rates[i]` bytes/s (0 = dead: never completes). Sends
@@ -39,6 +42,7 @@ SimResult simulate(RailStriper& s, const std::vector<double>& rates, uint64_t to
   int n = int(rates.size());
   struct Item {
     uint64_t bytes, doneNs;
+    bool copy = false;
   };
   std::vector<std::vector<Item>> queues(n);
   std::vector<uint64_t> freeAt(n, startNs), bytes(n, 0);
@@ -47,27 +51,33 @@ SimResult simulate(RailStriper& s, const std::vector<double>& rates, uint64_t to
   auto bucket = [&](int r) { return r < int(shape.buckets.size()) ? shape.buckets[r] : 0; };
   for (int r = 0; r < n; ++r) tokens[r] = double(bucket(r));
   uint64_t now = startNs, placed = 0, completed = 0;
+  // Chunk (or copy) `c` on rail `r` from now: when its acknowledgement comes.
+  auto enqueue = [&](int r, uint64_t c, bool copy) {
+    s.onAssigned(r, c, now);
+    uint64_t start = std::max(freeAt[r], now);
+    uint64_t done = rates[r] > 0 ? start + uint64_t(double(c) * 1e9 / rates[r]) : UINT64_MAX;
+    if (rates[r] > 0 && bucket(r) > 0) {
+      tokens[r] =
+          std::min(double(bucket(r)), tokens[r] + double(start - tokensAt[r]) * 1e-9 * rates[r]);
+      const double fromBucket = std::min(tokens[r], double(c));
+      tokens[r] -= fromBucket;
+      done = start + uint64_t(fromBucket + (double(c) - fromBucket) * 1e9 / rates[r]);
+      tokensAt[r] = done;
+    }
+    freeAt[r] = done;
+    queues[r].push_back({c, done == UINT64_MAX ? done : done + shape.ackNs, copy});
+  };
   while (completed < total) {
     // The message being placed ends here; a later one waits for everything before it.
     const uint64_t mb = shape.messageBytes;
     const uint64_t limit = mb == 0 ? total : std::min(total, (completed / mb + 1) * mb);
     while (placed < limit) {
       uint64_t c = std::min(chunk, limit - placed);
-      int r = s.pick(c, now);
+      int measure = -1;
+      int r = s.pick(c, now, 0, false, false, shape.copies ? &measure : nullptr);
       if (r < 0) break;
-      s.onAssigned(r, c, now);
-      uint64_t start = std::max(freeAt[r], now);
-      uint64_t done = rates[r] > 0 ? start + uint64_t(double(c) * 1e9 / rates[r]) : UINT64_MAX;
-      if (rates[r] > 0 && bucket(r) > 0) {
-        tokens[r] =
-            std::min(double(bucket(r)), tokens[r] + double(start - tokensAt[r]) * 1e-9 * rates[r]);
-        const double fromBucket = std::min(tokens[r], double(c));
-        tokens[r] -= fromBucket;
-        done = start + uint64_t(fromBucket + (double(c) - fromBucket) * 1e9 / rates[r]);
-        tokensAt[r] = done;
-      }
-      freeAt[r] = done;
-      queues[r].push_back({c, done == UINT64_MAX ? done : done + shape.ackNs});
+      enqueue(r, c, false);
+      if (measure >= 0) enqueue(measure, c, true);
       placed += c;
       bytes[r] += c;
     }
@@ -81,7 +91,7 @@ SimResult simulate(RailStriper& s, const std::vector<double>& rates, uint64_t to
     REQUIRE(queues[next].front().doneNs != UINT64_MAX);
     now = queues[next].front().doneNs;
     s.onCompleted(next, queues[next].front().bytes, now);
-    completed += queues[next].front().bytes;
+    if (!queues[next].front().copy) completed += queues[next].front().bytes;
     queues[next].erase(queues[next].begin());
   }
   SimResult res;
@@ -1177,4 +1187,133 @@ TEST_CASE("striper: a degraded rail that a check proves healed takes its share w
   // Simulated time: 0.80 s; 1.08 s with the hold after the proof. Most of it is the check
   // itself: one chunk per 512 KiB step, which waits for it, until 1 MiB beyond the old rate.
   CHECK(elapsed < 0.95);
+}
+
+TEST_CASE("striper: a slow rail's probes and checks can be copies: the chunk goes elsewhere",
+          "[net][striper]") {
+  RailStriper::Config cfg;
+  cfg.probeEvery = 8;
+  RailStriper s = activeStriper(3, cfg);
+  uint64_t t = 0;
+  measureRails(s, {31e6, 31e6, 3.1e6}, &t);
+  s.pick(64 << 10, t);
+  t += std::max(s.config().bandHoldNs, s.config().settleNs);
+  s.pick(64 << 10, t);
+  REQUIRE(s.effectiveBandwidth(2) == Approx(3.1e6).epsilon(0.01));
+  const uint64_t chunkNs = uint64_t(double(64 << 10) * 1e9 / 3.1e6);  // 21 ms on the slow rail
+  const uint64_t period = std::bit_ceil(10 * chunkNs);
+  int copies = 0;
+  uint64_t last = 0;
+  for (int i = 0; i < 500; ++i) {
+    t += 10'000'000;  // 5 s in all, the fast rails idle at every pick
+    int measure = 7;
+    const int r = s.pick(64 << 10, t, 0, false, false, &measure);
+    // Never the slow rail itself, never a wait while a fast rail has room.
+    REQUIRE(r >= 0);
+    REQUIRE(r != 2);
+    s.onAssigned(r, 64 << 10, t);
+    s.onCompleted(r, 64 << 10, t + 1000);
+    if (measure < 0) continue;
+    // The probes as before (the spacing test above), each now a copy on the slow rail.
+    REQUIRE(measure == 2);
+    CHECK(t % period < period / 4);
+    if (last != 0) CHECK(t - last >= period / 4 * 3);
+    last = t;
+    ++copies;
+    s.onAssigned(2, 64 << 10, t);
+    s.onCompleted(2, 64 << 10, t + chunkNs);  // at the rail's rate: no burst, no check
+  }
+  // Once per period (268 ms): 18-19 in 5 s.
+  INFO("copies: " << copies);
+  CHECK(copies >= 17);
+  CHECK(copies <= 19);
+  CHECK(s.bandwidth(2) == Approx(3.1e6).epsilon(0.05));  // the copies measured it
+
+  // Without the out-parameter, the same probe is the chunk itself (a transport that cannot send
+  // a chunk twice).
+  t += period - (t % period);
+  CHECK(s.pick(64 << 10, t) == 2);
+  // With copies, but the fast rails full: nothing is placed, nothing is measured (the probe
+  // waits with the chunk, as the chunk waits for the rail it should take).
+  s.onAssigned(0, 4 << 20, t);
+  s.onAssigned(1, 4 << 20, t);
+  int measure = 7;
+  CHECK(s.pick(64 << 10, t, 0b011, false, false, &measure) == -1);
+  CHECK(measure == -1);
+  s.onCompleted(0, 4 << 20, t + 1000);
+  s.onCompleted(1, 4 << 20, t + 1000);
+  // The slow rail alone is left: the chunk itself measures it.
+  s.setMode(0, RailMode::kDown);
+  s.setMode(1, RailMode::kDown);
+  CHECK(s.pick(64 << 10, t, 0, false, false, &measure) == 2);
+  CHECK(measure == -1);
+
+  // A rail at 0.3 of its peers' rate (outside the band, above copyProbesBelow) is probed with
+  // the chunk itself: it carries the chunk in about the time the chunk's message takes anyway.
+  RailStriper h = activeStriper(3, cfg);
+  uint64_t u = 0;
+  measureRails(h, {31e6, 31e6, 9.3e6}, &u);
+  h.pick(64 << 10, u);
+  u += std::max(h.config().bandHoldNs, h.config().settleNs);
+  h.pick(64 << 10, u);
+  REQUIRE(h.effectiveBandwidth(2) == Approx(9.3e6).epsilon(0.01));
+  bool probed = false;
+  for (int i = 0; i < 200 && !probed; ++i) {
+    u += 10'000'000;
+    measure = 7;
+    const int r = h.pick(64 << 10, u, 0, false, false, &measure);
+    REQUIRE(r >= 0);
+    CHECK(measure == -1);
+    h.onAssigned(r, 64 << 10, u);
+    h.onCompleted(r, 64 << 10, u + (r == 2 ? uint64_t(double(64 << 10) * 1e9 / 9.3e6) : 1000));
+    probed = r == 2;
+  }
+  CHECK(probed);
+}
+
+TEST_CASE("striper: a degraded rail measured by copies costs one-message steps nothing, and heals",
+          "[net][striper]") {
+  // Ring steps of 256 KiB one at a time (the demo's 1 MiB all-reduce) over two rails at 31 MB/s
+  // and one at a tenth, no shaper's bucket: a probe of the slow rail is a 64 KiB chunk the
+  // step waits for, 21 ms against the 4 ms the step takes on the fast rails.
+  RailStriper::Config cfg;
+  cfg.sampleMinNs = 2'000'000;
+  SimShape ring;
+  ring.messageBytes = 256 << 10;
+  ring.ackNs = 1'000'000;
+  SimShape copies = ring;
+  copies.copies = true;
+  const std::vector<double> fast = {31e6, 31e6, 31e6}, degraded = {31e6, 31e6, 3.1e6};
+  auto run = [&](const SimShape& shape, std::vector<double> rates, int downRail) {
+    RailStriper s = activeStriper(3, cfg);
+    simulate(s, fast, 64 << 20, 64 << 10, 1'000'000'000ull, shape);
+    if (downRail >= 0) s.setMode(downRail, RailMode::kDown);
+    simulate(s, rates, 32 << 20, 64 << 10, 10'000'000'000ull, shape);  // settled
+    return std::make_pair(s, simulate(s, rates, 128 << 20, 64 << 10, 20'000'000'000ull, shape));
+  };
+  auto [realStriper, real] = run(ring, degraded, -1);
+  auto [copyStriper, copied] = run(copies, degraded, -1);
+  auto [downStriper, down] = run(ring, fast, 2);
+  INFO("degraded: probes as chunks " << real.seconds << " s, as copies " << copied.seconds
+                                     << " s, with that rail down " << down.seconds << " s");
+  CHECK(copied.seconds < 0.97 * real.seconds);
+  CHECK(copied.seconds < 1.01 * down.seconds);
+  CHECK(copied.share[2] == 0.0);  // it carries nothing but the copies
+  // ... which measure it (a lone chunk's sample may lift a slow rail to twice its rate).
+  CHECK(copyStriper.bandwidth(2) > 2e6);
+  CHECK(copyStriper.bandwidth(2) < 2 * 3.1e6);
+  // Healed: the copies find it, checks (copies too) prove it, and it takes chunks itself again
+  // until it carries a third of a step's bytes.
+  RailStriper& s = copyStriper;
+  uint64_t t = 40'000'000'000ull;
+  double elapsed = 0, share = 0;
+  while (elapsed < 3.0 && share < 0.3) {
+    SimResult w = simulate(s, fast, 4 << 20, 64 << 10, t, copies);
+    elapsed += w.seconds;
+    t += uint64_t(w.seconds * 1e9) + 1;
+    share = w.share[2];
+  }
+  INFO("rail 2 carried a third of 4 MiB " << elapsed << " s after the heal");
+  CHECK(share >= 0.3);
+  CHECK(elapsed < 1.0);
 }
