@@ -328,7 +328,7 @@ TEST_CASE("simulated: a rail whose rate drops a hundredfold holds no message bac
 // They are copies of chunks that also travel on rail 0 instead: the receiver keeps the first
 // to land and drops the other, also once NCCL owns the buffer again (Verify::kIdle), and the
 // sender completes a message without waiting for its copy.
-TEST_CASE("simulated: a slow rail is probed with copies; every byte still lands once",
+TEST_CASE("simulated: a slow rail is probed with copies; every byte still arrives intact",
           "[net][tcp][simfault]") {
   const std::string plan = planPath("probecopy");
   PairOptions o = simPair(plan);
