@@ -412,15 +412,7 @@ bool RailStriper::measuredByCopy(int rail, uint64_t nowNs) const {
   if (settling(r, nowNs)) return false;
   // Against the lower median of its peers: of two equal rails on a busy host one estimate is
   // often 1.5x the other, and the upper one took a rail at half their rate for a quarter.
-  double bw[kMaxRails];
-  int n = 0;
-  for (int i = 0; i < n_; ++i) {
-    if (i != rail && rails_[i].mode == RailMode::kActive && rails_[i].samples > 0)
-      bw[n++] = rails_[i].bandwidth;
-  }
-  if (n == 0) return false;
-  std::nth_element(bw, bw + (n - 1) / 2, bw + n);
-  return r.bandwidth < config_.copyProbesBelow * bw[(n - 1) / 2];
+  return r.bandwidth < config_.copyProbesBelow * measuredPeers(rail).lowerMedian;
 }
 
 bool RailStriper::settling(const Rail& r, uint64_t nowNs) const {
@@ -461,6 +453,8 @@ RailStriper::Peers RailStriper::measuredPeers(int rail) const {
   if (n == 0) return p;
   std::nth_element(bw, bw + n / 2, bw + n);
   p.median = bw[n / 2];
+  // What nth_element left before the median is no larger: the lower median is its largest.
+  p.lowerMedian = n % 2 == 1 ? p.median : *std::max_element(bw, bw + n / 2);
   return p;
 }
 

@@ -257,7 +257,8 @@ class RailStriper {
   double clampBandwidth(double bw) const;
   // The other active rails that have been measured: their median and fastest estimate (0: none).
   struct Peers {
-    double median = 0;
+    double median = 0;       // the upper median of an even count
+    double lowerMedian = 0;  // ... and the lower one
     double fastest = 0;
     bool fastestAboveBand = false;  // the fastest peer is distinct, above the median
   };

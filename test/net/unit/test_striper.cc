@@ -125,6 +125,18 @@ RailStriper activeStriper(int n, RailStriper::Config cfg = {}) {
   return s;
 }
 
+// Active rails measured at `bws` (rails 0, 1, ...), past the band hold and the settling time:
+// a rail outside the band has left it, and none counts as just joined.
+RailStriper settledStriper(std::initializer_list<double> bws, const RailStriper::Config& cfg,
+                           uint64_t* t) {
+  RailStriper s = activeStriper(int(bws.size()), cfg);
+  measureRails(s, bws, t);
+  s.pick(64 << 10, *t);
+  *t += std::max(s.config().bandHoldNs, s.config().settleNs);
+  s.pick(64 << 10, *t);
+  return s;
+}
+
 // The demo's degraded rail: rail 2 of three behind a 160 KiB token bucket, ring steps of 512 KiB
 // one at a time, each chunk acknowledged 3 ms after its last byte left (a loaded host). The
 // striper starts measured on three healthy rails (64 MiB).
@@ -366,14 +378,10 @@ TEST_CASE("striper: two rails at a tenth, the median of three, are probed with t
           "[net][striper]") {
   RailStriper::Config cfg;
   cfg.probeEvery = 8;
-  RailStriper s = activeStriper(3, cfg);
-  uint64_t t = 0;
-  measureRails(s, {31e6, 3.1e6, 3.1e6}, &t);
   // Rail 0 leaves the band, above the two slow rails, once it has been outside for the hold; by
   // then they have settled.
-  s.pick(64 << 10, t);
-  t += std::max(s.config().bandHoldNs, s.config().settleNs);
-  s.pick(64 << 10, t);
+  uint64_t t = 0;
+  RailStriper s = settledStriper({31e6, 3.1e6, 3.1e6}, cfg, &t);
   REQUIRE(s.effectiveBandwidth(0) == Approx(31e6).epsilon(0.01));
   REQUIRE(s.effectiveBandwidth(1) == Approx(3.1e6).epsilon(0.01));
   const uint64_t chunkNs = uint64_t(double(64 << 10) * 1e9 / 3.1e6);  // 21 ms on a slow rail
@@ -1189,16 +1197,32 @@ TEST_CASE("striper: a degraded rail that a check proves healed takes its share w
   CHECK(elapsed < 0.95);
 }
 
+namespace {
+
+// Picks with measureRail for up to 2 s of 10 ms steps (every rail but rail 2 acknowledging at
+// once, rail 2 at `rate2`) until rail 2 takes a chunk itself; false if it never does, or if a
+// copy was asked for meanwhile.
+bool probedWithChunk(RailStriper& s, double rate2, uint64_t* t) {
+  for (int i = 0; i < 200; ++i) {
+    *t += 10'000'000;
+    int measure = 7;
+    const int r = s.pick(64 << 10, *t, 0, false, false, &measure);
+    if (r < 0 || measure != -1) return false;
+    s.onAssigned(r, 64 << 10, *t);
+    s.onCompleted(r, 64 << 10, *t + (r == 2 ? uint64_t(double(64 << 10) * 1e9 / rate2) : 1000));
+    if (r == 2) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 TEST_CASE("striper: a slow rail's probes and checks can be copies: the chunk goes elsewhere",
           "[net][striper]") {
   RailStriper::Config cfg;
   cfg.probeEvery = 8;
-  RailStriper s = activeStriper(3, cfg);
   uint64_t t = 0;
-  measureRails(s, {31e6, 31e6, 3.1e6}, &t);
-  s.pick(64 << 10, t);
-  t += std::max(s.config().bandHoldNs, s.config().settleNs);
-  s.pick(64 << 10, t);
+  RailStriper s = settledStriper({31e6, 31e6, 3.1e6}, cfg, &t);
   REQUIRE(s.effectiveBandwidth(2) == Approx(3.1e6).epsilon(0.01));
   const uint64_t chunkNs = uint64_t(double(64 << 10) * 1e9 / 3.1e6);  // 21 ms on the slow rail
   const uint64_t period = std::bit_ceil(10 * chunkNs);
@@ -1248,27 +1272,27 @@ TEST_CASE("striper: a slow rail's probes and checks can be copies: the chunk goe
   CHECK(s.pick(64 << 10, t, 0, false, false, &measure) == 2);
   CHECK(measure == -1);
 
-  // A rail at 0.3 of its peers' rate (outside the band, above copyProbesBelow) is probed with
-  // the chunk itself: it carries the chunk in about the time the chunk's message takes anyway.
-  RailStriper h = activeStriper(3, cfg);
+  // A rail at 0.3 of its peers' lower median (outside the band, above copyProbesBelow) is
+  // probed with the chunk itself: it carries the chunk in about the time the chunk's message
+  // takes anyway. Its peers' upper median, an estimate 1.45x the other's, would have made it a
+  // copy.
   uint64_t u = 0;
-  measureRails(h, {31e6, 31e6, 9.3e6}, &u);
-  h.pick(64 << 10, u);
-  u += std::max(h.config().bandHoldNs, h.config().settleNs);
-  h.pick(64 << 10, u);
+  RailStriper h = settledStriper({31e6, 45e6, 9.3e6}, cfg, &u);
   REQUIRE(h.effectiveBandwidth(2) == Approx(9.3e6).epsilon(0.01));
-  bool probed = false;
-  for (int i = 0; i < 200 && !probed; ++i) {
-    u += 10'000'000;
-    measure = 7;
-    const int r = h.pick(64 << 10, u, 0, false, false, &measure);
-    REQUIRE(r >= 0);
-    CHECK(measure == -1);
-    h.onAssigned(r, 64 << 10, u);
-    h.onCompleted(r, 64 << 10, u + (r == 2 ? uint64_t(double(64 << 10) * 1e9 / 9.3e6) : 1000));
-    probed = r == 2;
-  }
-  CHECK(probed);
+  CHECK(probedWithChunk(h, 9.3e6, &u));
+
+  // A rail that has not settled yet (its first sample less than settleNs ago) is probed with
+  // the chunk too, whatever its rate: its chunks find its rate sooner than lone copies would.
+  RailStriper::Config slowSettling = cfg;
+  slowSettling.settleNs = 10'000'000'000ull;
+  RailStriper j = activeStriper(3, slowSettling);
+  uint64_t v = 0;
+  measureRails(j, {31e6, 31e6, 3.1e6}, &v);
+  j.pick(64 << 10, v);
+  v += j.config().bandHoldNs;  // outside the band: probed with the spacing
+  j.pick(64 << 10, v);
+  REQUIRE(j.effectiveBandwidth(2) == Approx(3.1e6).epsilon(0.01));
+  CHECK(probedWithChunk(j, 3.1e6, &v));
 }
 
 TEST_CASE("striper: a degraded rail measured by copies costs one-message steps nothing, and heals",
