@@ -95,6 +95,7 @@ size_t RailRegistry::snapshot(RailSnapshot* out, size_t max, uint64_t nowNs) con
     s.chunksReceived = c.chunksReceived.load(std::memory_order_relaxed);
     s.retransmittedChunks = c.retransmittedChunks.load(std::memory_order_relaxed);
     s.retransmittedBytes = c.retransmittedBytes.load(std::memory_order_relaxed);
+    s.probeCopyBytes = c.probeCopyBytes.load(std::memory_order_relaxed);
     s.failovers = c.failovers.load(std::memory_order_relaxed);
     s.recoveries = c.recoveries.load(std::memory_order_relaxed);
     s.stateChanges = c.stateChanges.load(std::memory_order_relaxed);
@@ -123,6 +124,7 @@ void RailRegistry::resetForTesting() {
     e.counters.chunksReceived = 0;
     e.counters.retransmittedChunks = 0;
     e.counters.retransmittedBytes = 0;
+    e.counters.probeCopyBytes = 0;
     e.counters.failovers = 0;
     e.counters.recoveries = 0;
     e.counters.stateChanges = 0;

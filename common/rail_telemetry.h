@@ -41,6 +41,11 @@ struct RailCounters {
   std::atomic<uint64_t> chunksReceived{0};
   std::atomic<uint64_t> retransmittedChunks{0};  // re-sent here: another rail failed or was late
   std::atomic<uint64_t> retransmittedBytes{0};
+  // Given to this rail only to measure it: copies of chunks that travel on another rail, the
+  // probes and checks of a rail far slower than its peers (the receiver keeps whichever copy
+  // lands first). Counted when placed, on an idle rail, so they leave at once (and count in
+  // bytesSent as they do).
+  std::atomic<uint64_t> probeCopyBytes{0};
   std::atomic<uint64_t> failovers{0};   // times this rail was declared failed
   std::atomic<uint64_t> recoveries{0};  // times it re-joined after a failure
   std::atomic<uint64_t> stateChanges{0};
@@ -53,7 +58,8 @@ struct RailSnapshot {
   RailIdentity identity;
   RailState state;
   uint64_t bytesSent, bytesReceived, chunksSent, chunksReceived;
-  uint64_t retransmittedChunks, retransmittedBytes, failovers, recoveries, stateChanges;
+  uint64_t retransmittedChunks, retransmittedBytes, probeCopyBytes, failovers, recoveries,
+      stateChanges;
   uint64_t bandwidthBytesPerSec, sharePermille;
   uint64_t timeInStateNs[kNumRailStates];  // including the current state up to `atNs`
   uint64_t atNs;

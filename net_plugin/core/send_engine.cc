@@ -230,6 +230,7 @@ void SendEngine::placeChunks(uint64_t nowNs) {
     if (measured >= 0 && tracker_.placeCopy(r, tracker_.queued(r) - 1, measured, nowNs)) {
       striper_.onAssigned(measured, e.bytes, nowNs);
       ++probeCopies_;
+      if (auto* c = metrics_.at(measured)) RailMetrics::add(c->probeCopyBytes, e.bytes);
       if (tracker_.queueFull(measured)) excluded |= 1u << measured;
     }
   }

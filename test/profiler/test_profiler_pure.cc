@@ -205,6 +205,7 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
   rails[0].bytesSent = 123;
   rails[0].state = telemetry::RailState::kFailed;
   rails[0].failovers = 2;
+  rails[0].probeCopyBytes = 65536;
   rails[1].id = 1;
   std::snprintf(rails[1].identity.name, sizeof(rails[1].identity.name), "mlx5_0:1");
   std::snprintf(rails[1].identity.transport, sizeof(rails[1].identity.transport), "ib");
@@ -251,6 +252,8 @@ TEST_CASE("Prometheus exposition is valid text format with the expected series",
         std::string::npos);
   CHECK(text.find("nccl_autopilot_rail_failovers_total{process_rank=\"5\","
                   "rail=\"eth0\",transport=\"tcp\",device=\"0\"} 2\n") != std::string::npos);
+  CHECK(text.find("nccl_autopilot_rail_probe_copy_bytes_total{process_rank=\"5\","
+                  "rail=\"eth0\",transport=\"tcp\",device=\"0\"} 65536\n") != std::string::npos);
   CHECK(text.find("reason=\"coll_pool_full\"} 5\n") != std::string::npos);
   CHECK(text.find("nccl_autopilot_rail_throughput_bytes_per_second{process_rank=\"5\","
                   "rail=\"eth0\",transport=\"tcp\",device=\"0\"} 1500000000\n") !=

@@ -1,10 +1,12 @@
 // The transport-independent halves of the send and receive comms (core/send_engine,
 // core/recv_engine), driven without any transport: what both transports rely on.
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/rail_telemetry.h"
 #include "net_plugin/core/comm_config.h"
 #include "net_plugin/core/recv_engine.h"
 #include "net_plugin/core/send_engine.h"
@@ -19,16 +21,19 @@ namespace {
 class BareSend final : public core::SendEngine {
  public:
   // `firstRailId` >= 0: the rails' telemetry ids from there (the NICs other connections of the
-  // process share, as RailNews knows them); -1: none.
-  explicit BareSend(int rails, int firstRailId = -1)
+  // process share, as RailNews knows them); -1: none. `copies`: the transport can send a chunk
+  // twice (late copies and probe copies, as TCP's can).
+  explicit BareSend(int rails, int firstRailId = -1, bool copies = false)
       : SendEngine(0x54455354, 0x77, "test send", core::commConfig(), infos(rails, firstRailId), 64,
-                   32) {
+                   32),
+        copies_(copies) {
     for (int r = 0; r < rails; ++r) {
       health_.connected(r, monotonicNs());
       striper_.setMode(r, health_.mode(r));
     }
   }
   void progress(uint64_t) override {}
+  bool lateCopiesAllowed() const override { return copies_; }
   // Measured rails hold up to the full window (an unmeasured one holds a single chunk).
   void measure() {
     uint64_t t = monotonicNs();
@@ -67,9 +72,10 @@ class BareSend final : public core::SendEngine {
     p.tags[0] = tag;
     REQUIRE(matcher_.offer(p) == core::ReceiveMatcher::Offer::kStored);
   }
-  void place() {
+  void place() { placeAt(monotonicNs()); }
+  void placeAt(uint64_t nowNs) {
     matchRequests();
-    placeChunks(monotonicNs());
+    placeChunks(nowNs);
   }
   // Fails rail r as a transport would (after stopping it); the chunks go to the others.
   uint32_t failRail(int r) {
@@ -104,6 +110,7 @@ class BareSend final : public core::SendEngine {
   using SendEngine::followRailNews;
   using SendEngine::health_;
   using SendEngine::postSend;
+  using SendEngine::probeCopies_;
   using SendEngine::striper_;
   using SendEngine::tracker_;
   using SendEngine::withdrawIfUnmatched;
@@ -113,6 +120,9 @@ class BareSend final : public core::SendEngine {
   std::string failedFor[4];
   bool localLinkDown[4] = {};  // this host's own link of the rail (what the transport would ask)
   int linkChecks[4] = {};
+
+ private:
+  bool copies_;
 };
 
 class BareRecv final : public core::RecvEngine {
@@ -367,4 +377,52 @@ TEST_CASE("receive engine: a chunk lands once; duplicates and overfills are told
   core::RecvRequest* none = nullptr;
   CHECK(comm.postReceive(99, data, sizes, tags, &none) == abi::kInvalidArgument);
   CHECK(none == nullptr);
+}
+
+TEST_CASE("send engine: a slow rail's probe copies count as that rail's probe-copy bytes",
+          "[net][engine]") {
+  auto& reg = telemetry::RailRegistry::instance();
+  int first = -1;
+  for (int r = 0; r < 3; ++r) {
+    telemetry::RailIdentity id{};
+    std::snprintf(id.name, sizeof(id.name), "probecopy%d", r);
+    std::snprintf(id.transport, sizeof(id.transport), "tcp");
+    const int got = reg.registerRail(id);
+    if (r == 0) first = got;
+    REQUIRE(got == first + r);
+  }
+  BareSend comm(3, first, true);
+  // Rails 0 and 1 measured at 31 MB/s, rail 2 at a tenth of that, each by one pipelined sample;
+  // past the band's hold and the settling time, rail 2 is a slow rail of its own.
+  core::RailStriper& s = comm.striper_;
+  uint64_t t = monotonicNs();
+  const double rates[3] = {31e6, 31e6, 3.1e6};
+  for (int r = 0; r < 3; ++r) {
+    s.setBandwidth(r, rates[r]);
+    s.onAssigned(r, 1 << 20, t);
+    s.onAssigned(r, 1 << 20, t);
+    s.onCompleted(r, 1 << 20, t += uint64_t(double(1 << 20) * 1e9 / rates[r]));
+    s.onCompleted(r, 1 << 20, t += uint64_t(double(1 << 20) * 1e9 / rates[r]));
+  }
+  s.pick(64 << 10, t);
+  t += 1'000'000'000;
+  s.pick(64 << 10, t);
+  // Its probe is due at the start of a probe period (RailStriper::Config::probeAlign): periods
+  // are powers of two of ns, counted from probePhaseNs before the clock's zero, and 2^36 ns is
+  // a multiple of the one a 64 KiB probe of rail 2 needs (10x its 21 ms, rounded up).
+  const uint64_t period = uint64_t(1) << 36;
+  const uint64_t phase = s.config().probePhaseNs;
+  const uint64_t at = ((t + phase) / period + 1) * period - phase;
+  std::vector<uint8_t> buffer(256 << 10);  // four chunks of 64 KiB
+  comm.announce(0, buffer.size(), 7);
+  core::SendRequest* q = nullptr;
+  REQUIRE(comm.postSend(buffer.data(), buffer.size(), 7, &q) == abi::kSuccess);
+  comm.placeAt(at);
+  // Every chunk went to the full rails; rail 2 got a copy of one, counted on its telemetry.
+  CHECK(comm.queued(0) + comm.queued(1) == 4);
+  CHECK(comm.queued(2) == 1);
+  CHECK(comm.probeCopies_ == 1);
+  CHECK(reg.counters(first + 2)->probeCopyBytes.load() == 64u << 10);
+  CHECK(reg.counters(first)->probeCopyBytes.load() == 0);
+  CHECK(reg.counters(first + 1)->probeCopyBytes.load() == 0);
 }
