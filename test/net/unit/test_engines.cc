@@ -10,6 +10,7 @@
 #include "net_plugin/core/comm_config.h"
 #include "net_plugin/core/recv_engine.h"
 #include "net_plugin/core/send_engine.h"
+#include "test/net/unit/striper_measure.h"
 
 using namespace autopilot;
 using namespace autopilot::net;
@@ -397,13 +398,7 @@ TEST_CASE("send engine: a slow rail's probe copies count as that rail's probe-co
   core::RailStriper& s = comm.striper_;
   uint64_t t = monotonicNs();
   const double rates[3] = {31e6, 31e6, 3.1e6};
-  for (int r = 0; r < 3; ++r) {
-    s.setBandwidth(r, rates[r]);
-    s.onAssigned(r, 1 << 20, t);
-    s.onAssigned(r, 1 << 20, t);
-    s.onCompleted(r, 1 << 20, t += uint64_t(double(1 << 20) * 1e9 / rates[r]));
-    s.onCompleted(r, 1 << 20, t += uint64_t(double(1 << 20) * 1e9 / rates[r]));
-  }
+  for (int r = 0; r < 3; ++r) core::testutil::measureAt(s, r, rates[r], &t);
   s.pick(64 << 10, t);
   t += 1'000'000'000;
   s.pick(64 << 10, t);

@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "net_plugin/core/rail_striper.h"
+#include "test/net/unit/striper_measure.h"
 
 using namespace autopilot::net::core;
+using autopilot::net::core::testutil::measureAt;
 
 namespace {
 
@@ -101,15 +103,6 @@ SimResult simulate(RailStriper& s, const std::vector<double>& rates, uint64_t to
     res.estimate.push_back(s.bandwidth(r));
   }
   return res;
-}
-
-// Gives `rail` a measured estimate of `bw` (one pipelined sample replacing the guess).
-void measureAt(RailStriper& s, int rail, double bw, uint64_t* t) {
-  s.setBandwidth(rail, bw);
-  s.onAssigned(rail, 1 << 20, *t);
-  s.onAssigned(rail, 1 << 20, *t);
-  s.onCompleted(rail, 1 << 20, *t += uint64_t(double(1 << 20) * 1e9 / bw));
-  s.onCompleted(rail, 1 << 20, *t += uint64_t(double(1 << 20) * 1e9 / bw));
 }
 
 // measureAt for rails 0, 1, ... in turn.
