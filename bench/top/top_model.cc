@@ -171,6 +171,8 @@ Frame TopModel::frame(double now, double staleAfterS) {
           r.row.recoveries += s.value;
         } else if (is(s, "rail_retransmitted_bytes_total")) {
           r.row.resentBytes += s.value;
+        } else if (is(s, "rail_probe_copy_bytes_total")) {
+          r.row.probeCopyBytes += s.value;
         }
       } else if (is(s, "straggler") || is(s, "arrival_lag_seconds") ||
                  is(s, "arrival_late_ratio") || is(s, "straggler_since_seconds")) {
@@ -341,9 +343,9 @@ std::string renderText(const Frame& f, const std::string& source) {
     out += line;
   }
   out += "\n";
-  std::snprintf(line, sizeof(line), "%-12s %-18s %-20s %6s %9s %9s %9s %9s %10s\n", "HOST", "RAIL",
-                "STATE (PROCESSES)", "SHARE", "NOW MB/S", "BW MB/S", "FAILOVERS", "REJOINED",
-                "RE-SENT");
+  std::snprintf(line, sizeof(line), "%-12s %-18s %-20s %6s %9s %9s %9s %9s %10s %10s\n", "HOST",
+                "RAIL", "STATE (PROCESSES)", "SHARE", "NOW MB/S", "BW MB/S", "FAILOVERS",
+                "REJOINED", "RE-SENT", "PROBED");
   out += line;
   if (f.rails.empty()) out += "  (no rail reported yet)\n";
   for (const RailRow& r : f.rails) {
@@ -352,10 +354,11 @@ std::string renderText(const Frame& f, const std::string& source) {
       states += (states.empty() ? "" : " ") + state + " " + std::to_string(n);
     }
     std::snprintf(line, sizeof(line),
-                  "%-12.12s %-18.18s %-20.20s %6.2f %9.2f %9.2f %9.0f %9.0f %10s\n", r.host.c_str(),
-                  r.rail.c_str(), states.empty() ? "-" : states.c_str(), r.share,
+                  "%-12.12s %-18.18s %-20.20s %6.2f %9.2f %9.2f %9.0f %9.0f %10s %10s\n",
+                  r.host.c_str(), r.rail.c_str(), states.empty() ? "-" : states.c_str(), r.share,
                   r.throughput / 1e6, r.bandwidth / 1e6, r.failovers, r.recoveries,
-                  humanBytes(uint64_t(r.resentBytes)).c_str());
+                  humanBytes(uint64_t(r.resentBytes)).c_str(),
+                  humanBytes(uint64_t(r.probeCopyBytes)).c_str());
     out += line;
   }
   out += "\nstragglers:";
@@ -418,6 +421,12 @@ std::string renderJson(const Frame& f) {
     std::snprintf(b, sizeof(b), "%.6g", std::isfinite(v) ? v : 0.0);
     return std::string(b);
   };
+  // Byte totals exactly: %g would round a counter past a million (3145728 -> 3.14573e+06).
+  auto bytes = [](double v) {
+    char b[40];
+    std::snprintf(b, sizeof(b), "%.0f", std::isfinite(v) && v > 0 ? v : 0.0);
+    return std::string(b);
+  };
   char when[32];
   std::snprintf(when, sizeof(when), "%.3f", f.now);
   std::string o = std::string("{\"time\":") + when +
@@ -447,7 +456,8 @@ std::string renderJson(const Frame& f) {
     }
     o += "},\"share\":" + num(r.share) + ",\"throughput_bytes_per_s\":" + num(r.throughput) +
          ",\"bandwidth_bytes_per_s\":" + num(r.bandwidth) + ",\"failovers\":" + num(r.failovers) +
-         ",\"recoveries\":" + num(r.recoveries) + ",\"resent_bytes\":" + num(r.resentBytes) + "}";
+         ",\"recoveries\":" + num(r.recoveries) + ",\"resent_bytes\":" + bytes(r.resentBytes) +
+         ",\"probe_copy_bytes\":" + bytes(r.probeCopyBytes) + "}";
   }
   auto map = [&](const std::map<std::string, double>& m) {
     std::string s = "{";

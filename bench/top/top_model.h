@@ -46,6 +46,9 @@ struct RailRow {
   double throughput = 0;                                  // bytes/s, summed over processes
   double bandwidth = 0;                                   // bytes/s, mean
   double failovers = 0, recoveries = 0, resentBytes = 0;  // summed
+  // Bytes given to the rail only to measure it (copies of chunks another rail carries), summed:
+  // part of what it moves, not of the data it carries.
+  double probeCopyBytes = 0;
 };
 
 // A rank that reaches the communicator's collectives late. Where the ranks exchange their arrival

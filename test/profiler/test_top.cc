@@ -152,6 +152,32 @@ TEST_CASE("top model: rates over each file's rewrite interval, rails merged", "[
   CHECK(json.find("\"lost\":{\"profiler coll_pool_full\":3}") != std::string::npos);
 }
 
+TEST_CASE("top model: a rail's re-sent and probe-copy bytes are summed over its processes",
+          "[top]") {
+  auto rail = [](int rank, double resent, double probed) {
+    std::string labels = "{process_rank=\"" + std::to_string(rank) +
+                         "\",rail=\"eth1\",transport=\"tcp\",device=\"0\"} ";
+    return "nccl_autopilot_process_info{process_rank=\"" + std::to_string(rank) +
+           "\",hostname=\"node-a\",version=\"1\"} 1\n"
+           "nccl_autopilot_rail_retransmitted_bytes_total" +
+           labels + std::to_string(resent) + "\nnccl_autopilot_rail_probe_copy_bytes_total" +
+           labels + std::to_string(probed) + "\n";
+  };
+  TopModel m;
+  m.update({file("/p/r0.prom", 100, rail(0, 1 << 20, 64 << 10)),
+            file("/p/r1.prom", 100, rail(1, 2 << 20, 128 << 10))});
+  Frame f = m.frame(101, 30);
+  REQUIRE(f.rails.size() == 1);
+  CHECK(f.rails[0].resentBytes == 3 << 20);
+  CHECK(f.rails[0].probeCopyBytes == 192 << 10);
+  std::string text = renderText(f, "/p");
+  INFO(text);
+  CHECK(text.find("RE-SENT     PROBED") != std::string::npos);
+  CHECK(text.find("3.0 MiB  192.0 KiB") != std::string::npos);
+  CHECK(renderJson(f).find("\"resent_bytes\":3145728,\"probe_copy_bytes\":196608}") !=
+        std::string::npos);
+}
+
 TEST_CASE("top model: a malformed file is shown, not fatal", "[top]") {
   TopModel m;
   m.update({file("/p/bad.prom", 1, "nccl_autopilot_rail_state{rail=\"x\" 1\ngarbage\n")});
