@@ -255,6 +255,17 @@ void SendEngine::placeLateCopies(uint64_t nowNs, uint32_t excluded) {
         std::max(health_.failure(a).stallStartNs(), tracker_.entry(a, 0).placedNs);
     const double bwA = striper_.bandwidth(a);  // never below minBandwidth
     const bool degraded = health_.state(a) == RailHealth::State::kDegraded;
+    // Most passes find nothing to copy, and this scan ran in full on every one of them (0.71%
+    // of the CPU samples of the demo's healthy phase, 0.43% with this check). A queue is placed
+    // in time order, so its oldest chunk has waited longest and its last lands last: if that
+    // wait plus that landing stay within minNs, no chunk of it can have slipped (each may take
+    // at least minNs), and on a rail not reported degraded nothing else makes a copy.
+    if (!degraded) {
+      const double oldestWaitedNs = double(nowNs - std::min(nowNs, tracker_.entry(a, 0).placedNs));
+      const double lastLandsInNs =
+          std::max(0.0, double(base) + double(tracker_.queuedBytes(a)) * 1e9 / bwA - double(nowNs));
+      if (oldestWaitedNs + lastLandsInNs <= minNs) continue;
+    }
     uint64_t ahead = 0;
     for (uint32_t i = 0; i < n; ++i) {
       const SendTracker::Entry& e = tracker_.entry(a, i);

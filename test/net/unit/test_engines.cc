@@ -110,6 +110,7 @@ class BareSend final : public core::SendEngine {
   using SendEngine::failed_;
   using SendEngine::followRailNews;
   using SendEngine::health_;
+  using SendEngine::lateCopies_;
   using SendEngine::postSend;
   using SendEngine::probeCopies_;
   using SendEngine::striper_;
@@ -378,6 +379,33 @@ TEST_CASE("receive engine: a chunk lands once; duplicates and overfills are told
   core::RecvRequest* none = nullptr;
   CHECK(comm.postReceive(99, data, sizes, tags, &none) == abi::kInvalidArgument);
   CHECK(none == nullptr);
+}
+
+TEST_CASE("send engine: a chunk its rail holds past the allowance is copied; one within it is not",
+          "[net][engine]") {
+  // Two healthy rails at 31 MB/s: a 64 KiB chunk is due 2.1 ms after it is placed, and may take
+  // lateCopyFactor times that, or lateCopyMinNs (30 ms) if longer, before a copy goes.
+  BareSend comm(2, -1, true);
+  core::RailStriper& s = comm.striper_;
+  uint64_t t = monotonicNs();
+  for (int r = 0; r < 2; ++r) core::testutil::measureAt(s, r, 31e6, &t);
+  std::vector<uint8_t> buffer(64 << 10);  // one chunk, the whole message
+  comm.announce(0, buffer.size(), 7);
+  core::SendRequest* q = nullptr;
+  REQUIRE(comm.postSend(buffer.data(), buffer.size(), 7, &q) == abi::kSuccess);
+  comm.placeAt(t);
+  const int held = comm.queued(0) == 1 ? 0 : 1;
+  REQUIRE(comm.queued(held) == 1);
+  REQUIRE(comm.queued(1 - held) == 0);
+  // Unacknowledged 20 ms later: late by its plan, but within the floor.
+  comm.placeAt(t + 20'000'000);
+  CHECK(comm.lateCopies_ == 0);
+  CHECK(comm.queued(1 - held) == 0);
+  // 40 ms: past the floor; the other rail, idle, lands it far sooner than it has waited.
+  comm.placeAt(t + 40'000'000);
+  CHECK(comm.lateCopies_ == 1);
+  CHECK(comm.queued(1 - held) == 1);
+  CHECK(comm.queued(held) == 1);  // the original stays: the receiver keeps the first to land
 }
 
 TEST_CASE("send engine: a slow rail's probe copies count as that rail's probe-copy bytes",
