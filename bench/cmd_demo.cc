@@ -380,6 +380,13 @@ class FaultControl {
   std::vector<int> rate_;     // per rail, its shaping (kept while it is down)
 };
 
+// How often each rank rewrites its Prometheus file in the demo. A failover is read at most this
+// long after it is counted, plus the time its rank's service thread waits for a CPU; a repair
+// phase charges the failovers read within kFailoverReadLagS of its repair to the phase before it
+// (RailEventLedger).
+constexpr int kPromIntervalMs = 250;
+constexpr double kFailoverReadLagS = 2 * kPromIntervalMs / 1e3;
+
 std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* cluster,
                                            const FaultControl& faults, const DemoOptions& o,
                                            const std::string& modeDir) {
@@ -388,7 +395,7 @@ std::map<std::string, std::string> modeEnv(bool closedLoop, const VethCluster* c
       // the demo reads the net plugin's rail counters (failovers, recoveries).
       {"NCCL_AUTOPILOT_TRACE_FILE", modeDir + "/trace-rank%r.json"},
       {"NCCL_AUTOPILOT_PROM_FILE", modeDir + "/metrics-rank%r.prom"},
-      {"NCCL_AUTOPILOT_PROM_INTERVAL_MS", "250"},
+      {"NCCL_AUTOPILOT_PROM_INTERVAL_MS", std::to_string(kPromIntervalMs)},
       {"NCCL_AUTOPILOT_PROM_KEEP", "1"},  // read after the ranks exit
       {"NCCL_NET_PLUGIN", "autopilot"},
       {"NCCL_TUNER_PLUGIN", "autopilot"},
@@ -431,7 +438,7 @@ class Scenario {
   ModeRecord run(bool closedLoop) {
     ModeRecord record(closedLoop ? "closed-loop" : "static", phases_, o_.ranks);
     faults_.reset();
-    countedFailovers_ = countedRecoveries_ = 0;
+    railEvents_ = RailEventLedger{};
     clearOutputs(o_.outDir + "/" + record.mode());
     double offset = 0;
     int startPhase = kWarmup;
@@ -500,6 +507,7 @@ class Scenario {
       shiftS_ = 0;
     }
     record->startJob();
+    railEvents_.newJob();
     // Scenario time of this job: `clock` + seconds since t0. `clock` moves back whenever a phase
     // change happens late (a fault applied by slow tc/ip commands, a transition held for a
     // verdict, below), so that every phase keeps its full length whatever the machine's load.
@@ -546,6 +554,11 @@ class Scenario {
           std::fprintf(stderr, "\n[%s] t=%5.1fs  %s: %s\n", record->mode().c_str(),
                        phaseStart(o_, phase), next.name.c_str(), faults_.describe(next).c_str());
           faults_.apply(next, 0);
+          // A rank may find a rail of the phase before still down while the repair runs: its
+          // failover is no false one, though read in this phase.
+          if (anyRailDown(o_.phases[size_t(phase - 1)])) {
+            railEvents_.holdFailoversFor(phase - 1, monotonicS() + kFailoverReadLagS);
+          }
         }
         // The phase starts once its fault is in place.
         double late = scenarioNow() - phaseStart(o_, phase);
@@ -555,6 +568,7 @@ class Scenario {
         }
         s = scenarioNow();
       }
+      if (railEvents_.holdEnded(monotonicS())) countRailEvents(record, spec.logDir, phase);
       // The flapping rail changes state within its phase.
       faults_.apply(o_.phases[size_t(phase)], s - phaseStart(o_, phase));
       job.pump(50, onIteration);
@@ -616,22 +630,23 @@ class Scenario {
     return -1;
   }
 
-  // Attributes the rail failures and recoveries counted since the last call to `phase`. The
-  // files are rewritten every 250 ms, so an event right at a boundary may land in the next phase.
+  static double monotonicS() { return double(monotonicNs()) / 1e9; }
+
+  // Charges the rail failures and recoveries counted since the last call, `phase` in force
+  // (RailEventLedger says which phase a failover belongs to). The files are rewritten every
+  // kPromIntervalMs, so an event right at a boundary may land in the next phase.
   void countRailEvents(ModeRecord* record, const std::string& dir, int phase) {
-    double failovers = sumPrometheusMetric(dir, "nccl_autopilot_rail_failovers_total");
-    double recoveries = sumPrometheusMetric(dir, "nccl_autopilot_rail_recoveries_total");
-    PhaseStats& st = record->stats(phaseName(o_, phase));
-    st.failovers += std::max(0.0, failovers - countedFailovers_);
-    st.recoveries += std::max(0.0, recoveries - countedRecoveries_);
-    countedFailovers_ = std::max(countedFailovers_, failovers);
-    countedRecoveries_ = std::max(countedRecoveries_, recoveries);
+    RailEventLedger::Charge c = railEvents_.read(
+        phase, sumPrometheusMetric(dir, "nccl_autopilot_rail_failovers_total"),
+        sumPrometheusMetric(dir, "nccl_autopilot_rail_recoveries_total"), monotonicS());
+    record->stats(phaseName(o_, c.failoverPhase)).failovers += c.failovers;
+    record->stats(phaseName(o_, phase)).recoveries += c.recoveries;
   }
 
   const DemoOptions& o_;
   VethCluster* cluster_;
   FaultControl faults_;
-  double countedFailovers_ = 0, countedRecoveries_ = 0;
+  RailEventLedger railEvents_;
   std::vector<Phase> phases_;
   uint64_t scenarioStartNs_ = monotonicNs();
   double shiftS_ = 0;  // seconds the scenario clock was held back (late phase changes)

@@ -34,6 +34,20 @@ double sumPrometheusMetric(const std::string& dir, const std::string& metric) {
   return total;
 }
 
+RailEventLedger::Charge RailEventLedger::read(int phase, double failoversTotal,
+                                              double recoveriesTotal, double nowS) {
+  Charge c;
+  // A total below what was read before comes from a file rewritten by a new process or one
+  // not written yet; nothing is charged twice or negative.
+  c.failovers = std::max(0.0, failoversTotal - failoversBase_);
+  c.recoveries = std::max(0.0, recoveriesTotal - recoveriesBase_);
+  failoversBase_ = std::max(failoversBase_, failoversTotal);
+  recoveriesBase_ = std::max(recoveriesBase_, recoveriesTotal);
+  c.failoverPhase = heldPhase_ >= 0 ? heldPhase_ : phase;
+  if (holdEnded(nowS)) heldPhase_ = -1;
+  return c;
+}
+
 ModeRecord::ModeRecord(std::string mode, std::vector<Phase> phases, int nRanks)
     : mode_(std::move(mode)), phases_(std::move(phases)), nRanks_(nRanks) {
   for (const Phase& p : phases_) stats_[p.name];

@@ -38,6 +38,44 @@ struct PhaseStats {
 // export, one file per rank process): how the demo reads the plugins' rail counters.
 double sumPrometheusMetric(const std::string& dir, const std::string& metric);
 
+// Charges the rail failovers and recoveries the plugins count (cumulative counters summed over
+// the ranks' Prometheus files) to the scenario's phases. The counters are read late: a file is
+// rewritten every NCCL_AUTOPILOT_PROM_INTERVAL_MS, and a repair is not instant (a heal brings a
+// rail's link up host by host). A rank that finds the rail still down during the heal fails it
+// over rightly, yet its count is read once the repair phase has begun. So, after a phase where a
+// rail was down, failovers read until the repair's window closes are charged to that phase (where
+// they are expected) and not to the repair phase (where they would count as false). The other
+// way round, a false failover right at the end of a phase with every rail up, read once the next
+// phase has brought a rail down, is charged to the next one: the ledger cannot tell it from the
+// fault's own failovers.
+class RailEventLedger {
+ public:
+  struct Charge {
+    int failoverPhase = -1;  // where `failovers` belong
+    double failovers = 0;
+    double recoveries = 0;  // belong to the phase in force
+  };
+  // A new job: its processes' counters start again from 0.
+  void newJob() { failoversBase_ = recoveriesBase_ = 0; }
+  // `previous` (the phase before the one now starting) had a rail down; failovers read before
+  // scenario time `untilS` belong to it.
+  void holdFailoversFor(int previous, double untilS) {
+    heldPhase_ = previous;
+    holdUntilS_ = untilS;
+  }
+  // Whether a hold is open and its time has come at `nowS`: read the counters now to close it.
+  bool holdEnded(double nowS) const { return heldPhase_ >= 0 && nowS >= holdUntilS_; }
+  // The counters' totals read at scenario time `nowS`, with `phase` in force: what is new since
+  // the last read, and where it belongs. While a hold is open, failovers go to the held phase;
+  // the first read at or after its end is its last, and closes it.
+  Charge read(int phase, double failoversTotal, double recoveriesTotal, double nowS);
+
+ private:
+  double failoversBase_ = 0, recoveriesBase_ = 0;
+  int heldPhase_ = -1;
+  double holdUntilS_ = 0;
+};
+
 // Everything one mode (closed loop or static) produced.
 class ModeRecord {
  public:

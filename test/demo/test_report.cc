@@ -65,3 +65,52 @@ TEST_CASE("demo report: recovery per change of state when a rail flaps", "[demo]
   completeEvery10ms(&shortPhase, 0, 1.5, [](double) { return 60e6; });
   CHECK(shortPhase.settleSecondsPerPeriod("flapping", 1.5, kWindowS, 0.9) < 0);
 }
+
+// The demo's false-failover count: a heal brings the failed rail up host by host, and the
+// ranks' Prometheus files are read up to a rewrite late, so a rank that rightly fails over the
+// rail while it is still down is read in the healed phase.
+TEST_CASE("demo report: a failover read while a repair settles is charged to the phase before",
+          "[demo][report]") {
+  constexpr int kFailed = 3, kHealed = 4;
+  RailEventLedger ledger;
+  RailEventLedger::Charge c = ledger.read(kFailed, 4, 0, 10.0);  // the fault's own failovers
+  CHECK(c.failoverPhase == kFailed);
+  CHECK(c.failovers == 4);
+  // The heal is in place at 17.0 s; a failover and two recoveries are read 0.3 s later.
+  ledger.holdFailoversFor(kFailed, 17.0 + 0.5);
+  CHECK_FALSE(ledger.holdEnded(17.3));
+  c = ledger.read(kHealed, 5, 2, 17.3);
+  CHECK(c.failoverPhase == kFailed);
+  CHECK(c.failovers == 1);
+  CHECK(c.recoveries == 2);  // the repair's own: they belong to the phase in force
+  // The first read at the hold's end still belongs to it, and closes it.
+  CHECK(ledger.holdEnded(17.55));
+  c = ledger.read(kHealed, 6, 3, 17.55);
+  CHECK(c.failoverPhase == kFailed);
+  CHECK(c.failovers == 1);
+  CHECK(c.recoveries == 1);
+  CHECK_FALSE(ledger.holdEnded(17.6));
+  // Later, a failover with every rail up is the healed phase's: a false one.
+  c = ledger.read(kHealed, 7, 3, 20.0);
+  CHECK(c.failoverPhase == kHealed);
+  CHECK(c.failovers == 1);
+  CHECK(c.recoveries == 0);
+}
+
+TEST_CASE("demo report: rail counters are charged once, whatever the files say", "[demo][report]") {
+  RailEventLedger ledger;
+  CHECK(ledger.read(1, 3, 1, 1.0).failovers == 3);
+  // A file being rewritten is read without its rank: the total falls, then comes back.
+  RailEventLedger::Charge c = ledger.read(1, 1, 0, 1.2);
+  CHECK(c.failovers == 0);
+  CHECK(c.recoveries == 0);
+  c = ledger.read(1, 3, 1, 1.4);
+  CHECK(c.failovers == 0);
+  CHECK(c.recoveries == 0);
+  // A restarted job's processes count from 0 again.
+  ledger.newJob();
+  c = ledger.read(2, 2, 1, 5.0);
+  CHECK(c.failoverPhase == 2);
+  CHECK(c.failovers == 2);
+  CHECK(c.recoveries == 1);
+}
