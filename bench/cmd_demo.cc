@@ -507,7 +507,6 @@ class Scenario {
       shiftS_ = 0;
     }
     record->startJob();
-    railEvents_.newJob();
     // Scenario time of this job: `clock` + seconds since t0. `clock` moves back whenever a phase
     // change happens late (a fault applied by slow tc/ip commands, a transition held for a
     // verdict, below), so that every phase keeps its full length whatever the machine's load.

@@ -37,8 +37,7 @@ double sumPrometheusMetric(const std::string& dir, const std::string& metric) {
 RailEventLedger::Charge RailEventLedger::read(int phase, double failoversTotal,
                                               double recoveriesTotal, double nowS) {
   Charge c;
-  // A total below what was read before comes from a file rewritten by a new process or one
-  // not written yet; nothing is charged twice or negative.
+  // Nothing is charged twice or negative (see the class comment).
   c.failovers = std::max(0.0, failoversTotal - failoversBase_);
   c.recoveries = std::max(0.0, recoveriesTotal - recoveriesBase_);
   failoversBase_ = std::max(failoversBase_, failoversTotal);

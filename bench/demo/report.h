@@ -47,7 +47,10 @@ double sumPrometheusMetric(const std::string& dir, const std::string& metric);
 // they are expected) and not to the repair phase (where they would count as false). The other
 // way round, a false failover right at the end of a phase with every rail up, read once the next
 // phase has brought a rail down, is charged to the next one: the ledger cannot tell it from the
-// fault's own failovers.
+// fault's own failovers. A total never counts down: one below what was read before (a rank's file
+// missing from a read, or a restarted job's processes counting from 0 again) is charged nothing
+// until it passes the old total. Only the static mode restarts a job; it runs with failover off,
+// and the demo reports no failover counts for it.
 class RailEventLedger {
  public:
   struct Charge {
@@ -55,19 +58,17 @@ class RailEventLedger {
     double failovers = 0;
     double recoveries = 0;  // belong to the phase in force
   };
-  // A new job: its processes' counters start again from 0.
-  void newJob() { failoversBase_ = recoveriesBase_ = 0; }
   // `previous` (the phase before the one now starting) had a rail down; failovers read before
-  // scenario time `untilS` belong to it.
+  // `untilS` belong to it. Times are seconds on any one clock the caller keeps to.
   void holdFailoversFor(int previous, double untilS) {
     heldPhase_ = previous;
     holdUntilS_ = untilS;
   }
   // Whether a hold is open and its time has come at `nowS`: read the counters now to close it.
   bool holdEnded(double nowS) const { return heldPhase_ >= 0 && nowS >= holdUntilS_; }
-  // The counters' totals read at scenario time `nowS`, with `phase` in force: what is new since
-  // the last read, and where it belongs. While a hold is open, failovers go to the held phase;
-  // the first read at or after its end is its last, and closes it.
+  // The counters' totals read at `nowS`, with `phase` in force: what is new since the last read,
+  // and where it belongs. While a hold is open, failovers go to the held phase; the first read
+  // at or after its end is its last, and closes it.
   Charge read(int phase, double failoversTotal, double recoveriesTotal, double nowS);
 
  private:
