@@ -140,10 +140,12 @@ std::string serialize(const RunResult& r) {
   char buf[1024];
   std::snprintf(buf, sizeof(buf),
                 "ok=%d step=%.9g comm=%.9g compute=%.9g warmup=%.9g stopped=%d stopat=%.9g "
-                "recovery=%.9g transfers=%llu fails=%llu rejoins=%llu tuner=%s\n",
+                "recovery=%.9g transfers=%llu fails=%llu rejoins=%llu splits=%llu badsplits=%llu "
+                "tuner=%s\n",
                 r.ok ? 1 : 0, r.stepS, r.commS, r.computeS, r.warmupS, r.stopped ? 1 : 0, r.stopAtS,
                 r.recoveryS, (unsigned long long)r.transfers, (unsigned long long)r.railFailures,
-                (unsigned long long)r.railRejoins,
+                (unsigned long long)r.railRejoins, (unsigned long long)r.splitMessages,
+                (unsigned long long)r.splitMismatches,
                 r.tunerChoice.empty() ? "-" : r.tunerChoice.c_str());
   std::string out = buf;
   if (!r.windowBusBytes.empty()) {
@@ -189,6 +191,10 @@ RunResult deserialize(const std::string& s) {
       r.railFailures = uint64_t(d);
     else if (k == "rejoins")
       r.railRejoins = uint64_t(d);
+    else if (k == "splits")
+      r.splitMessages = uint64_t(d);
+    else if (k == "badsplits")
+      r.splitMismatches = uint64_t(d);
     else if (k == "tuner")
       r.tunerChoice = v == "-" ? "" : v;
     else if (k == "windows") {
@@ -294,6 +300,13 @@ struct Check {
   std::string note;
 };
 
+// A phase of the demo's mini-cluster: ours against the same job with RunSpec's
+// knownRatesMinPieceBytes placement, Gbit/s of bus bandwidth (-1: stopped).
+struct DemoBound {
+  std::string phase;
+  double capacityGbps = 0, oursGbps = -1, knownGbps = -1;
+};
+
 std::string jsonEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -396,6 +409,8 @@ int cmdSimulate(int argc, char** argv) {
 
   std::vector<Row> rows;
   std::vector<Check> checks;
+  std::vector<DemoBound> demoBounds;
+  constexpr uint64_t kBoundMinPieceBytes = 16u << 10;
   int failedChecks = 0;
   auto wall0 = std::chrono::steady_clock::now();
 
@@ -693,6 +708,11 @@ int cmdSimulate(int argc, char** argv) {
     };
     size_t demoFirst = specs.size();
     specs.push_back(demoRun(PolicyKind::kOurs, 0, true));
+    // What the rails allow the demo's collectives: the same job placing each message in
+    // proportion to the rails' true rates, in pieces of 16 KiB or more (the plugin's chunks are
+    // 64 KiB or more and follow estimates). Its throughputs are reported, not checked.
+    specs.push_back(demoRun(PolicyKind::kOurs, 0, true));
+    specs.back().knownRatesMinPieceBytes = kBoundMinPieceBytes;
     std::vector<RunResult> res = runAll(specs, o.jobs);
     for (size_t i = 0; i < predicted.size(); ++i) {
       Check c;
@@ -724,6 +744,39 @@ int cmdSimulate(int argc, char** argv) {
       }
     }
     const RunResult& ours = res[demoFirst];
+    const RunResult& known = res[demoFirst + 1];
+    for (size_t p = 0; p < phases.size(); ++p) {
+      DemoBound b;
+      b.phase = phases[p].name;
+      // The live rails' rates; the flapping rail counts for the half of the phase it is up.
+      for (int r = 0; r < 3; ++r) {
+        const bool flapping = phases[p].flap && r == 1;
+        b.capacityGbps += (flapping ? 0.5 : phases[p].rate[size_t(r)]) * 0.25;
+      }
+      const double edge = kDemoWarmupS + kDemoPhaseS * double(p + 1);
+      if (ours.ok && p < ours.windowBusBytes.size() && !stallBeganBefore(ours, edge))
+        b.oursGbps = ours.windowBusBytes[p] * 8e-9 / kDemoPhaseS;
+      if (known.ok && p < known.windowBusBytes.size() && !stallBeganBefore(known, edge))
+        b.knownGbps = known.windowBusBytes[p] * 8e-9 / kDemoPhaseS;
+      demoBounds.push_back(b);
+    }
+    {
+      // The split itself: every phase ran (the job keeps our failure handling), messages were
+      // split, and each split's pieces added up to its message.
+      Check c;
+      c.name = "demo mini-cluster, true-rate split: phases run minus bad splits";
+      int ran = 0;
+      for (const DemoBound& b : demoBounds) ran += b.knownGbps > 0 ? 1 : 0;
+      c.predicted = double(phases.size());
+      c.measured = double(ran) - double(known.splitMismatches);
+      c.error = std::fabs(c.predicted - c.measured) / c.predicted;
+      c.limit = 0;
+      c.pass = known.ok && ran == int(phases.size()) && known.splitMessages > 0 &&
+               known.splitMismatches == 0;
+      c.note = "every phase ran and every split added up (" + std::to_string(known.splitMessages) +
+               " messages)";
+      checks.push_back(c);
+    }
     for (size_t p = 0; p < phases.size(); ++p) {
       for (PolicyKind policy : {PolicyKind::kOurs, PolicyKind::kStatic}) {
         const bool isOurs = policy == PolicyKind::kOurs;
@@ -823,6 +876,27 @@ int cmdSimulate(int argc, char** argv) {
       if (!c.pass && c.gates) failedChecks++;
     }
   }
+  if (!demoBounds.empty()) {
+    std::printf(
+        "\ndemo mini-cluster, what the rails allow (reported, not checked): ours against the "
+        "same job\nsplitting each message in proportion to the rails' true rates, pieces >= %llu "
+        "KiB;\nGbit/s of bus bandwidth and, in brackets, efficiency (against the live rails' "
+        "rates)\n",
+        (unsigned long long)(kBoundMinPieceBytes >> 10));
+    std::printf("  %-16s %9s %16s %16s\n", "phase", "capacity", "ours", "true rates");
+    for (const DemoBound& b : demoBounds) {
+      auto cell = [&](double g) {
+        char buf[32];
+        if (g < 0)
+          std::snprintf(buf, sizeof(buf), "stopped");
+        else
+          std::snprintf(buf, sizeof(buf), "%.3f (%.2f)", g, g / b.capacityGbps);
+        return std::string(buf);
+      };
+      std::printf("  %-16s %9.3f %16s %16s\n", b.phase.c_str(), b.capacityGbps,
+                  cell(b.oursGbps).c_str(), cell(b.knownGbps).c_str());
+    }
+  }
   std::printf("\nwall time %.1f s (shared 2-core machine)\n", wallTotal);
 
   if (!o.json.empty()) {
@@ -851,6 +925,13 @@ int cmdSimulate(int argc, char** argv) {
           << "\", \"predicted\": " << c.predicted << ", \"measured\": " << c.measured
           << ", \"error\": " << c.error << ", \"limit\": " << c.limit
           << ", \"pass\": " << (c.pass ? "true" : "false") << "}";
+    }
+    out << "], \"demo_bound\": [";
+    for (size_t i = 0; i < demoBounds.size(); ++i) {
+      const DemoBound& b = demoBounds[i];
+      out << (i ? ", " : "") << "{\"phase\": \"" << jsonEscape(b.phase)
+          << "\", \"capacity_gbps\": " << b.capacityGbps << ", \"ours_gbps\": " << b.oursGbps
+          << ", \"true_rates_gbps\": " << b.knownGbps << "}";
     }
     out << "], \"wall_s\": " << wallTotal << "}\n";
     if (!out) {

@@ -98,6 +98,7 @@ struct World {
   double firstDownS = -1;     // onset of the first down-type fault
   double lastFailoverS = -1;  // latest first-failover of a connection after that onset
   uint64_t railFailures = 0, railRejoins = 0;
+  uint64_t splitMessages = 0, splitMismatches = 0;  // RunSpec::knownRatesMinPieceBytes
   // nccl-2.30: failed devices per communicator.
   std::map<int, std::set<int>> ncclFailed;
 };
@@ -368,6 +369,8 @@ void stopJob() {
     r.transfers = W->transfers;
     r.railFailures = W->railFailures;
     r.railRejoins = W->railRejoins;
+    r.splitMessages = W->splitMessages;
+    r.splitMismatches = W->splitMismatches;
     r.windowBusBytes = W->windowBusBytes;
     gStopHook(r);  // does not return (the child reports and exits)
   }
@@ -646,6 +649,70 @@ std::shared_ptr<WireJob> queueOnWire(Conn& c, int rail, uint64_t bytes,
   return job;
 }
 
+// RunSpec::knownRatesMinPieceBytes: `bytes` split over the connection's usable rails in
+// proportion to their true rates, so that every rail used finishes what it holds and its piece at
+// the same time (water-filling); (bytes, rail) pieces, none when no rail is usable.
+std::vector<std::pair<uint64_t, int>> splitAtTrueRates(const Conn& c, const RailStriper& s,
+                                                       uint64_t bytes, uint64_t minPiece) {
+  std::vector<std::pair<uint64_t, int>> out;
+  std::vector<int> rails;
+  std::vector<double> rate(size_t(W->nics), 0.0);
+  for (int r = 0; r < W->nics; ++r) {
+    if (s.mode(r) == RailMode::kDown || !nicUp(c.src, r) || !nicUp(c.dst, r)) continue;
+    rate[size_t(r)] =
+        W->spec.fabric.nicBytesPerSec * std::min(W->nicFactor[size_t(c.src * W->nics + r)],
+                                                 W->nicFactor[size_t(c.dst * W->nics + r)]);
+    rails.push_back(r);
+  }
+  auto busyUntil = [&](int r) { return double(c.held[size_t(r)]) / rate[size_t(r)]; };
+  while (!rails.empty()) {
+    std::sort(rails.begin(), rails.end(),
+              [&](int a, int b) { return busyUntil(a) < busyUntil(b); });
+    // The finish time T of the k rails that are free soonest: their rates times (T - when each
+    // is free) add up to the message; more rails join while T passes their own free time.
+    double num = double(bytes), den = 0, finish = 0;
+    size_t k = 0;
+    for (; k < rails.size(); ++k) {
+      num += double(c.held[size_t(rails[k])]);
+      den += rate[size_t(rails[k])];
+      finish = num / den;
+      if (k + 1 == rails.size() || finish <= busyUntil(rails[k + 1])) break;
+    }
+    rails.resize(k + 1);
+    std::vector<uint64_t> piece(rails.size());
+    uint64_t sum = 0;
+    size_t smallest = 0;
+    for (size_t i = 0; i < rails.size(); ++i) {
+      const double v = (finish - busyUntil(rails[i])) * rate[size_t(rails[i])];
+      piece[i] = std::min(bytes, uint64_t(std::max(0.0, v)));
+      sum += piece[i];
+      if (piece[i] < piece[smallest]) smallest = i;
+    }
+    if (rails.size() > 1 && piece[smallest] < std::min(minPiece, bytes)) {
+      rails.erase(rails.begin() + long(smallest));
+      continue;
+    }
+    // Rounding: the first rail (free soonest) takes the difference.
+    if (sum < bytes) piece[0] += bytes - sum;
+    for (size_t i = 0; sum > bytes && i < piece.size(); ++i) {
+      const uint64_t cut = std::min(piece[i], sum - bytes);
+      piece[i] -= cut;
+      sum -= cut;
+    }
+    uint64_t placed = 0;
+    for (size_t i = 0; i < rails.size(); ++i) {
+      if (piece[i] > 0) out.emplace_back(piece[i], rails[i]);
+      placed += piece[i];
+    }
+    // Counted for the reproduction checks: a split that lost or added bytes would still let
+    // the message complete.
+    W->splitMessages++;
+    if (placed != bytes) W->splitMismatches++;
+    break;
+  }
+  return out;
+}
+
 // Sends `bytes` over the connection and returns when every chunk has arrived.
 void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
   if (bytes == 0) return;
@@ -666,11 +733,25 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
     if (policy == PolicyKind::kOurs) oursMaintain(c, flights, comms, pending);
     if (policy == PolicyKind::kNcclResilient) ncclMaintain(c, flights, comms, pending);
     uint64_t t = nowNs();
-    while (!pending.empty()) {
-      uint64_t sz = pending.front();
-      int r = s.pick(sz, t, 0, sz == bytes);  // one chunk: the whole message, as in the plugin
-      if (r < 0) break;
-      pending.pop_front();
+    std::vector<std::pair<uint64_t, int>> known;  // RunSpec::knownRatesMinPieceBytes
+    if (policy == PolicyKind::kOurs && W->spec.knownRatesMinPieceBytes > 0 && !pending.empty()) {
+      uint64_t left = 0;
+      for (uint64_t b : pending) left += b;
+      known = splitAtTrueRates(c, s, left, W->spec.knownRatesMinPieceBytes);
+      if (!known.empty()) pending.clear();
+    }
+    for (size_t k = 0; !pending.empty() || k < known.size(); ++k) {
+      uint64_t sz = 0;
+      int r = -1;
+      if (k < known.size()) {
+        sz = known[k].first;
+        r = known[k].second;
+      } else {
+        sz = pending.front();
+        r = s.pick(sz, t, 0, sz == bytes);  // one chunk: the whole message, as in the plugin
+        if (r < 0) break;
+        pending.pop_front();
+      }
       s.onAssigned(r, sz, t);
       if (c.health) c.health->failure(r).setOutstanding(true, t);
       if (c.held[size_t(r)] == 0) c.lastProgressNs[r] = t;
@@ -1413,6 +1494,8 @@ RunResult runOnce(const RunSpec& spec, void (*onStop)(const RunResult&)) {
   res.transfers = W->transfers;
   res.railFailures = W->railFailures;
   res.railRejoins = W->railRejoins;
+  res.splitMessages = W->splitMessages;
+  res.splitMismatches = W->splitMismatches;
   if (W->firstDownS >= 0 && W->lastFailoverS >= 0) res.recoveryS = W->lastFailoverS - W->firstDownS;
   gConns.clear();
   W = nullptr;
