@@ -300,11 +300,11 @@ struct Check {
   std::string note;
 };
 
-// A phase of the demo's mini-cluster: ours against the same job with RunSpec's
-// knownRatesMinPieceBytes placement, Gbit/s of bus bandwidth (-1: stopped).
+// A phase of the demo's mini-cluster: ours against the same job with RunSpec::split's
+// placements, Gbit/s of bus bandwidth (-1: stopped).
 struct DemoBound {
   std::string phase;
-  double capacityGbps = 0, oursGbps = -1, knownGbps = -1;
+  double capacityGbps = 0, oursGbps = -1, trueRatesGbps = -1, sustainedGbps = -1;
 };
 
 std::string jsonEscape(const std::string& s) {
@@ -410,7 +410,6 @@ int cmdSimulate(int argc, char** argv) {
   std::vector<Row> rows;
   std::vector<Check> checks;
   std::vector<DemoBound> demoBounds;
-  constexpr uint64_t kBoundMinPieceBytes = 16u << 10;
   int failedChecks = 0;
   auto wall0 = std::chrono::steady_clock::now();
 
@@ -709,10 +708,13 @@ int cmdSimulate(int argc, char** argv) {
     size_t demoFirst = specs.size();
     specs.push_back(demoRun(PolicyKind::kOurs, 0, true));
     // What the rails allow the demo's collectives: the same job placing each message in
-    // proportion to the rails' true rates, in pieces of 16 KiB or more (the plugin's chunks are
-    // 64 KiB or more and follow estimates). Its throughputs are reported, not checked.
-    specs.push_back(demoRun(PolicyKind::kOurs, 0, true));
-    specs.back().knownRatesMinPieceBytes = kBoundMinPieceBytes;
+    // proportion to the rails' true rates, then to rates it measures itself, in pieces of 16
+    // KiB or more (the plugin's chunks are 64 KiB or more and follow its striper's estimates).
+    // Their throughputs are reported, not checked.
+    for (RunSpec::Split split : {RunSpec::Split::kTrueRates, RunSpec::Split::kSustainedRates}) {
+      specs.push_back(demoRun(PolicyKind::kOurs, 0, true));
+      specs.back().split = split;
+    }
     std::vector<RunResult> res = runAll(specs, o.jobs);
     for (size_t i = 0; i < predicted.size(); ++i) {
       Check c;
@@ -744,7 +746,8 @@ int cmdSimulate(int argc, char** argv) {
       }
     }
     const RunResult& ours = res[demoFirst];
-    const RunResult& known = res[demoFirst + 1];
+    const RunResult& trueRates = res[demoFirst + 1];
+    const RunResult& sustained = res[demoFirst + 2];
     for (size_t p = 0; p < phases.size(); ++p) {
       DemoBound b;
       b.phase = phases[p].name;
@@ -756,25 +759,47 @@ int cmdSimulate(int argc, char** argv) {
       const double edge = kDemoWarmupS + kDemoPhaseS * double(p + 1);
       if (ours.ok && p < ours.windowBusBytes.size() && !stallBeganBefore(ours, edge))
         b.oursGbps = ours.windowBusBytes[p] * 8e-9 / kDemoPhaseS;
-      if (known.ok && p < known.windowBusBytes.size() && !stallBeganBefore(known, edge))
-        b.knownGbps = known.windowBusBytes[p] * 8e-9 / kDemoPhaseS;
+      auto gbps = [&](const RunResult& r) {
+        if (!r.ok || p >= r.windowBusBytes.size() || stallBeganBefore(r, edge)) return -1.0;
+        return r.windowBusBytes[p] * 8e-9 / kDemoPhaseS;
+      };
+      b.trueRatesGbps = gbps(trueRates);
+      b.sustainedGbps = gbps(sustained);
       demoBounds.push_back(b);
     }
-    {
-      // The split itself: every phase ran (the job keeps our failure handling), messages were
-      // split, and each split's pieces added up to its message.
+    // The splits themselves: every phase ran (the jobs keep our failure handling), messages
+    // were split, and each split's pieces added up to its message.
+    for (const RunResult* r : {&trueRates, &sustained}) {
+      const bool isTrue = r == &trueRates;
       Check c;
-      c.name = "demo mini-cluster, true-rate split: phases run minus bad splits";
+      c.name = std::string("demo mini-cluster, ") + (isTrue ? "true" : "sustained") +
+               "-rate split: phases run minus bad splits";
       int ran = 0;
-      for (const DemoBound& b : demoBounds) ran += b.knownGbps > 0 ? 1 : 0;
+      for (const DemoBound& b : demoBounds)
+        ran += (isTrue ? b.trueRatesGbps : b.sustainedGbps) > 0 ? 1 : 0;
       c.predicted = double(phases.size());
-      c.measured = double(ran) - double(known.splitMismatches);
+      c.measured = double(ran) - double(r->splitMismatches);
       c.error = std::fabs(c.predicted - c.measured) / c.predicted;
       c.limit = 0;
-      c.pass = known.ok && ran == int(phases.size()) && known.splitMessages > 0 &&
-               known.splitMismatches == 0;
-      c.note = "every phase ran and every split added up (" + std::to_string(known.splitMessages) +
-               " messages)";
+      c.pass =
+          r->ok && ran == int(phases.size()) && r->splitMessages > 0 && r->splitMismatches == 0;
+      c.note = "every phase ran and every split added up";
+      checks.push_back(c);
+    }
+    {
+      // The sustained-rate split's lowest efficiency over the phases (0.86 on 2026-12-06): the
+      // model is deterministic, so a change to the policies it runs (the striper's bookkeeping,
+      // the rail health, the estimator here) that undoes the finding shows.
+      Check c;
+      c.name = "demo mini-cluster, sustained-rate split: lowest phase efficiency";
+      c.predicted = 0.80;
+      c.measured = 1;
+      for (const DemoBound& b : demoBounds)
+        c.measured = std::min(c.measured, std::max(0.0, b.sustainedGbps) / b.capacityGbps);
+      c.limit = 0;
+      c.error = std::max(0.0, c.predicted - c.measured) / c.predicted;
+      c.pass = c.measured >= c.predicted;
+      c.note = "at least 0.80 of the live rails' rates in every phase";
       checks.push_back(c);
     }
     for (size_t p = 0; p < phases.size(); ++p) {
@@ -879,11 +904,12 @@ int cmdSimulate(int argc, char** argv) {
   if (!demoBounds.empty()) {
     std::printf(
         "\ndemo mini-cluster, what the rails allow (reported, not checked): ours against the "
-        "same job\nsplitting each message in proportion to the rails' true rates, pieces >= %llu "
-        "KiB;\nGbit/s of bus bandwidth and, in brackets, efficiency (against the live rails' "
-        "rates)\n",
-        (unsigned long long)(kBoundMinPieceBytes >> 10));
-    std::printf("  %-16s %9s %16s %16s\n", "phase", "capacity", "ours", "true rates");
+        "same job\nsplitting each message in proportion to the rails' true rates, then to "
+        "sustained rates it\nmeasures itself, pieces >= %llu KiB; Gbit/s of bus bandwidth and, "
+        "in brackets, efficiency\n(against the live rails' rates)\n",
+        (unsigned long long)(RunSpec{}.splitMinPieceBytes >> 10));
+    std::printf("  %-16s %9s %16s %16s %16s\n", "phase", "capacity", "ours", "true rates",
+                "sustained rates");
     for (const DemoBound& b : demoBounds) {
       auto cell = [&](double g) {
         char buf[32];
@@ -893,8 +919,9 @@ int cmdSimulate(int argc, char** argv) {
           std::snprintf(buf, sizeof(buf), "%.3f (%.2f)", g, g / b.capacityGbps);
         return std::string(buf);
       };
-      std::printf("  %-16s %9.3f %16s %16s\n", b.phase.c_str(), b.capacityGbps,
-                  cell(b.oursGbps).c_str(), cell(b.knownGbps).c_str());
+      std::printf("  %-16s %9.3f %16s %16s %16s\n", b.phase.c_str(), b.capacityGbps,
+                  cell(b.oursGbps).c_str(), cell(b.trueRatesGbps).c_str(),
+                  cell(b.sustainedGbps).c_str());
     }
   }
   std::printf("\nwall time %.1f s (shared 2-core machine)\n", wallTotal);
@@ -931,7 +958,8 @@ int cmdSimulate(int argc, char** argv) {
       const DemoBound& b = demoBounds[i];
       out << (i ? ", " : "") << "{\"phase\": \"" << jsonEscape(b.phase)
           << "\", \"capacity_gbps\": " << b.capacityGbps << ", \"ours_gbps\": " << b.oursGbps
-          << ", \"true_rates_gbps\": " << b.knownGbps << "}";
+          << ", \"true_rates_gbps\": " << b.trueRatesGbps
+          << ", \"sustained_rates_gbps\": " << b.sustainedGbps << "}";
     }
     out << "], \"wall_s\": " << wallTotal << "}\n";
     if (!out) {

@@ -74,6 +74,26 @@ using net::tcp::kLinkCheckNs;
 using net::tcp::kTcpSampleNs;
 const double kRejoinShare = net::core::CommConfig{}.rejoinShare;
 
+// RunSpec::Split::kSustainedRates: how a connection measures each rail's sustained rate. A sample
+// is what the rail held when a piece was placed, plus the piece, over the time until the piece
+// arrived: the rail's rate over a busy period. A shaper's bucket (tbf's, 128 KiB in the demo)
+// lets a rail that idled deliver that much at once, and a rail at a tenth of 250 Mbit/s has it
+// full again after 42 ms: so a sample lowers the estimate at once, but raises it only when it
+// covers more than a bucket could explain. A rail left out of a split (its piece would be too
+// small) is measured by copies of 256 KiB, which hold no message back; such a copy raises the
+// estimate only when the rail came back near its peers (a heal), not by the bucket's share.
+struct SustainedRate {
+  static constexpr double kAlpha = 0.5;                   // weight of a new sample
+  static constexpr uint64_t kRaiseMinBytes = 256u << 10;  // a sample this large may raise it
+  // A rail left out of a split gets a copy of this size once no sample of kRaiseMinBytes came
+  // back from it for this long; the copy raises its estimate only to this share of its best
+  // peer's or above, and is dropped when it has not landed by the timeout.
+  static constexpr uint64_t kProbeBytes = 256u << 10;
+  static constexpr double kProbeEveryS = 0.25;
+  static constexpr double kProbeHealFraction = 0.6;
+  static constexpr double kProbeTimeoutS = 2.0;
+};
+
 // Stops the run (the job hangs on a dead link): unwinds every actor of the simulation.
 struct JobStopped {};
 
@@ -98,7 +118,7 @@ struct World {
   double firstDownS = -1;     // onset of the first down-type fault
   double lastFailoverS = -1;  // latest first-failover of a connection after that onset
   uint64_t railFailures = 0, railRejoins = 0;
-  uint64_t splitMessages = 0, splitMismatches = 0;  // RunSpec::knownRatesMinPieceBytes
+  uint64_t splitMessages = 0, splitMismatches = 0;  // RunSpec::split
   // nccl-2.30: failed devices per communicator.
   std::map<int, std::set<int>> ncclFailed;
 };
@@ -233,6 +253,7 @@ struct Flight {
   uint64_t repairs;  // repairs of its two NICs when it was (re)started
   uint64_t epoch;    // the rail's failures on its connection when it was started
   std::shared_ptr<WireJob> job = nullptr;  // queued instead (see WireJob)
+  uint64_t placedNs = 0, aheadBytes = 0;   // SustainedRate: when, and what the rail held then
 };
 
 double remainingOf(const Flight& f) {
@@ -273,6 +294,11 @@ struct Conn {
   // the rail held, whichever message it belongs to, as the transport does.
   std::vector<uint64_t> held;
   std::vector<uint64_t> epoch;
+  // RunSpec::Split::kSustainedRates, per rail: the estimate (0: none yet), when a sample of at
+  // least SustainedRate::kRaiseMinBytes last came back, and whether a copy is out measuring it.
+  std::vector<double> sustained;
+  std::vector<double> lastLongSampleS;
+  std::vector<bool> probeOut;
   // ours on TCP: the rail failed with this host's own link down (see kTcpSampleNs), and when
   // its link was last checked since.
   std::vector<bool> lostLocalLink;
@@ -332,6 +358,9 @@ Conn* makeConn(int src, int dst, int comm) {
     for (int r = 0; r < k; ++r) c->health->connected(r, t);
   }
   c->held.assign(k, 0);
+  c->sustained.assign(k, 0);
+  c->lastLongSampleS.assign(k, 0);
+  c->probeOut.assign(k, false);
   c->epoch.assign(k, 0);
   c->lostLocalLink.assign(k, false);
   c->linkCheckNs.assign(k, 0);
@@ -649,19 +678,70 @@ std::shared_ptr<WireJob> queueOnWire(Conn& c, int rail, uint64_t bytes,
   return job;
 }
 
-// RunSpec::knownRatesMinPieceBytes: `bytes` split over the connection's usable rails in
-// proportion to their true rates, so that every rail used finishes what it holds and its piece at
-// the same time (water-filling); (bytes, rail) pieces, none when no rail is usable.
-std::vector<std::pair<uint64_t, int>> splitAtTrueRates(const Conn& c, const RailStriper& s,
-                                                       uint64_t bytes, uint64_t minPiece) {
+// SustainedRate: a sample of `bytes` moved in `elapsedNs` on `rail`; `probe`: by a copy.
+void noteSustainedSample(Conn& c, int rail, uint64_t bytes, uint64_t elapsedNs, bool probe) {
+  if (elapsedNs == 0) return;
+  const double v = double(bytes) * 1e9 / double(elapsedNs);
+  double& e = c.sustained[size_t(rail)];
+  bool take = e <= 0 || v < e;  // a first sample, or a lower one
+  if (!take && probe) {
+    double peer = 0;
+    for (int q = 0; q < W->nics; ++q) {
+      if (q != rail) peer = std::max(peer, c.sustained[size_t(q)]);
+    }
+    take = v >= SustainedRate::kProbeHealFraction * peer;
+  }
+  if (!take && !probe) take = bytes >= SustainedRate::kRaiseMinBytes;
+  if (take) e = e <= 0 ? v : (1 - SustainedRate::kAlpha) * e + SustainedRate::kAlpha * v;
+  if (probe || bytes >= SustainedRate::kRaiseMinBytes) c.lastLongSampleS[size_t(rail)] = nowS();
+}
+
+// SustainedRate: a copy of SustainedRate::kProbeBytes queued on `rail`, measured when it lands;
+// it holds no message back, and is dropped if it has not landed in kProbeTimeoutS (its rail
+// failed).
+void sendProbeCopy(Conn& c, int rail) {
+  const uint64_t bytes = SustainedRate::kProbeBytes;
+  c.probeOut[size_t(rail)] = true;
+  const uint64_t ahead = c.held[size_t(rail)];
+  c.held[size_t(rail)] += bytes;
+  const uint64_t placedNs = nowNs();
+  sg4::SemaphorePtr landed = sg4::Semaphore::create(0);
+  std::shared_ptr<WireJob> job = queueOnWire(c, rail, bytes, landed);
+  Conn* conn = &c;
+  sg4::Actor::create("probe", anyHost(), [conn, rail, job, landed, ahead, placedNs, bytes]() {
+    const bool timedOut = landed->acquire_timeout(SustainedRate::kProbeTimeoutS);
+    conn->held[size_t(rail)] -= bytes;
+    conn->probeOut[size_t(rail)] = false;
+    if (timedOut) {
+      job->cancelled = true;
+      if (job->comm && !job->done) job->comm->cancel();
+      return;
+    }
+    noteSustainedSample(*conn, rail, ahead + bytes, nowNs() - placedNs, true);
+  })->daemonize();
+}
+
+// RunSpec::split: `bytes` split over the connection's usable rails in proportion to their rates,
+// so that every rail used finishes what it holds and its piece at the same time (water-filling);
+// (bytes, rail) pieces, none when no rail is usable. kSustainedRates also sends its copies.
+std::vector<std::pair<uint64_t, int>> splitAtRates(Conn& c, const RailStriper& s, uint64_t bytes) {
+  const bool trueRates = W->spec.split == RunSpec::Split::kTrueRates;
+  const uint64_t minPiece = W->spec.splitMinPieceBytes;
   std::vector<std::pair<uint64_t, int>> out;
   std::vector<int> rails;
   std::vector<double> rate(size_t(W->nics), 0.0);
   for (int r = 0; r < W->nics; ++r) {
-    if (s.mode(r) == RailMode::kDown || !nicUp(c.src, r) || !nicUp(c.dst, r)) continue;
-    rate[size_t(r)] =
-        W->spec.fabric.nicBytesPerSec * std::min(W->nicFactor[size_t(c.src * W->nics + r)],
-                                                 W->nicFactor[size_t(c.dst * W->nics + r)]);
+    if (s.mode(r) == RailMode::kDown) continue;
+    if (trueRates) {
+      if (!nicUp(c.src, r) || !nicUp(c.dst, r)) continue;
+      rate[size_t(r)] =
+          W->spec.fabric.nicBytesPerSec * std::min(W->nicFactor[size_t(c.src * W->nics + r)],
+                                                   W->nicFactor[size_t(c.dst * W->nics + r)]);
+    } else {
+      // Until its first sample a rail counts at the nominal rate.
+      const double e = c.sustained[size_t(r)];
+      rate[size_t(r)] = e > 0 ? e : W->spec.fabric.nicBytesPerSec;
+    }
     rails.push_back(r);
   }
   auto busyUntil = [&](int r) { return double(c.held[size_t(r)]) / rate[size_t(r)]; };
@@ -710,6 +790,16 @@ std::vector<std::pair<uint64_t, int>> splitAtTrueRates(const Conn& c, const Rail
     if (placed != bytes) W->splitMismatches++;
     break;
   }
+  if (!trueRates && !out.empty()) {
+    for (int r = 0; r < W->nics; ++r) {
+      if (s.mode(r) == RailMode::kDown || c.probeOut[size_t(r)]) continue;
+      bool inSplit = false;
+      for (const auto& p : out) inSplit = inSplit || p.second == r;
+      if (inSplit || nowS() - c.lastLongSampleS[size_t(r)] < SustainedRate::kProbeEveryS) continue;
+      // Behind what the rail already holds; no piece of this message waits for the copy.
+      sendProbeCopy(c, r);
+    }
+  }
   return out;
 }
 
@@ -733,11 +823,11 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
     if (policy == PolicyKind::kOurs) oursMaintain(c, flights, comms, pending);
     if (policy == PolicyKind::kNcclResilient) ncclMaintain(c, flights, comms, pending);
     uint64_t t = nowNs();
-    std::vector<std::pair<uint64_t, int>> known;  // RunSpec::knownRatesMinPieceBytes
-    if (policy == PolicyKind::kOurs && W->spec.knownRatesMinPieceBytes > 0 && !pending.empty()) {
+    std::vector<std::pair<uint64_t, int>> known;  // RunSpec::split
+    if (policy == PolicyKind::kOurs && W->spec.split != RunSpec::Split::kNone && !pending.empty()) {
       uint64_t left = 0;
       for (uint64_t b : pending) left += b;
-      known = splitAtTrueRates(c, s, left, W->spec.knownRatesMinPieceBytes);
+      known = splitAtRates(c, s, left);
       if (!known.empty()) pending.clear();
     }
     for (size_t k = 0; !pending.empty() || k < known.size(); ++k) {
@@ -757,6 +847,8 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
       if (c.held[size_t(r)] == 0) c.lastProgressNs[r] = t;
       c.held[size_t(r)] += sz;
       Flight f{nullptr, r, sz, double(sz), repairsOf(c, r), c.epoch[size_t(r)]};
+      f.placedNs = t;
+      f.aheadBytes = c.held[size_t(r)] - sz;
       if (queued) {
         f.job = queueOnWire(c, r, sz, arrived);
       } else {
@@ -842,6 +934,9 @@ void sendMessage(Conn& c, uint64_t bytes, int chunksPerRail) {
     uint64_t t2 = nowNs();
     c.held[size_t(done.rail)] -= done.bytes;
     s.onCompleted(done.rail, done.bytes, t2);
+    if (W->spec.split == RunSpec::Split::kSustainedRates && t2 > done.placedNs) {
+      noteSustainedSample(c, done.rail, done.aheadBytes + done.bytes, t2 - done.placedNs, false);
+    }
     if (c.health) {
       c.health->failure(done.rail).onProgress(t2);
       if (c.held[size_t(done.rail)] == 0) c.health->failure(done.rail).setOutstanding(false, t2);

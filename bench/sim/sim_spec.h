@@ -129,12 +129,17 @@ struct RunSpec {
   // acknowledgement's way back), which the links' latency does not stand for (a latency there
   // would hold back the slices in flight as well).
   double hostDelayS = 0;
-  // Ours, with a reference placement instead of the striper's (0: off): every message split over
-  // the usable rails in proportion to their true rates (the NICs' configured rates, not
-  // estimates), water-filled over what each rail of the connection already holds, pieces of at
-  // least this many bytes (a rail whose piece would be smaller gets none). Failures are still
-  // found as ours finds them. What a placement that knew the rates could reach.
-  uint64_t knownRatesMinPieceBytes = 0;
+  // Ours, with a reference placement instead of the striper's (kNone: off): every message split
+  // over the usable rails in proportion to their rates, water-filled over what each rail of the
+  // connection already holds, in pieces of at least splitMinPieceBytes (a rail whose piece would
+  // be smaller gets none). Failures are still found as ours finds them.
+  //  - kTrueRates: the NICs' configured rates and link states: what a placement that knew them
+  //    could reach.
+  //  - kSustainedRates: rates the connection measures itself (sim_engine.cc, SustainedRate):
+  //    what a transport could reach with an estimate that a shaper's bursts do not lift.
+  enum class Split { kNone, kTrueRates, kSustainedRates };
+  Split split = Split::kNone;
+  uint64_t splitMinPieceBytes = 16u << 10;
   std::vector<double> windowEdgesS;
 };
 
@@ -150,7 +155,7 @@ struct RunResult {
   double recoveryS = -1;   // first fault onset -> traffic flows again (ours: rail failed over)
   uint64_t transfers = 0;  // simulated network transfers
   uint64_t railFailures = 0, railRejoins = 0;
-  // RunSpec::knownRatesMinPieceBytes: messages split, and splits whose pieces did not add up.
+  // RunSpec::split: messages split, and splits whose pieces did not add up.
   uint64_t splitMessages = 0, splitMismatches = 0;
   double wallS = 0;
   std::string tunerChoice;             // what the tuner settled on for the DP all-reduce
