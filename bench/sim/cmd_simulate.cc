@@ -753,9 +753,9 @@ int cmdSimulate(int argc, char** argv) {
       DemoBound b;
       b.phase = phases[p].name;
       // The live rails' rates; the flapping rail counts for the half of the phase it is up.
-      for (int r = 0; r < 3; ++r) {
+      for (size_t r = 0; r < phases[p].rate.size(); ++r) {
         const bool flapping = phases[p].flap && r == 1;
-        b.capacityGbps += (flapping ? 0.5 : phases[p].rate[size_t(r)]) * 0.25;
+        b.capacityGbps += (flapping ? 0.5 : phases[p].rate[r]) * demo.nicBytesPerSec * 8e-9;
       }
       const double edge = kDemoWarmupS + kDemoPhaseS * double(p + 1);
       if (ours.ok && p < ours.windowBusBytes.size() && !stallBeganBefore(ours, edge))

@@ -271,13 +271,18 @@ bool advanced(Flight& f) {
   return true;
 }
 
+// A queued chunk that must not be sent (any more): its wire actor drops it.
+void cancelJob(WireJob& job) {
+  job.cancelled = true;
+  if (job.comm && !job.done) job.comm->cancel();
+}
+
 void cancelFlight(const Flight& f) {
   if (!f.job) {
     f.comm->cancel();
     return;
   }
-  f.job->cancelled = true;
-  if (f.job->comm && !f.job->done) f.job->comm->cancel();
+  cancelJob(*f.job);
 }
 
 uint64_t repairsOf(const struct Conn& c, int rail);
@@ -713,8 +718,7 @@ void sendProbeCopy(Conn& c, int rail) {
     conn->held[size_t(rail)] -= bytes;
     conn->probeOut[size_t(rail)] = false;
     if (timedOut) {
-      job->cancelled = true;
-      if (job->comm && !job->done) job->comm->cancel();
+      cancelJob(*job);
       return;
     }
     noteSustainedSample(*conn, rail, ahead + bytes, nowNs() - placedNs, true);
